@@ -1,0 +1,61 @@
+"""The object a program holds: built from Settings, it owns the store, embedder and retriever.
+
+No globals: two ``Bara`` objects with different settings can live side by side.
+Parts are built lazily, so a command that only reads the store never loads a model.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from bara.memory.knowledge import KnowledgeBase
+from bara.retrieval.embedders import Embedder, build_embedder
+from bara.retrieval.hybrid import HybridRetriever
+from bara.retrieval.rerank import Reranker, build_reranker
+from bara.settings import Settings, load_settings
+from bara.store import Store, open_store
+
+
+class Bara:
+    def __init__(self, settings: Settings | None = None, *, store: Store | None = None,
+                 embedder: Embedder | None = None):
+        self.settings = settings or load_settings()
+        if store is not None:
+            self.__dict__["store"] = store
+        if embedder is not None:
+            self.__dict__["embedder"] = embedder
+
+    @classmethod
+    def open(cls, db: str | None = None, **overrides: Any) -> "Bara":
+        return cls(load_settings(db=db, **overrides))
+
+    @cached_property
+    def store(self) -> Store:
+        return open_store(self.settings.db)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return build_embedder(self.settings)
+
+    @cached_property
+    def reranker(self) -> Reranker:
+        return build_reranker(self.settings)
+
+    @cached_property
+    def retriever(self) -> HybridRetriever:
+        return HybridRetriever(self.store, self.embedder, self.settings, self.reranker)
+
+    @cached_property
+    def knowledge(self) -> KnowledgeBase:
+        return KnowledgeBase(self.store, self.embedder, self.settings)
+
+    def close(self) -> None:
+        if "store" in self.__dict__:
+            self.store.close()
+
+    def __enter__(self) -> "Bara":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

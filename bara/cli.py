@@ -1,0 +1,197 @@
+"""The `bara` command: parses, calls the library, prints. No logic lives here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bara.app import Bara
+from bara.errors import BaraError
+from bara.memory.knowledge import FileOutcome, IngestReport, discover
+from bara.settings import load_settings
+from bara.types import RetrievalOutcome
+
+app = typer.Typer(help="bara: adaptive retrieval for multi-turn assistants.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+eval_app = typer.Typer(help="Evaluations on datasets with judgments.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+console = Console()
+err = Console(stderr=True)
+
+DbOption = typer.Option(None, "--db", help="Store location (SQLite file). Default: settings / $BARA_DB.")
+
+
+def _open(db: Optional[str], **overrides: object) -> Bara:
+    return Bara(load_settings(db=db, **overrides))
+
+
+def _fail(exc: BaraError) -> None:
+    err.print(f"[red]error:[/red] {exc}")
+    raise typer.Exit(2)
+
+
+@app.command()
+def ingest(paths: List[Path] = typer.Argument(..., help="Files or folders to ingest."),
+           db: Optional[str] = DbOption,
+           prune: bool = typer.Option(False, "--prune", help="Remove stored files that no longer exist."),
+           json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON.")) -> None:
+    """Chunk, embed and store files into the knowledge base (unchanged files are skipped)."""
+    try:
+        with _open(db) as bara:
+            report = _ingest_with_progress(bara, paths, prune, quiet=json_out)
+    except BaraError as exc:
+        _fail(exc)
+    _print_ingest(report, json_out)
+    if report.interrupted:
+        raise typer.Exit(130)
+
+
+def _ingest_with_progress(bara: Bara, paths: List[Path], prune: bool, quiet: bool) -> IngestReport:
+    total = len(discover(paths)[0])
+    columns = (TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[name]}"))
+    with Progress(*columns, console=err, disable=quiet, transient=False) as bar:
+        task = bar.add_task("ingest", total=total, name="")
+
+        def step(outcome: FileOutcome) -> None:
+            if outcome.status != "pruned":
+                bar.update(task, advance=1, name=Path(outcome.path).name)
+
+        return bara.knowledge.ingest(paths, prune=prune, progress=step)
+
+
+def _print_ingest(report: IngestReport, json_out: bool) -> None:
+    summary = {"files_read": report.files_read, "written": report.written, "unchanged": report.unchanged,
+               "skipped": [{"path": p, "reason": r} for p, r in report.skipped], "pruned": report.pruned,
+               "chunks_written": report.chunks_written, "chunks_unchanged": report.chunks_unchanged,
+               "seconds": round(report.seconds, 3), "interrupted": report.interrupted}
+    if json_out:
+        print(json.dumps(summary))
+        return
+    console.print(f"files read {report.files_read} (written {report.written}, unchanged {report.unchanged}),"
+                  f" skipped {len(report.skipped)}, pruned {report.pruned}")
+    console.print(f"chunks written {report.chunks_written}, chunks unchanged {report.chunks_unchanged},"
+                  f" {report.seconds:.2f} s")
+    for path, reason in report.skipped:
+        console.print(f"  skipped {path}: {reason}")
+    if report.interrupted:
+        console.print("[yellow]interrupted: every committed document is whole; rerun to continue[/yellow]")
+
+
+@app.command()
+def search(query: str = typer.Argument(..., help="What to look for."),
+           k: Optional[int] = typer.Option(None, "--k", help="How many chunks to return."),
+           floor: Optional[float] = typer.Option(None, "--floor", help="Cosine similarity floor."),
+           rerank: Optional[bool] = typer.Option(None, "--rerank/--no-rerank", help="Cross-encoder rerank."),
+           json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+           db: Optional[str] = DbOption) -> None:
+    """Hybrid search of the knowledge base: fused score plus each arm's rank and score."""
+    try:
+        with _open(db) as bara:
+            outcome = bara.retriever.search(query, k=k, floor=floor, rerank=rerank)
+    except BaraError as exc:
+        _fail(exc)
+    if json_out:
+        print(json.dumps(outcome_json(outcome)))
+    else:
+        _print_outcome(outcome)
+
+
+def outcome_json(outcome: RetrievalOutcome) -> dict:
+    def hit(h):  # noqa: ANN001, ANN202 - local formatter
+        return {"id": h.id, "source": h.chunk.source, "section": h.chunk.section, "title": h.chunk.title,
+                "score": round(h.score, 6), "similarity": round(h.similarity, 4),
+                "lexical": {"rank": h.lexical.rank, "score": h.lexical.score},
+                "dense": {"rank": h.dense.rank, "score": h.dense.score},
+                "rerank_score": h.rerank_score, "text": h.chunk.text}
+    return {"query": outcome.query, "status": outcome.status.value, "reasons": list(outcome.reasons),
+            "hits": [hit(h) for h in outcome.hits], "dropped_by_floor": len(outcome.dropped),
+            "timings_ms": {k: round(v, 3) for k, v in outcome.timings_ms.items()}}
+
+
+def _print_outcome(outcome: RetrievalOutcome) -> None:
+    table = Table(title=f"{outcome.status.value}: {outcome.query[:60]}")
+    for col in ("#", "source", "section", "fused", "sim", "bm25 rank/score", "dense rank/score"):
+        table.add_column(col)
+    for n, h in enumerate(outcome.hits, 1):
+        table.add_row(str(n), Path(h.chunk.source).name, f"{h.chunk.section} {h.chunk.title}"[:40],
+                      f"{h.score:.4f}", f"{h.similarity:.3f}", _arm(h.lexical), _arm(h.dense))
+    console.print(table)
+    for n, h in enumerate(outcome.hits, 1):
+        console.print(f"[bold]{n}.[/bold] {h.chunk.text[:240].strip()}…")
+    if outcome.reasons:
+        console.print(f"reasons: {', '.join(outcome.reasons)}; dropped by floor: {len(outcome.dropped)}")
+
+
+def _arm(arm) -> str:  # noqa: ANN001
+    return "-" if arm.rank is None else f"{arm.rank} / {arm.score:.3f}"
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(corpus: Path = typer.Option(..., "--corpus", help="BEIR corpus .jsonl or .jsonl.gz"),
+                   queries: Path = typer.Option(..., "--queries", help="BEIR queries .jsonl"),
+                   qrels: Path = typer.Option(..., "--qrels", help="BEIR qrels .tsv"),
+                   arms: str = typer.Option("bm25,dense,hybrid,hybrid+rerank", "--arms"),
+                   json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """nDCG@10, Recall@100, MRR@10 and latency per arm on a BEIR-layout dataset."""
+    from bara.eval.retrieval import ARM_NAMES
+
+    chosen = [a.strip() for a in arms.split(",") if a.strip()]
+    unknown = [a for a in chosen if a not in ARM_NAMES]
+    if unknown:
+        err.print(f"[red]error:[/red] unknown arm(s) {unknown}; choose from {', '.join(ARM_NAMES)}")
+        raise typer.Exit(2)
+    try:
+        bara = _open(None)
+        report = _run_eval(bara, corpus, queries, qrels, chosen, json_out)
+    except BaraError as exc:
+        _fail(exc)
+    print(json.dumps(report)) if json_out else _print_eval(report)
+
+
+def _run_eval(bara: Bara, corpus: Path, queries: Path, qrels: Path, arms: list[str], quiet: bool) -> dict:
+    from bara.eval.retrieval import evaluate_retrieval
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, disable=quiet) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(stage: str, n: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], advance=n)
+
+        return evaluate_retrieval(corpus, queries, qrels, arms, bara.settings, bara.embedder,
+                                  progress=progress)
+
+
+def _print_eval(report: dict) -> None:
+    table = Table(title=f"{report['dataset']}: {report['n_queries']} queries, {report['n_docs']} docs")
+    for col in ("arm", "nDCG@10", "Recall@100", "MRR@10", "p50 ms", "p95 ms"):
+        table.add_column(col)
+    for name, r in report["arms"].items():
+        if "skipped" in r:
+            table.add_row(name, f"skipped: {r['skipped']}", "", "", "", "")
+            continue
+        table.add_row(name, f"{r['ndcg@10']:.4f}", f"{r['recall@100']:.4f}", f"{r['mrr@10']:.4f}",
+                      f"{r['latency_ms']['p50']:.2f}", f"{r['latency_ms']['p95']:.2f}")
+    console.print(table)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

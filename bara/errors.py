@@ -1,0 +1,23 @@
+"""bara's exceptions. Each message says who must act and how to fix it."""
+
+from __future__ import annotations
+
+
+class BaraError(Exception):
+    """Base class for every error bara raises on purpose."""
+
+
+class ConfigError(BaraError):
+    """A setting or settings file is invalid: the user must correct it."""
+
+
+class StoreError(BaraError):
+    """The store cannot be opened or used as asked (corrupt, foreign, newer schema...)."""
+
+
+class EmbedderError(BaraError):
+    """The embedding model cannot be loaded or run."""
+
+
+class InputError(BaraError):
+    """The caller passed input bara cannot use (bad file format, unknown id...)."""

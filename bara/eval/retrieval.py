@@ -1,0 +1,167 @@
+"""`bara eval retrieval`: arms compared on a BEIR dataset with ir-measures.
+
+The corpus is indexed once into a cached store (keyed by corpus hash, embedder
+and lexical settings), one chunk per document (title + text), so repeated
+evaluations neither re-embed nor re-index. Metrics come from ir-measures
+(pytrec_eval underneath); nothing here computes a ranking metric by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import ir_measures
+import numpy as np
+from ir_measures import RR, R, nDCG
+
+from bara.eval.beir import BeirData, BeirDoc, load_beir
+from bara.eval.stats import percentiles
+from bara.retrieval.embedders import Embedder
+from bara.retrieval.hybrid import Arms, HybridRetriever
+from bara.retrieval.rerank import CrossEncoderReranker, Reranker
+from bara.settings import Settings
+from bara.store.sqlite import SQLiteStore
+from bara.types import Chunk, Document, RetrievalOutcome, text_hash
+
+ARM_NAMES = ("bm25", "dense", "hybrid", "hybrid+rerank")
+MEASURES = {"ndcg@10": nDCG @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}
+INDEX_VERSION = "1"  # bump when the way documents are indexed changes
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    name: str
+    arms: Arms
+    rerank: bool
+
+
+ARMS = {"bm25": ArmSpec("bm25", Arms.LEXICAL, False), "dense": ArmSpec("dense", Arms.DENSE, False),
+        "hybrid": ArmSpec("hybrid", Arms.HYBRID, False),
+        "hybrid+rerank": ArmSpec("hybrid+rerank", Arms.HYBRID, True)}
+
+
+def index_path(corpus: Path, embedder: Embedder, settings: Settings) -> Path:
+    """One cached index per (corpus bytes, embedder, lexical settings)."""
+    h = hashlib.sha256()
+    with corpus.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    h.update(f"{getattr(embedder, 'cache_key', embedder.model_id)}|{INDEX_VERSION}".encode())
+    return Path(settings.cache_dir) / "eval" / f"{corpus.stem.split('.')[0]}-{h.hexdigest()[:16]}.db"
+
+
+def build_index(store: SQLiteStore, docs: Sequence[BeirDoc], embedder: Embedder,
+                progress: Callable[[int], None] | None = None, batch: int = 256) -> None:
+    """Write every document as one chunk; skips ids already stored (resumable)."""
+    have = set(store.list_sources())
+    todo = [d for d in docs if d.id not in have]
+    for start in range(0, len(todo), batch):
+        part = todo[start:start + batch]
+        vectors = embedder.embed([_doc_text(d) for d in part])
+        with store.transaction():
+            for doc, vec in zip(part, vectors):
+                store.write_document(_document(doc), vec[None, :])
+        if progress:
+            progress(len(part))
+
+
+def _doc_text(doc: BeirDoc) -> str:
+    return f"{doc.title}\n{doc.text}" if doc.title else doc.text
+
+
+def _document(doc: BeirDoc) -> Document:
+    chunk = Chunk(text=doc.text, source=doc.id, ordinal=0, start=0, end=len(doc.text), title=doc.title)
+    return Document(source=doc.id, content_hash=text_hash(_doc_text(doc)), chunks=(chunk,), title="")
+
+
+def run_arm(retriever: HybridRetriever, spec: ArmSpec, queries: dict[str, str],
+            vectors: dict[str, np.ndarray], depth: int) -> tuple[dict, dict[str, list[float]]]:
+    """Run one arm over all queries; returns the run and per-stage latencies (ms)."""
+    run: dict[str, dict[str, float]] = {}
+    stages: dict[str, list[float]] = {}
+    for qid, text in queries.items():
+        t0 = time.perf_counter()
+        outcome = retriever.search(text, k=depth, floor=-1.0, arms=spec.arms, rerank=spec.rerank,
+                                   vector=vectors[qid])
+        total = (time.perf_counter() - t0) * 1e3
+        run[qid] = _ranked(outcome)
+        for stage, ms in {**outcome.timings_ms, "search": total}.items():
+            stages.setdefault(stage, []).append(ms)
+    return run, stages
+
+
+def _ranked(outcome: RetrievalOutcome) -> dict[str, float]:
+    """Scores that preserve bara's order exactly (ir-measures sorts by score)."""
+    out: dict[str, float] = {}
+    for rank, hit in enumerate(outcome.hits):
+        out.setdefault(hit.chunk.source, float(len(outcome.hits) - rank))
+    return out
+
+
+def score(qrels: dict, run: dict) -> dict[str, float]:
+    agg = ir_measures.calc_aggregate(list(MEASURES.values()), qrels, run)
+    return {name: round(float(agg[m]), 4) for name, m in MEASURES.items()}
+
+
+def embed_queries(embedder: Embedder, queries: dict[str, str]) -> tuple[dict[str, np.ndarray], list[float]]:
+    """Embed each query alone (as at serving time) and time it."""
+    vectors, times = {}, []
+    for qid, text in queries.items():
+        t0 = time.perf_counter()
+        vectors[qid] = embedder.embed([text])[0]
+        times.append((time.perf_counter() - t0) * 1e3)
+    return vectors, times
+
+
+def evaluate_retrieval(corpus: Path, queries: Path, qrels: Path, arms: Sequence[str], settings: Settings,
+                       embedder: Embedder, reranker: Reranker | None = None,
+                       progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """The JSON report of `bara eval retrieval`."""
+    data = load_beir(corpus, queries, qrels)
+    judged = {q: t for q, t in data.queries.items() if q in data.qrels}
+    store = SQLiteStore(_prepare(index_path(corpus, embedder, settings)))
+    try:
+        build_index(store, data.corpus, embedder,
+                    (lambda n: progress("index", n, len(data.corpus))) if progress else None)
+        return _report(corpus, data, judged, store, arms, settings, embedder, reranker)
+    finally:
+        store.close()
+
+
+def _prepare(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _report(corpus: Path, data: BeirData, judged: dict, store: SQLiteStore, arms: Sequence[str],
+            settings: Settings, embedder: Embedder, reranker: Reranker | None) -> dict:
+    raw = getattr(embedder, "inner", embedder)  # time real query encoding, not cache look-ups
+    vectors, embed_ms = embed_queries(raw, judged)
+    report = {"dataset": corpus.name.split(".")[0], "n_queries": len(judged), "n_docs": len(data.corpus),
+              "problems": dict(data.problems), "arms": {}}
+    for name in arms:
+        report["arms"][name] = _arm_report(name, store, judged, vectors, embed_ms, data.qrels,
+                                           settings, embedder, reranker)
+    return report
+
+
+def _arm_report(name: str, store: SQLiteStore, judged: dict, vectors: dict, embed_ms: list[float],
+                qrels: dict, settings: Settings, embedder: Embedder, reranker: Reranker | None) -> dict:
+    spec = ARMS[name]
+    if spec.rerank:
+        reranker = reranker or CrossEncoderReranker(settings.rerank_model, settings.rerank_budget_ms,
+                                                    settings.rerank_ms_per_pair_estimate)
+        why = reranker.unavailable() if isinstance(reranker, CrossEncoderReranker) else None
+        if why:
+            return {"skipped": why}
+    retriever = HybridRetriever(store, embedder, settings, reranker)
+    run, stages = run_arm(retriever, spec, judged, vectors, depth=100)
+    if spec.arms is not Arms.LEXICAL:
+        stages["embed"] = embed_ms
+    stages["total"] = [a + b for a, b in zip(stages["search"], embed_ms)] if "embed" in stages else stages["search"]
+    return {**score(qrels, run), "latency_ms": percentiles(stages["total"]),
+            "stages_ms": {s: percentiles(v) for s, v in sorted(stages.items())}}

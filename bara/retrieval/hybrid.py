@@ -1,0 +1,111 @@
+"""Hybrid retrieval: lexical + dense arms, weighted RRF, similarity floor, optional rerank.
+
+The Store runs both arms and fuses them (see ``Store.search``); this module owns
+the policy around it: query sanitising, the fallback when the lexical arm finds
+nothing, the floor, reranking, and the typed outcome with its reasons.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from enum import Enum
+from typing import Sequence
+
+import numpy as np
+
+from bara.retrieval.embedders import Embedder
+from bara.retrieval.lexical import analyze
+from bara.retrieval.rerank import PassthroughReranker, Reranker
+from bara.settings import Settings
+from bara.store.base import Store
+from bara.types import SHARED, Hit, RetrievalOutcome, SearchRequest, Status
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class Arms(str, Enum):
+    """Which retrieval arms a search runs (the eval compares them)."""
+
+    LEXICAL = "bm25"
+    DENSE = "dense"
+    HYBRID = "hybrid"
+
+
+def clean_query(text: str, max_chars: int) -> tuple[str, tuple[str, ...]]:
+    """Strip control characters and cap the length; returns the query and reason codes."""
+    cleaned = _CONTROL.sub(" ", text).strip()
+    if len(cleaned) > max_chars:
+        return cleaned[:max_chars], ("query_truncated",)
+    return cleaned, ()
+
+
+class HybridRetriever:
+    """Search one or more owner scopes and collections of a Store."""
+
+    def __init__(self, store: Store, embedder: Embedder, settings: Settings,
+                 reranker: Reranker | None = None):
+        self.store, self.embedder, self.settings = store, embedder, settings
+        self.reranker = reranker or PassthroughReranker()
+
+    def search(self, query: str, *, k: int | None = None, floor: float | None = None,
+               owners: Sequence[str] = (SHARED,), collections: Sequence[str] = ("kb",),
+               arms: Arms = Arms.HYBRID, rerank: bool | None = None,
+               vector: np.ndarray | None = None) -> RetrievalOutcome:
+        """Return an ok / empty / degraded outcome; never raises on odd query text."""
+        k = k or self.settings.k
+        floor = self.settings.search_floor if floor is None else floor
+        text, reasons = clean_query(query, self.settings.max_query_chars)
+        if not text:
+            return RetrievalOutcome(Status.EMPTY, query, reasons=(*reasons, "empty_query"))
+        timings: dict[str, float] = {}
+        terms = tuple(analyze(text)) if arms is not Arms.DENSE else ()
+        if arms is not Arms.DENSE and not terms:
+            reasons += ("lexical_no_terms",)
+        vector = self._vector(text, vector, timings)
+        result = self.store.search(self._request(terms, vector, k, owners, collections, arms))
+        timings.update(result.timings_ms)
+        if arms is Arms.HYBRID and terms and result.lexical_hits == 0:
+            reasons += ("lexical_empty_dense_only",)
+        hits = self._hits(result.candidates, owners)
+        kept = tuple(h for h in hits if h.similarity >= floor)
+        dropped = tuple(h for h in hits if h.similarity < floor)
+        kept, status, reasons = self._rerank(text, kept, rerank, timings, reasons)
+        if not kept:
+            reasons += ("all_below_floor",) if dropped else ("no_candidates",)
+            status = Status.EMPTY
+        return RetrievalOutcome(status, text, kept[:k], dropped, reasons, timings)
+
+    def _vector(self, text: str, vector: np.ndarray | None, timings: dict) -> np.ndarray:
+        if vector is not None:
+            return vector
+        t0 = time.perf_counter()
+        out = self.embedder.embed([text])[0]
+        timings["embed"] = (time.perf_counter() - t0) * 1e3
+        return out
+
+    def _request(self, terms: tuple[str, ...], vector: np.ndarray, k: int, owners: Sequence[str],
+                 collections: Sequence[str], arms: Arms) -> SearchRequest:
+        s = self.settings
+        return SearchRequest(terms=terms, vector=vector, limit=s.candidate_multiplier * k,
+                             owners=tuple(owners), collections=tuple(collections),
+                             use_lexical=arms is not Arms.DENSE, use_dense=arms is not Arms.LEXICAL,
+                             weight_lexical=s.weight_lexical, weight_dense=s.weight_dense,
+                             rrf_k=s.rrf_k, title_weight=s.lexical_title_weight)
+
+    def _hits(self, candidates: Sequence, owners: Sequence[str]) -> tuple[Hit, ...]:
+        chunks = {c.id: c for c in self.store.get_chunks([c.chunk_id for c in candidates], owners)}
+        return tuple(Hit(chunk=chunks[c.chunk_id], score=c.fused, similarity=c.similarity,
+                         lexical=c.lexical, dense=c.dense, fused=c.fused)
+                     for c in candidates if c.chunk_id in chunks)
+
+    def _rerank(self, text: str, hits: tuple[Hit, ...], rerank: bool | None, timings: dict,
+                reasons: tuple[str, ...]) -> tuple[tuple[Hit, ...], Status, tuple[str, ...]]:
+        use = self.settings.rerank if rerank is None else rerank
+        if not use or not hits:
+            return hits, Status.OK, reasons
+        result = self.reranker.rerank(text, hits)
+        timings["rerank"] = result.ms
+        if result.degraded:
+            return result.hits, Status.DEGRADED, (*reasons, result.degraded)
+        return result.hits, Status.OK, reasons

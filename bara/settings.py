@@ -1,0 +1,220 @@
+"""Every threshold and default bara uses, typed, in one place.
+
+Load order (later wins): built-in defaults < TOML file < ``BARA_*`` environment
+variables < per-call overrides (:meth:`Settings.override`).
+
+Environment variables use the field name upper-cased with a ``BARA_`` prefix,
+e.g. ``BARA_K=6`` or ``BARA_DB=/tmp/x.db``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bara.errors import ConfigError
+
+
+def _data_home() -> Path:
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "bara"
+
+
+def _cache_home() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bara"
+
+
+class Settings(BaseModel):
+    """One typed object for every tunable; each field says why it has its default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # --- where things live -------------------------------------------------
+    db: str = Field(str(_data_home() / "bara.db"),
+                    description="Store location: a SQLite file path (embedded default).")
+    cache_dir: Path = Field(_cache_home(),
+                            description="Embedding cache and eval index cache; safe to delete.")
+    data_dir: Path = Field(Path("../shared/data"),
+                           description="Test/demo datasets; never needed by the library at run time.")
+
+    # --- chunking ----------------------------------------------------------
+    chunk_size_chars: int = Field(1000, ge=200,
+                                  description="~250 MiniLM tokens: fits the 256-token window whole.")
+    chunk_overlap_chars: int = Field(150, ge=0,
+                                     description="One sentence or so of overlap keeps boundary facts findable.")
+    min_chunk_chars: int = Field(40, ge=1,
+                                 description="Shorter fragments (page debris) carry no retrievable meaning.")
+
+    # --- embeddings --------------------------------------------------------
+    embedder: str = Field("minilm-int8",
+                          description="'minilm-int8' (bundled ONNX) or any sentence-transformers name/path.")
+    embed_batch_size: int = Field(32, ge=1,
+                                  description="Big enough to amortise ONNX call overhead, small enough for padding waste.")
+    embed_threads: int = Field(0, ge=0,
+                               description="ONNX intra-op threads; 0 = all cores (1 can win on a busy machine).")
+    embed_max_tokens: int = Field(256, ge=8, le=512,
+                                  description="all-MiniLM-L6-v2 was trained with a 256-token window.")
+
+    # --- hybrid retrieval --------------------------------------------------
+    k: int = Field(4, ge=1, le=100, description="Chunks returned per search; 4 fits the context budget.")
+    candidate_multiplier: int = Field(3, ge=1, le=50,
+                                      description="Each arm fetches multiplier*k so fusion has overlap to work with.")
+    rrf_k: int = Field(60, ge=1, description="Cormack et al. (2009) found k=60 robust across collections.")
+    weight_lexical: float = Field(1.0, ge=0.0, description="RRF weight of the full-text arm.")
+    weight_dense: float = Field(1.0, ge=0.0, description="RRF weight of the dense arm.")
+    lexical_title_weight: float = Field(2.0, ge=0.0,
+                                        description="BM25 column weight of titles/sections vs body (body = 1).")
+    max_query_chars: int = Field(2000, ge=10,
+                                 description="Longer queries are cut for retrieval (reason code query_truncated).")
+    search_floor: float = Field(0.30, ge=-1.0, le=1.0,
+                                description="Cosine floor for plain `bara search`; same as the KB route floor.")
+
+    # --- reranking ---------------------------------------------------------
+    rerank: bool = Field(False, description="Off by default: no cross-encoder weights ship with bara.")
+    rerank_model: str = Field("cross-encoder/ms-marco-MiniLM-L-6-v2",
+                              description="sentence-transformers CrossEncoder name or local path.")
+    rerank_budget_ms: float = Field(60.0, gt=0,
+                                    description="Latency cap; ~5 ms/pair on CPU means about 12 pairs.")
+    rerank_ms_per_pair_estimate: float = Field(5.0, gt=0,
+                                               description="Prior per-pair cost until one call is measured.")
+
+    # --- route floors (gated pipeline) -------------------------------------
+    floor_kb: float = Field(0.30, description="Explicit knowledge questions accept looser matches.")
+    floor_continuation: float = Field(0.35, description="The conversation itself supplies context.")
+    floor_general: float = Field(0.45, description="Unclear need: only clearly relevant chunks earn tokens.")
+    floor_qa: float = Field(0.65, description="Old answers are reused only when the question nearly repeats.")
+
+    # --- gate: understand & decide (add gate thresholds below this line) ---
+    gate_followup_threshold: float = Field(0.5, ge=0.0, le=1.0,
+                                           description="Two weak structural cues (or one strong) mark a follow-up.")
+    gate_prototype_min_similarity: float = Field(0.35, ge=-1.0, le=1.0,
+                                                 description="Below this a prototype match is a guess (0.35 scored best on CLINC val).")
+    gate_reduce_k_delta: int = Field(2, ge=0,
+                                     description="Reduced turns (rapid fire) need a fact or two, not a survey.")
+    gate_reduce_floor_delta: float = Field(0.10, ge=0.0, le=1.0,
+                                           description="Reduced turns admit only clearly relevant chunks.")
+    gate_boost_k_delta: int = Field(2, ge=0,
+                                    description="Exploring or recovering from a miss deserves wider evidence.")
+    gate_boost_floor_delta: float = Field(0.05, ge=0.0, le=1.0,
+                                          description="Small: a lower floor past ~0.25 mostly admits noise.")
+    gate_short_query_words: int = Field(4, ge=1,
+                                        description="Queries this short carry little retrievable content.")
+    gate_rapid_fire_streak: int = Field(3, ge=2,
+                                        description="Three short queries in a row is a quick-lookup rhythm, not chance.")
+    gate_repetition_similarity: float = Field(0.8, ge=0.0, le=1.0,
+                                              description="Word-set Jaccard at which a query counts as asked again.")
+    gate_topic_switch_similarity: float = Field(0.35, ge=-1.0, le=1.0,
+                                                description="Cosine to the recent topic below which a turn switches topic.")
+    gate_exploratory_switches: int = Field(2, ge=1,
+                                           description="Repeated topic switches mean browsing: widen retrieval.")
+    gate_notes_k: int = Field(3, ge=1,
+                              description="Decisions/open questions are few; three notes cover a recap.")
+
+    # --- memory & pipeline (add memory/pipeline settings below this line) ---
+    memory_floor_notes: float = Field(0.30, ge=-1.0, le=1.0,
+                                      description="Notes are one-sentence paraphrases: a recap query rarely "
+                                                  "scores above 0.5 against the note it means.")
+    memory_notes_concept_boost: float = Field(0.05, ge=0.0, le=1.0,
+                                              description="Small nudge for a note naming a concept the query "
+                                                          "names (TCP, 'retry budget'); similarity still rules.")
+    memory_notes_kind_boost: float = Field(0.05, ge=0.0, le=1.0,
+                                           description="Small nudge for the asked kind: 'what did we decide' "
+                                                       "prefers decisions over hypotheses.")
+    memory_qa_recency_half_life_s: float = Field(7 * 86400.0, gt=0,
+                                                 description="A week: last week's answer is half as fresh; "
+                                                             "facts in chats age in days, not hours.")
+    memory_qa_recency_weight: float = Field(0.05, ge=0.0, le=1.0,
+                                            description="Max recency bonus; below the similarity spread of "
+                                                        "near-repeats, so it only breaks near-ties.")
+    memory_qa_same_conversation_bonus: float = Field(0.05, ge=0.0, le=1.0,
+                                                     description="An answer given in this conversation fits "
+                                                                 "its context better than one from another.")
+
+    # pipeline (bara/pipeline.py)
+    pipeline_history_messages: int = Field(8, ge=0,
+                                           description="Last N messages shown to the generator (4 exchanges); "
+                                                       "the always-mode baseline keeps the same window.")
+    pipeline_context_budget_tokens: int = Field(3000, ge=200,
+                                                description="Prompt budget (estimated tokens); history gives way "
+                                                            "first. Leaves room for an answer in a 4k window.")
+
+    # --- agent & llm (add agent/provider settings below this line) ---
+    model: str = Field("", description="LLM as 'provider:name' (e.g. 'openai:gpt-4o-mini'); empty = no LLM, "
+                                       "callers fall back to offline models. Env: BARA_MODEL.")
+    llm_provider: str = Field("", pattern=r"^(|openai|anthropic)$",
+                              description="'openai' (any Chat Completions server) or 'anthropic'; empty = "
+                                          "the model's prefix, else claude-* means anthropic.")
+    llm_base_url: str = Field("", description="Empty = the provider's public API; set it for vLLM, Ollama or "
+                                              "llama.cpp (e.g. http://127.0.0.1:11434/v1).")
+    llm_api_key_env: str = Field("", description="Name of the env variable holding the API key (default "
+                                                 "OPENAI_API_KEY / ANTHROPIC_API_KEY); keys never live in settings.")
+    llm_timeout_s: float = Field(60.0, gt=0, description="One HTTP attempt; a tool-call turn on a slow "
+                                                         "local model can take tens of seconds.")
+    llm_max_retries: int = Field(3, ge=0, le=10, description="Retries on 429/5xx/connection errors: rides out "
+                                                             "brief rate limits without hiding an outage.")
+    llm_backoff_s: float = Field(0.5, ge=0, description="First retry delay; doubles per retry with jitter "
+                                                        "(unless the provider sends Retry-After).")
+    llm_backoff_max_s: float = Field(8.0, ge=0, description="Cap on one computed retry delay.")
+    llm_max_tokens: int = Field(1024, ge=1, description="Answer cap Anthropic requires; ~750 words is ample "
+                                                        "for a chat turn. Not sent to OpenAI-compatible servers.")
+    agent_max_iterations: int = Field(6, ge=1, le=50, description="Model calls offered tools per agent run; "
+                                                                 "bounds search spirals, then one tool-less wrap-up.")
+    agent_deadline_s: float = Field(60.0, gt=0, description="Wall-clock budget of one agent run, shared by "
+                                                            "model calls and tools.")
+
+    def override(self, **changes: Any) -> "Settings":
+        """Return a validated copy with ``changes`` applied (never mutates self)."""
+        try:
+            return Settings.model_validate({**self.model_dump(), **changes})
+        except ValidationError as exc:
+            raise ConfigError(f"invalid setting override: {_brief(exc)}") from exc
+
+
+def _brief(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+
+
+def _env_values(environ: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for name in Settings.model_fields:
+        key = f"BARA_{name.upper()}"
+        if key in environ:
+            out[name] = environ[key]
+    if "BARA_DATABASE_URL" in environ and "db" not in out:
+        out["db"] = environ["BARA_DATABASE_URL"]
+    return out
+
+
+def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None,
+                  **overrides: Any) -> Settings:
+    """Build Settings from defaults, an optional TOML file, the environment and overrides.
+
+    The TOML file is ``path``, else ``$BARA_CONFIG``, else ``./bara.toml`` if present.
+    Values may sit at the top level or under a ``[bara]`` table.
+    """
+    environ = dict(os.environ if environ is None else environ)
+    values: dict[str, Any] = {}
+    toml_path = Path(path) if path else (Path(environ["BARA_CONFIG"]) if "BARA_CONFIG" in environ else None)
+    if toml_path is None and Path("bara.toml").is_file():
+        toml_path = Path("bara.toml")
+    if toml_path is not None:
+        values.update(_read_toml(toml_path))
+    values.update(_env_values(environ))
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid settings ({toml_path or 'environment'}): {_brief(exc)}") from exc
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"settings file {path} does not exist; create it or unset BARA_CONFIG") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"settings file {path} is not valid TOML: {exc}") from exc
+    return dict(data.get("bara", data))

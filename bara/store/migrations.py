@@ -1,0 +1,81 @@
+"""Ordered, named schema steps. A step, once released, is never edited: add a new one.
+
+Core steps are backend-specific (full-text and vector storage differ); domain
+steps (memory tiers, funds) are portable SQL shared by every backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str  # "0001_core": the number fixes the order, the name says what it does
+    statements: tuple[str, ...]
+
+
+SQLITE_CORE = Migration("0001_core", (
+    """CREATE TABLE documents (
+        id INTEGER PRIMARY KEY,
+        owner TEXT NOT NULL,
+        collection TEXT NOT NULL,
+        source TEXT NOT NULL,
+        title TEXT NOT NULL DEFAULT '',
+        content_hash TEXT NOT NULL,
+        meta TEXT NOT NULL DEFAULT '{}',
+        updated_at REAL NOT NULL,
+        UNIQUE (owner, collection, source))""",
+    """CREATE TABLE chunks (
+        id INTEGER PRIMARY KEY,
+        doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+        owner TEXT NOT NULL,
+        collection TEXT NOT NULL,
+        ordinal INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        section TEXT NOT NULL DEFAULT '',
+        title TEXT NOT NULL DEFAULT '',
+        start_char INTEGER NOT NULL,
+        end_char INTEGER NOT NULL,
+        content_hash TEXT NOT NULL,
+        embedding BLOB NOT NULL)""",
+    "CREATE INDEX chunks_scope ON chunks (owner, collection)",
+    "CREATE INDEX chunks_doc ON chunks (doc_id)",
+    "CREATE INDEX documents_owner ON documents (owner, collection)",
+    "CREATE VIRTUAL TABLE chunks_fts USING fts5 (body, heading, tokenize = 'unicode61')",
+    """CREATE TABLE scope_generation (
+        owner TEXT NOT NULL, collection TEXT NOT NULL, gen INTEGER NOT NULL,
+        PRIMARY KEY (owner, collection))""",
+))
+
+
+def _domain_steps() -> list[Migration]:
+    """Portable steps owned by the domain packages, in release order."""
+    steps: list[Migration] = []
+    for loader in _DOMAIN_LOADERS:
+        steps.extend(loader())
+    return steps
+
+
+def _memory_steps() -> list[Migration]:
+    try:
+        from bara.memory.schema import MEMORY_MIGRATIONS
+    except ImportError:
+        return []
+    return [Migration(name, tuple(sql)) for name, sql in MEMORY_MIGRATIONS]
+
+
+def _funds_steps() -> list[Migration]:
+    try:
+        from bara.domains.funds.schema import FUNDS_MIGRATIONS
+    except ImportError:
+        return []
+    return [Migration(name, tuple(sql)) for name, sql in FUNDS_MIGRATIONS]
+
+
+_DOMAIN_LOADERS: tuple[Callable[[], list[Migration]], ...] = (_memory_steps, _funds_steps)
+
+
+def sqlite_migrations() -> list[Migration]:
+    return [SQLITE_CORE, *_domain_steps()]

@@ -1,0 +1,318 @@
+"""The embedded default Store: one SQLite file, FTS5 ``bm25()`` and exact numpy vectors.
+
+Why exact numpy search rather than sqlite-vec: at 6k and 100k chunks both are
+brute force; numpy over a cached float32 matrix was faster in our benchmark
+(docs/benchmarks.md) and needs no loadable extension (this Python's sqlite3
+cannot load extensions). The matrix is cached per (owner, collection) scope
+and reloaded only when that scope's generation counter changes, which every
+write bumps in the same transaction, so other processes' writes are seen.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from bara.errors import StoreError
+from bara.retrieval.fusion import weighted_rrf
+from bara.retrieval.lexical import index_text, match_expression
+from bara.store.migrations import Migration, sqlite_migrations
+from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
+                        StoreSearchResult)
+
+APPLICATION_ID = 0x62617261  # "bara": marks the file as ours
+
+
+class _Matrix:
+    """Vectors of one search scope, cached with the generations they were read at."""
+
+    def __init__(self, gens: tuple[int, ...], ids: np.ndarray, vectors: np.ndarray):
+        self.gens, self.ids, self.vectors = gens, ids, vectors
+        self.row = {int(i): n for n, i in enumerate(ids)}
+
+
+class SQLiteStore:
+    """Store protocol over one SQLite file (or ``:memory:``)."""
+
+    def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None):
+        self.location = str(path)
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._matrices: dict[tuple, _Matrix] = {}
+        self._conn = _connect(self.location)
+        _check_identity(self._conn, self.location)
+        self._migrate(list(migrations) if migrations is not None else sqlite_migrations())
+
+    # ----------------------------------------------------------------- SQL runner
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        with self._lock:
+            return self._conn.execute(sql, tuple(params)).rowcount
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self._lock:
+            self._conn.executemany(sql, rows)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._conn.execute(sql, tuple(params)).fetchall()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE at the outermost level, savepoints inside; rollback on any exception
+        (KeyboardInterrupt included), so a document is stored whole or not at all."""
+        with self._lock:
+            outer = self._depth == 0
+            self._conn.execute("BEGIN IMMEDIATE" if outer else f"SAVEPOINT sp{self._depth}")
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                self._conn.execute("ROLLBACK" if outer else f"ROLLBACK TO sp{self._depth}")
+                if not outer:
+                    self._conn.execute(f"RELEASE sp{self._depth}")
+                raise
+            self._depth -= 1
+            self._conn.execute("COMMIT" if outer else f"RELEASE sp{self._depth}")
+
+    # ------------------------------------------------------------------ documents
+    def document_hash(self, source: str, owner: str = SHARED, collection: str = "kb") -> str | None:
+        rows = self.query("SELECT content_hash FROM documents WHERE owner=? AND collection=? AND source=?",
+                          (owner, collection, source))
+        return rows[0][0] if rows else None
+
+    def list_sources(self, owner: str = SHARED, collection: str = "kb") -> list[str]:
+        rows = self.query("SELECT source FROM documents WHERE owner=? AND collection=? ORDER BY source",
+                          (owner, collection))
+        return [r[0] for r in rows]
+
+    def write_document(self, doc: Document, vectors: np.ndarray) -> int:
+        if len(doc.chunks) != len(vectors):
+            raise ValueError(f"{len(doc.chunks)} chunks but {len(vectors)} vectors for {doc.source}")
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+        with self.transaction():
+            self._delete(doc.source, doc.owner, doc.collection)
+            cur = self._conn.execute(
+                "INSERT INTO documents (owner, collection, source, title, content_hash, meta, updated_at)"
+                " VALUES (?,?,?,?,?,?,?)",
+                (doc.owner, doc.collection, doc.source, doc.title, doc.content_hash,
+                 json.dumps(dict(doc.meta)), time.time()))
+            doc_id = int(cur.lastrowid)
+            for chunk, vec in zip(doc.chunks, vecs):
+                self._insert_chunk(doc_id, doc, chunk, vec)
+            self._bump(doc.owner, doc.collection)
+        return doc_id
+
+    def _insert_chunk(self, doc_id: int, doc: Document, chunk: Any, vec: np.ndarray) -> None:
+        cur = self._conn.execute(
+            "INSERT INTO chunks (doc_id, owner, collection, ordinal, text, section, title, start_char,"
+            " end_char, content_hash, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (doc_id, doc.owner, doc.collection, chunk.ordinal, chunk.text, chunk.section, chunk.title,
+             chunk.start, chunk.end, chunk.content_hash, vec.tobytes()))
+        heading = " ".join(filter(None, (doc.title, chunk.section, chunk.title)))
+        self._conn.execute("INSERT INTO chunks_fts (rowid, body, heading) VALUES (?,?,?)",
+                           (cur.lastrowid, index_text(chunk.text), index_text(heading)))
+
+    def delete_document(self, source: str, owner: str = SHARED, collection: str = "kb") -> bool:
+        with self.transaction():
+            found = self._delete(source, owner, collection)
+            if found:
+                self._bump(owner, collection)
+        return found
+
+    def delete_owner(self, owner: str, collection: str | None = None) -> int:
+        sql = "SELECT source, collection FROM documents WHERE owner=?"
+        params: tuple = (owner,)
+        if collection is not None:
+            sql, params = sql + " AND collection=?", (owner, collection)
+        rows = self.query(sql, params)
+        with self.transaction():
+            for source, coll in rows:
+                self._delete(source, owner, coll)
+                self._bump(owner, coll)
+        return len(rows)
+
+    def _delete(self, source: str, owner: str, collection: str) -> bool:
+        row = self._conn.execute("SELECT id FROM documents WHERE owner=? AND collection=? AND source=?",
+                                 (owner, collection, source)).fetchone()
+        if row is None:
+            return False
+        self._conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE doc_id=?)",
+                           (row[0],))
+        self._conn.execute("DELETE FROM chunks WHERE doc_id=?", (row[0],))
+        self._conn.execute("DELETE FROM documents WHERE id=?", (row[0],))
+        return True
+
+    def _bump(self, owner: str, collection: str) -> None:
+        self._conn.execute(
+            "INSERT INTO scope_generation (owner, collection, gen) VALUES (?,?,1)"
+            " ON CONFLICT (owner, collection) DO UPDATE SET gen = gen + 1", (owner, collection))
+
+    # --------------------------------------------------------------------- search
+    def search(self, request: SearchRequest) -> StoreSearchResult:
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        lexical = self._lexical(request) if request.use_lexical and request.terms else []
+        t1 = time.perf_counter()
+        matrix = self._matrix(request.owners, request.collections)
+        dense, sims = self._dense(request, matrix)
+        t2 = time.perf_counter()
+        candidates = self._fuse(request, lexical, dense, sims, matrix)
+        t3 = time.perf_counter()
+        timings.update(lexical=(t1 - t0) * 1e3, dense=(t2 - t1) * 1e3, fusion=(t3 - t2) * 1e3)
+        return StoreSearchResult(tuple(candidates), len(lexical), len(dense), timings)
+
+    def _lexical(self, req: SearchRequest) -> list[tuple[int, float]]:
+        owners, colls = _marks(req.owners), _marks(req.collections)
+        sql = (f"SELECT f.rowid, bm25(chunks_fts, 1.0, ?) AS s FROM chunks_fts f JOIN chunks c ON c.id = f.rowid"
+               f" WHERE chunks_fts MATCH ? AND c.owner IN ({owners}) AND c.collection IN ({colls})"
+               f" ORDER BY s LIMIT ?")
+        params = (req.title_weight, match_expression(req.terms), *req.owners, *req.collections, req.limit)
+        return [(int(i), -float(s)) for i, s in self.query(sql, params)]
+
+    def _dense(self, req: SearchRequest, m: _Matrix) -> tuple[list[tuple[int, float]], np.ndarray | None]:
+        if req.vector is None or len(m.ids) == 0:
+            return [], None
+        sims = m.vectors @ np.asarray(req.vector, dtype=np.float32)
+        if not req.use_dense:
+            return [], sims
+        n = min(req.limit, len(sims))
+        top = np.argpartition(-sims, n - 1)[:n]
+        top = top[np.lexsort((m.ids[top], -sims[top]))]
+        return [(int(m.ids[i]), float(sims[i])) for i in top], sims
+
+    def _fuse(self, req: SearchRequest, lexical: list, dense: list, sims: np.ndarray | None,
+              m: _Matrix) -> list[Candidate]:
+        lex = {cid: (rank, score) for rank, (cid, score) in enumerate(lexical, start=1)}
+        den = {cid: (rank, score) for rank, (cid, score) in enumerate(dense, start=1)}
+        fused = weighted_rrf([[c for c, _ in lexical], [c for c, _ in dense]],
+                             [req.weight_lexical, req.weight_dense], req.rrf_k)
+        out = []
+        for cid, score in fused:
+            sim = float(sims[m.row[cid]]) if sims is not None and cid in m.row else 0.0
+            out.append(Candidate(cid, score, ArmScore(*lex.get(cid, (None, None))),
+                                 ArmScore(*den.get(cid, (None, None))), sim))
+        return out
+
+    def _generations(self, owners: Sequence[str], colls: Sequence[str]) -> tuple[int, ...]:
+        rows = dict(((o, c), g) for o, c, g in self.query(
+            f"SELECT owner, collection, gen FROM scope_generation WHERE owner IN ({_marks(owners)})"
+            f" AND collection IN ({_marks(colls)})", (*owners, *colls)))
+        return tuple(rows.get((o, c), 0) for o in owners for c in colls)
+
+    def _matrix(self, owners: Sequence[str], colls: Sequence[str]) -> _Matrix:
+        key = (tuple(owners), tuple(colls))
+        gens = self._generations(owners, colls)
+        cached = self._matrices.get(key)
+        if cached is not None and cached.gens == gens:
+            return cached
+        rows = self.query(f"SELECT id, embedding FROM chunks WHERE owner IN ({_marks(owners)})"
+                          f" AND collection IN ({_marks(colls)}) ORDER BY id", (*owners, *colls))
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        vecs = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+                if rows else np.zeros((0, 0), dtype=np.float32))
+        self._matrices[key] = _Matrix(gens, ids, vecs)
+        return self._matrices[key]
+
+    # ---------------------------------------------------------------------- reads
+    def get_chunks(self, ids: Sequence[int], owners: Sequence[str] | None = None) -> list[StoredChunk]:
+        if not ids:
+            return []
+        sql = (f"SELECT c.id, c.text, d.source, c.section, c.title, c.collection, c.owner, c.ordinal,"
+               f" c.start_char, c.end_char, d.title, d.meta FROM chunks c JOIN documents d ON d.id = c.doc_id"
+               f" WHERE c.id IN ({_marks(ids)})")
+        params: tuple = tuple(int(i) for i in ids)
+        if owners is not None:
+            sql, params = sql + f" AND c.owner IN ({_marks(owners)})", (*params, *owners)
+        by_id = {r[0]: _stored(r) for r in self.query(sql, params)}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def count_chunks(self, owner: str | None = None, collection: str | None = None) -> int:
+        sql, params = "SELECT COUNT(*) FROM chunks WHERE 1=1", []
+        if owner is not None:
+            sql, params = sql + " AND owner=?", params + [owner]
+        if collection is not None:
+            sql, params = sql + " AND collection=?", params + [collection]
+        return int(self.query(sql, params)[0][0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "SQLiteStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ migrations
+    def _migrate(self, steps: list[Migration]) -> None:
+        self._conn.execute("CREATE TABLE IF NOT EXISTS bara_migrations (seq INTEGER PRIMARY KEY,"
+                           " name TEXT NOT NULL UNIQUE, applied_at REAL NOT NULL)")
+        applied = [r[0] for r in self.query("SELECT name FROM bara_migrations ORDER BY seq")]
+        known = [s.name for s in steps]
+        unknown = [n for n in applied if n not in known]
+        if unknown:
+            raise StoreError(f"{self.location} has schema steps this bara does not know ({', '.join(unknown)}): "
+                             "it was written by a newer bara. Upgrade bara, or point --db at another file.")
+        for step in steps:
+            if step.name not in applied:
+                self._apply(step)
+
+    def _apply(self, step: Migration) -> None:
+        with self.transaction():
+            for sql in step.statements:
+                self._conn.execute(sql)
+            self._conn.execute("INSERT INTO bara_migrations (name, applied_at) VALUES (?, ?)",
+                               (step.name, time.time()))
+            self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ",".join("?" * len(values))
+
+
+def _stored(r: tuple) -> StoredChunk:
+    meta = json.loads(r[11]) if r[11] else {}
+    return StoredChunk(id=r[0], text=r[1], source=r[2], section=r[3], title=r[4] or r[10], collection=r[5],
+                       owner=r[6], ordinal=r[7], start=r[8], end=r[9], meta={**meta, "doc_title": r[10]})
+
+
+def _connect(location: str) -> sqlite3.Connection:
+    if location != ":memory:":
+        parent = Path(location).expanduser().parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the folder for the store {location}: {exc}. "
+                             "Pass --db with a writable path.") from exc
+    try:
+        conn = sqlite3.connect(str(Path(location).expanduser()) if location != ":memory:" else location,
+                               isolation_level=None, check_same_thread=False, timeout=30.0)
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA journal_mode = WAL") if location != ":memory:" else None
+        conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{location} is not a usable SQLite database ({exc}). It may be corrupt or another "
+                         "program's file: move it aside or pass --db with a new path.") from exc
+    return conn
+
+
+def _check_identity(conn: sqlite3.Connection, location: str) -> None:
+    """Refuse foreign databases: non-empty files that are not marked as bara's."""
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{location} is not a bara database (corrupt or not SQLite: {exc}). "
+                         "Move it aside or pass --db with a new path.") from exc
+    if tables and app_id != APPLICATION_ID:
+        raise StoreError(f"{location} is an SQLite database of another program (application_id={app_id}). "
+                         "bara will not write into it: pass --db with a new path.")

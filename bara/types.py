@@ -1,0 +1,157 @@
+"""Frozen records passed between stages. Stages never mutate what they receive."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Mapping
+
+import numpy as np
+
+#: Owner scope of rows every user may read (the shared knowledge base).
+SHARED = ""
+
+
+def text_hash(text: str) -> str:
+    """sha256 hex of the UTF-8 text; the identity of a chunk's or file's content."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One retrievable span of a document, with where it came from."""
+
+    text: str
+    source: str
+    ordinal: int
+    start: int  # character offset of the span in the source text
+    end: int
+    section: str = ""  # e.g. "3.2"
+    title: str = ""  # e.g. "Message Format"
+    content_hash: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.content_hash:
+            object.__setattr__(self, "content_hash", text_hash(self.text))
+
+
+@dataclass(frozen=True)
+class Document:
+    """A whole source (file, record, memory item) about to be stored as chunks."""
+
+    source: str
+    content_hash: str
+    chunks: tuple[Chunk, ...]
+    collection: str = "kb"
+    owner: str = SHARED
+    title: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ArmScore:
+    """Rank (1-based) and raw score of a candidate in one retrieval arm; None when absent."""
+
+    rank: int | None = None
+    score: float | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class SearchRequest:
+    """What a Store needs to run hybrid search; built by the retriever."""
+
+    terms: tuple[str, ...]  # analysed lexical terms (already stemmed, stopwords removed)
+    vector: np.ndarray | None  # L2-normalised query embedding
+    limit: int  # candidates fetched per arm (candidate_multiplier * k)
+    owners: tuple[str, ...] = (SHARED,)
+    collections: tuple[str, ...] = ("kb",)
+    use_lexical: bool = True
+    use_dense: bool = True
+    weight_lexical: float = 1.0
+    weight_dense: float = 1.0
+    rrf_k: int = 60
+    title_weight: float = 2.0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A fused candidate as a Store returns it, before floors and reranking."""
+
+    chunk_id: int
+    fused: float
+    lexical: ArmScore
+    dense: ArmScore
+    similarity: float  # cosine(query, chunk); the floor applies to this
+
+
+@dataclass(frozen=True)
+class StoreSearchResult:
+    candidates: tuple[Candidate, ...]
+    lexical_hits: int
+    dense_hits: int
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk as read back from a Store."""
+
+    id: int
+    text: str
+    source: str
+    section: str
+    title: str
+    collection: str
+    owner: str
+    ordinal: int
+    start: int
+    end: int
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A retrieved chunk with every score the trace shows."""
+
+    chunk: StoredChunk
+    score: float  # final ranking score (fused, or rerank score when reranked)
+    similarity: float
+    lexical: ArmScore
+    dense: ArmScore
+    fused: float
+    rerank_score: float | None = None
+
+    @property
+    def id(self) -> int:
+        return self.chunk.id
+
+
+class Status(str, Enum):
+    OK = "ok"
+    EMPTY = "empty"
+    DEGRADED = "degraded"
+
+
+@dataclass(frozen=True)
+class RetrievalOutcome:
+    """The result of one search: ok, empty, or degraded with reasons."""
+
+    status: Status
+    query: str
+    hits: tuple[Hit, ...] = ()
+    dropped: tuple[Hit, ...] = ()  # removed by the similarity floor
+    reasons: tuple[str, ...] = ()
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One message of a conversation's history, as the understand stage sees it."""
+
+    role: str  # "user" | "assistant"
+    text: str

@@ -1,0 +1,117 @@
+"""HybridRetriever over a real SQLite store and the real MiniLM embedder."""
+
+from __future__ import annotations
+
+import pytest
+
+from bara.memory.knowledge import KnowledgeBase
+from bara.retrieval.hybrid import Arms, HybridRetriever
+from bara.settings import Settings
+from bara.store.sqlite import SQLiteStore
+from bara.types import Status
+
+TEXTS = {
+    "tcp.txt": "TCP uses a retransmission timer. When the timer expires the segment is sent again.\n\n"
+               "Fast retransmit reacts to three duplicate acknowledgements before the timer expires.",
+    "dns.txt": "The Domain Name System maps host names to addresses. Resolvers query name servers.\n\n"
+               "A resource record has an owner name, a type, a class, a TTL and record data.",
+    "hsts.txt": "HTTP Strict Transport Security lets a web site declare that browsers must only use HTTPS.\n\n"
+                "The max-age directive says how many seconds the policy is remembered.",
+}
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory, embedder):
+    folder = tmp_path_factory.mktemp("kb")
+    for name, text in TEXTS.items():
+        (folder / name).write_text(text)
+    settings = Settings(db=str(folder / "kb.db"), cache_dir=folder / "cache")
+    store = SQLiteStore(settings.db)
+    KnowledgeBase(store, embedder, settings).ingest([folder])
+    yield HybridRetriever(store, embedder, settings)
+    store.close()
+
+
+def test_hybrid_finds_the_right_document_with_arm_details(kb):
+    out = kb.search("what happens when the retransmission timer expires", floor=0.0)
+    assert out.status is Status.OK
+    top = out.hits[0]
+    assert top.chunk.source.endswith("tcp.txt")
+    assert top.lexical.rank is not None and top.dense.rank is not None
+    assert top.score == pytest.approx(top.fused)
+
+
+@pytest.mark.parametrize("query", ['"quoted" AND (NEAR x*) : col:val', "*", "NEAR(", "((", "a:b", "OR AND NOT"])
+def test_fts_syntax_never_raises(kb, query):
+    out = kb.search(query, floor=-1.0)
+    assert out.status in (Status.OK, Status.EMPTY)
+
+
+def test_empty_query_is_a_clear_empty_outcome(kb):
+    out = kb.search("   \x00\x07  ")
+    assert out.status is Status.EMPTY and "empty_query" in out.reasons and out.hits == ()
+
+
+def test_stopword_only_query_goes_to_the_dense_arm(kb):
+    out = kb.search("what is it that they do", floor=-1.0)
+    assert "lexical_no_terms" in out.reasons
+    assert all(h.lexical.rank is None for h in out.hits) and out.hits
+
+
+def test_lexical_miss_falls_back_to_dense(kb):
+    out = kb.search("zyxwvut qwertyuiop", floor=-1.0)
+    assert "lexical_empty_dense_only" in out.reasons
+    assert out.hits and all(h.dense.rank is not None for h in out.hits)
+
+
+def test_floor_applies_to_lexical_only_hits_too(tmp_path, embedder):
+    """A chunk found only by BM25 (a rare word, unrelated meaning) is still held to the floor."""
+    topics = ["TCP congestion control halves the window after loss.", "DNS resolvers cache answers for the TTL.",
+              "TLS handshakes negotiate a cipher suite.", "HTTP caches store responses with validators.",
+              "TCP retransmits lost segments after a timeout.", "TCP fast retransmit uses duplicate ACKs.",
+              "Packet loss signals congestion to TCP senders.", "Orchestra inventory: one xylophone."]
+    store = SQLiteStore(tmp_path / "f.db")
+    settings = Settings(db=str(tmp_path / "f.db"), cache_dir=tmp_path / "c")
+    kb = KnowledgeBase(store, embedder, settings)
+    for n, text in enumerate(topics):
+        kb.add_text(f"doc{n}", text)
+    r = HybridRetriever(store, embedder, settings)
+    query = "xylophone: how does congestion control react to packet loss in TCP"
+    loose = r.search(query, k=1, floor=-1.0)
+    assert len(loose.hits) == 1
+    strict = r.search(query, k=1, floor=1.01)
+    assert strict.status is Status.EMPTY and "all_below_floor" in strict.reasons
+    lexical_only = [h for h in strict.dropped if h.dense.rank is None]
+    assert lexical_only and "xylophone" in lexical_only[0].chunk.text
+    xylo = r.search(query, k=1, floor=lexical_only[0].similarity + 1e-6)
+    assert all("xylophone" not in h.chunk.text for h in xylo.hits)
+    assert any("xylophone" in h.chunk.text for h in xylo.dropped)
+    store.close()
+
+
+def test_arms_switch(kb):
+    lex = kb.search("retransmission", arms=Arms.LEXICAL, floor=-1.0)
+    assert lex.hits and all(h.dense.rank is None for h in lex.hits)
+    den = kb.search("retransmission", arms=Arms.DENSE, floor=-1.0)
+    assert den.hits and all(h.lexical.rank is None for h in den.hits)
+
+
+def test_k_caps_hits_and_candidates_come_from_multiplier(kb):
+    out = kb.search("timer", k=1, floor=-1.0)
+    assert len(out.hits) == 1
+
+
+def test_long_query_is_truncated_with_reason(kb):
+    out = kb.search("timer " * 5000, floor=-1.0)
+    assert "query_truncated" in out.reasons and len(out.query) <= kb.settings.max_query_chars
+
+
+def test_unavailable_reranker_degrades_with_reason(kb):
+    from bara.retrieval.rerank import CrossEncoderReranker
+
+    r = HybridRetriever(kb.store, kb.embedder, kb.settings, CrossEncoderReranker("no/such-model"))
+    plain = kb.search("retransmission timer", floor=0.0)
+    out = r.search("retransmission timer", floor=0.0, rerank=True)
+    assert out.status is Status.DEGRADED
+    assert any("reranker unavailable" in reason for reason in out.reasons)
+    assert [h.id for h in out.hits] == [h.id for h in plain.hits]
