@@ -1,0 +1,145 @@
+"""The policy engine: which memory tiers to open for this turn, and how much to take.
+
+Intent picks a base route with its own relevance floor; the behaviour decision
+may then skip, shrink or widen knowledge-base retrieval; cross-intent overlays
+(name, profile, notes, rewrite) come last. When the system misbehaves, a rule
+here is what you fix, never a prompt. Every field moved away from its default
+carries a reason code so a response can be traced to the branch that made it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+from bara.decide.behavior import BehaviorDecision
+from bara.settings import Settings
+from bara.understand.features import ContextFeatures
+from bara.understand.intent import IntentResult
+
+ROUTES = ("llm_only", "rag", "conversation", "adaptive", "profile", "profile_update", "privacy")
+NAME_KEYS = ("name", "preferred_name", "display_name")
+
+
+@dataclass(frozen=True)
+class PolicyDecision:
+    """What the pipeline should fetch and inject; defaults mean "LLM only, nothing extra"."""
+
+    route: str = "llm_only"
+    inject_kb: bool = False
+    kb_k: int = 0
+    kb_floor: float = 0.0
+    inject_profile: bool = False
+    inject_notes: bool = False
+    notes_k: int = 0
+    inject_qa: bool = False
+    qa_k: int = 0
+    qa_floor: float = 0.0
+    use_history: bool = True
+    privacy_mode: bool = False
+    greeting_name: str | None = None
+    needs_rewrite: bool = False
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def retrieves(self) -> bool:
+        """True when any store lookup will run this turn."""
+        return self.inject_kb or self.inject_qa or self.inject_notes
+
+
+def _with(d: PolicyDecision, reason: str, **changes) -> PolicyDecision:
+    return replace(d, reasons=d.reasons + (reason,), **changes)
+
+
+def _kb(d: PolicyDecision, route: str, floor: float, floor_name: str, settings: Settings,
+        qa: bool) -> PolicyDecision:
+    d = _with(d, f"route:{route}", route=route)
+    d = _with(d, f"kb:floor_{floor_name}", inject_kb=True, kb_k=settings.k, kb_floor=floor)
+    if qa:
+        d = _with(d, "qa:inject", inject_qa=True, qa_k=settings.k, qa_floor=settings.floor_qa)
+    return d
+
+
+def _privacy(d: PolicyDecision, f: ContextFeatures) -> PolicyDecision:
+    d = _with(d, "route:privacy", route="privacy", privacy_mode=True)
+    d = _with(d, "history:off_privacy", use_history=False)
+    return _with(d, "profile:inject_privacy", inject_profile=True) if f.has_profile else d
+
+
+def _profile(d: PolicyDecision, f: ContextFeatures) -> PolicyDecision:
+    if f.is_profile_statement or f.stated_name is not None:
+        d = _with(d, "route:profile_update", route="profile_update")
+        return _with(d, "history:off_profile_update", use_history=False)
+    d = _with(d, "route:profile", route="profile")
+    return _with(d, "profile:inject_profile_question", inject_profile=True) if f.has_profile else d
+
+
+def base_policy(intent: IntentResult, features: ContextFeatures, settings: Settings) -> PolicyDecision:
+    """The route and floors implied by the intent alone."""
+    d = PolicyDecision()
+    name = intent.intent
+    if name == "privacy":
+        return _privacy(d, features)
+    if name == "profile":
+        return _profile(d, features)
+    if name == "knowledge_base":
+        return _kb(d, "rag", settings.floor_kb, "kb", settings, qa=True)
+    if name == "continuation":
+        return _kb(d, "conversation", settings.floor_continuation, "continuation", settings, qa=True)
+    if name == "chitchat":
+        return _with(d, "route:llm_only_chitchat")
+    return _kb(d, "adaptive", settings.floor_general, "general", settings, qa=False)
+
+
+def apply_behavior(d: PolicyDecision, behavior: BehaviorDecision) -> PolicyDecision:
+    """Skip drops every lookup; reduce/boost replace kb k and shift the kb floor."""
+    if behavior.skip_retrieval:
+        if not d.retrieves:
+            return d
+        d = _with(d, f"retrieval:skipped_by_{behavior.mode}", route=f"behavior:{behavior.mode}",
+                  inject_kb=False, kb_k=0, kb_floor=0.0, inject_qa=False, qa_k=0, qa_floor=0.0)
+        return d
+    if not d.inject_kb or not (behavior.reduce_retrieval or behavior.boost_retrieval):
+        return d
+    verb = "reduce" if behavior.reduce_retrieval else "boost"
+    floor = round(min(1.0, max(-1.0, d.kb_floor + behavior.floor_delta)), 4)
+    return _with(d, f"kb:{verb}_by_{behavior.mode}", kb_k=behavior.k, kb_floor=floor)
+
+
+def profile_name(profile: Mapping[str, str], features: ContextFeatures) -> str | None:
+    """The name just stated wins over the stored one; None when neither exists."""
+    if features.stated_name:
+        return features.stated_name
+    for key in NAME_KEYS:
+        value = profile.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def apply_overlays(d: PolicyDecision, features: ContextFeatures, settings: Settings,
+                   profile: Mapping[str, str]) -> PolicyDecision:
+    """Cross-intent additions that do not depend on the route."""
+    name = profile_name(profile, features)
+    if name is not None:
+        d = _with(d, "overlay:greeting_name", greeting_name=name)
+    if features.has_personal_reference and profile and not d.inject_profile and not d.privacy_mode:
+        d = _with(d, "overlay:personal_reference_profile", inject_profile=True)
+    if features.notes_request and not d.privacy_mode:
+        d = _with(d, "overlay:notes_request", inject_notes=True, notes_k=settings.gate_notes_k)
+    return d
+
+
+def _rewrite(d: PolicyDecision, intent: IntentResult, features: ContextFeatures) -> PolicyDecision:
+    """A follow-up only needs a standalone rewrite when something will be searched with it."""
+    dependent = features.is_followup or intent.intent == "continuation"
+    return _with(d, "rewrite:followup", needs_rewrite=True) if dependent and d.retrieves else d
+
+
+def resolve_policy(intent: IntentResult, features: ContextFeatures, behavior: BehaviorDecision,
+                   settings: Settings, profile: Mapping[str, str]) -> PolicyDecision:
+    """Intent -> base route, then behaviour, then overlays, then the rewrite flag."""
+    d = base_policy(intent, features, settings)
+    d = apply_behavior(d, behavior)
+    d = apply_overlays(d, features, settings, profile)
+    return _rewrite(d, intent, features)

@@ -1,0 +1,204 @@
+"""Intent classification: named rules first, nearest prototype only when rules are silent.
+
+Rules are cheap, readable and fixable one at a time; the embedding fallback
+exists for phrasings no rule anticipated. Each result records which rule (or
+the prototype) decided, so a wrong route can be traced to its cause.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from bara.settings import Settings
+from bara.understand.features import ContextFeatures
+from bara.understand.prototypes import PrototypeIndex
+
+INTENTS = ("general", "continuation", "knowledge_base", "profile", "privacy", "chitchat")
+CHITCHAT_KINDS = ("greeting", "thanks", "goodbye", "acknowledgement", "testing", "meta")
+CHITCHAT_PREFIX = "chitchat:"
+
+_END = r"[\s.!?,;:)(\-]*$"
+_NAME_TAIL = r"(\s+(there|all|everyone|folks|bara|bot|buddy|friend|again))?"
+_GREETING_ONLY = re.compile(
+    r"^\W*(hi|hello|hey|heya|hiya|howdy|yo|greetings|good (morning|afternoon|evening|day)|"
+    r"what'?s up|sup)" + _NAME_TAIL + r"[\s,.!]*(how are you( doing)?|how'?s it going)?" + _END)
+_THANKS = re.compile(
+    r"^\W*(ok(ay)?,?\s+|great,?\s+|perfect,?\s+)?(thanks|thank you|thx|ty|cheers|much appreciated|"
+    r"appreciate it|many thanks)(\s+(so much|a lot|very much|again|bara|for (that|this|the help|"
+    r"your help|everything)))*" + _END)
+_GOODBYE = re.compile(
+    r"^\W*(ok(ay)?,?\s+)?(bye|bye bye|goodbye|good bye|see (you|ya)( later| soon| tomorrow)?|later|"
+    r"good night|take care|cya|farewell|that'?s all( for (now|today))?|i'?m done( for (now|today))?)"
+    + _NAME_TAIL + _END)
+_ACK_WORD = (r"(ok|okay|k|kk|got it|i see|sure|yes|yeah|yep|yup|no|nope|nah|alright|all right|cool|"
+             r"fine|makes sense|understood|right|great|perfect|nice|awesome|maybe|cancel|"
+             r"never mind|nevermind|nvm|hmm+|ah|oh|noted|good|sounds good)")
+_ACK = re.compile(r"^\W*" + _ACK_WORD + r"([\s,.!]+" + _ACK_WORD + r")*" + _END)
+_TESTING = re.compile(
+    r"^\W*(test(ing)?( \d+| test(ing)?)*|is (this|anyone|anybody) (thing )?(on|there|working)|"
+    r"are you (there|working|alive|awake|online)|ping|asdf\w*|qwerty\w*|\d+( \d+)*|"
+    r"can you hear me|hello\?+|check( check)*|lorem ipsum\b.*|just testing\b.*|this is a test\b.*)"
+    + _END)
+_META = re.compile(
+    r"\b(who are you|what are you|what can (you do|i ask( you)?)|how do you work|"
+    r"are you (an? )?(bot|ai|robot|human|real|person|chatgpt|llm|machine)|"
+    r"who (made|built|created|programmed|trained) you|what('?s| is) your name|how old are you|"
+    r"where are you from|tell me (a joke|about yourself|something funny)|what model are you|"
+    r"do you have (feelings|pets|hobbies|a name)|what are your (hobbies|capabilities|limits)|"
+    r"why did you (say|answer|respond)|you (keep|always) (saying|repeating)|"
+    r"(meaning|purpose) of (life|existence)|life'?s (meaning|purpose)|fun fact|"
+    r"(cool|interesting|random|fun) (fact|thing)|tell me something (interesting|fun|cool|new)|"
+    r"can i ask (you|the (ai|assistant|bot))|questions (can|do) you answer)\b")
+_KNOWLEDGE = re.compile(
+    r"^\W*(what|how|why|when|where|which|who|whose|explain|describe|define|compare|list|"
+    r"summari[sz]e|tell me about|is there|are there|does|do|is|are|can|could|should|"
+    r"what'?s|how'?s|difference between)\b")
+_TECHNICAL = re.compile(r"\b(rfc ?\d+|according to|documentation|the docs|spec(ification)?|"
+                        r"standard|protocol|definition of)\b")
+_ADDRESSES_ASSISTANT = re.compile(r"\b(you|your|yourself)\b")
+_POLITE_PREFIX = re.compile(
+    r"^\W*(please\s+)?((can|could|would|will) you( please)?|do you know|i (want|would like|need) "
+    r"to know|tell me)\s+")
+
+_CONFIDENCE = {
+    "empty": 0.9, "privacy": 0.9, "profile_statement": 0.85, "profile_question": 0.85,
+    "testing": 0.85, "greeting": 0.9, "thanks": 0.9, "goodbye": 0.9, "acknowledgement": 0.8,
+    "meta": 0.8, "followup": 0.75, "elaboration": 0.7, "short_question": 0.6,
+    "knowledge_question": 0.7, "technical_reference": 0.65, "default": 0.4,
+}
+
+
+@dataclass(frozen=True)
+class IntentResult:
+    """The classified intent, who decided it (``rule:<name>`` or ``prototype``) and how surely."""
+
+    intent: str
+    source: str
+    confidence: float
+    chitchat: str | None = None  # kind when intent == "chitchat"
+
+
+Rule = Callable[[ContextFeatures], "tuple[str, str | None] | None"]
+
+
+def _rule_empty(f: ContextFeatures):
+    return ("chitchat", "testing") if f.word_count == 0 else None
+
+
+def _rule_privacy(f: ContextFeatures):
+    return ("privacy", None) if f.privacy_signal else None
+
+
+def _rule_profile_statement(f: ContextFeatures):
+    stated = f.stated_name is not None or f.is_profile_statement
+    asks = f.has_question_mark or bool(_KNOWLEDGE.match(f.normalized))
+    return ("profile", None) if stated and not asks else None
+
+
+def _rule_profile_question(f: ContextFeatures):
+    return ("profile", None) if f.is_profile_question else None
+
+
+def _pattern_rule(pattern: re.Pattern[str], kind: str) -> Rule:
+    """A rule that fires when the whole normalised message is chit-chat of ``kind``."""
+    def rule(f: ContextFeatures):
+        return ("chitchat", kind) if pattern.search(f.normalized) else None
+    return rule
+
+
+def _rule_meta(f: ContextFeatures):
+    return ("chitchat", "meta") if f.word_count <= 12 and _META.search(f.normalized) else None
+
+
+def _rule_followup(f: ContextFeatures):
+    return ("continuation", None) if f.is_followup else None
+
+
+def _rule_elaboration(f: ContextFeatures):
+    return ("continuation", None) if "elaboration" in f.followup_signals else None
+
+
+def _rule_short_question(f: ContextFeatures):
+    return ("continuation", None) if "short_question" in f.followup_signals else None
+
+
+def _rule_knowledge_question(f: ContextFeatures):
+    q = _POLITE_PREFIX.sub("", f.normalized)
+    asks = bool(_KNOWLEDGE.match(q)) or f.has_question_mark or q != f.normalized
+    about_topic = not _ADDRESSES_ASSISTANT.search(q) or bool(_TECHNICAL.search(q))
+    return ("knowledge_base", None) if asks and f.word_count >= 3 and about_topic else None
+
+
+def _rule_technical_reference(f: ContextFeatures):
+    return ("knowledge_base", None) if _TECHNICAL.search(f.normalized) else None
+
+
+#: Evaluated in order; the first rule that fires decides.
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("empty", _rule_empty),
+    ("privacy", _rule_privacy),
+    ("profile_statement", _rule_profile_statement),
+    ("profile_question", _rule_profile_question),
+    ("testing", _pattern_rule(_TESTING, "testing")),
+    ("greeting", _pattern_rule(_GREETING_ONLY, "greeting")),
+    ("thanks", _pattern_rule(_THANKS, "thanks")),
+    ("goodbye", _pattern_rule(_GOODBYE, "goodbye")),
+    ("acknowledgement", _pattern_rule(_ACK, "acknowledgement")),
+    ("meta", _rule_meta),
+    ("followup", _rule_followup),
+    ("elaboration", _rule_elaboration),
+    ("short_question", _rule_short_question),
+    ("knowledge_question", _rule_knowledge_question),
+    ("technical_reference", _rule_technical_reference),
+)
+
+
+def apply_rules(features: ContextFeatures) -> IntentResult | None:
+    """First conclusive rule, or None when no rule recognises the message."""
+    for name, rule in RULES:
+        hit = rule(features)
+        if hit is not None:
+            return IntentResult(hit[0], f"rule:{name}", _CONFIDENCE[name], hit[1])
+    return None
+
+
+def label_to_intent(label: str) -> tuple[str, str | None]:
+    """Map a prototype label (``chitchat:<kind>`` or an intent name) to (intent, kind)."""
+    if label.startswith(CHITCHAT_PREFIX):
+        kind = label[len(CHITCHAT_PREFIX):]
+        return "chitchat", kind if kind in CHITCHAT_KINDS else "meta"
+    return (label, None) if label in INTENTS else ("general", None)
+
+
+def _from_prototype(prototypes: PrototypeIndex | None, vector: np.ndarray | None,
+                    min_similarity: float) -> IntentResult | None:
+    if prototypes is None or not prototypes.accepts(vector):
+        return None
+    label, similarity = prototypes.nearest(vector)
+    if similarity < min_similarity:
+        return None
+    intent, kind = label_to_intent(label)
+    return IntentResult(intent, "prototype", round(max(similarity, 0.0), 4), kind)
+
+
+def classify_intent(message: str, features: ContextFeatures,
+                    prototypes: PrototypeIndex | None = None,
+                    message_vector: np.ndarray | None = None,
+                    *, settings: Settings | None = None) -> IntentResult:
+    """Rules, then the nearest prototype (if a vector is given), then ``rule:default``.
+
+    ``message`` is accepted for callers' clarity; the rules read ``features.normalized``,
+    which compute_features derived from it.
+    """
+    ruled = apply_rules(features)
+    if ruled is not None:
+        return ruled
+    floor = (settings or Settings()).gate_prototype_min_similarity
+    guessed = _from_prototype(prototypes, message_vector, floor)
+    if guessed is not None:
+        return guessed
+    return IntentResult("general", "rule:default", _CONFIDENCE["default"], None)
