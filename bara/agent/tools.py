@@ -1,0 +1,183 @@
+"""Tools the model may call, and the runner that turns every failure into a result.
+
+Why it is shaped like this:
+
+* The model chooses arguments, so it will get them wrong. A failure is a
+  message for the model's next turn (``limit: Input should be less than or
+  equal to 10``), never an exception out of :func:`run_tool`: the model can
+  read the error and call again correctly.
+* ``user_id`` lives in :class:`ToolContext`, bound by the session, and is never
+  a tool argument: ownership scoping is enforced by the tool layer, not asked
+  of the model in a prompt.
+* Each call runs in a daemon worker thread with a timeout, so one stuck tool
+  cannot hang the run. Python cannot kill a thread: a timed-out tool keeps
+  running in the background, and its late result is discarded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+import pydantic
+
+from bara.errors import InputError
+from bara.llm.messages import ToolSpec
+from bara.settings import Settings
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the intersection of OpenAI's and Anthropic's rules
+
+
+class ToolError(Exception):
+    """Raised by a tool for an expected failure; its message is shown to the model as is."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may rely on besides its arguments; built by the session, not the model."""
+
+    user_id: str
+    store: Any
+    settings: Settings
+    deadline: float  # time.monotonic() deadline for the whole run
+    services: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, user_id: str, store: Any, settings: Settings,
+              services: Mapping[str, Any] | None = None) -> "ToolContext":
+        """A context whose deadline is ``settings.agent_deadline_s`` from now."""
+        return cls(user_id, store, settings, time.monotonic() + settings.agent_deadline_s, dict(services or {}))
+
+    def remaining_s(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str  # must say when NOT to use it
+    args_model: type[pydantic.BaseModel]  # model_config = ConfigDict(extra="forbid")
+    fn: Callable[[ToolContext, pydantic.BaseModel], Any]  # returns JSON-serialisable data
+    timeout_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise InputError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-' (provider rule)")
+        if not self.description.strip():
+            raise InputError(f"tool {self.name!r} needs a description that says when (not) to use it")
+        if self.args_model.model_config.get("extra") != "forbid":
+            raise InputError(f"tool {self.name!r}: set model_config = ConfigDict(extra='forbid') on "
+                             f"{self.args_model.__name__} so misspelt arguments reach the model as errors")
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, self.args_model.model_json_schema())
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    ok: bool
+    data: Any = None
+    error: str | None = None
+    latency_ms: float = 0.0
+
+    def envelope(self) -> dict[str, Any]:
+        """What the model sees: ``{"ok": True, "data": ...}`` or ``{"ok": False, "error": ...}``."""
+        return {"ok": True, "data": self.data} if self.ok else {"ok": False, "error": self.error}
+
+    def to_json(self) -> str:
+        return json.dumps(self.envelope(), ensure_ascii=False, allow_nan=False)
+
+
+def toolbox(tools: Iterable[Tool]) -> dict[str, Tool]:
+    """Tools by name; duplicate names are a programming error."""
+    out: dict[str, Tool] = {}
+    for tool in tools:
+        if tool.name in out:
+            raise InputError(f"two tools are named {tool.name!r}; tool names must be unique")
+        out[tool.name] = tool
+    return out
+
+
+def format_validation_error(exc: pydantic.ValidationError) -> str:
+    """``path: message; ...`` — short enough for the model to act on."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+
+
+def run_tool(tools: Mapping[str, Tool], name: str, raw_args: Mapping[str, Any] | str | None,
+             ctx: ToolContext) -> ToolResult:
+    """Validate and run one call; every failure comes back as ``ok=False`` with a readable error."""
+    start = time.perf_counter()
+    tool = tools.get(name)
+    if tool is None:
+        known = ", ".join(sorted(tools)) or "(none)"
+        return _failed(f"unknown tool {name!r}; known tools: {known}", start)
+    args = _parse_args(tool, raw_args)
+    if isinstance(args, str):
+        return _failed(args, start)
+    result = _call_with_timeout(tool, args, ctx)
+    return dataclasses.replace(result, latency_ms=(time.perf_counter() - start) * 1000)
+
+
+def _failed(error: str, start: float) -> ToolResult:
+    return ToolResult(ok=False, error=error, latency_ms=(time.perf_counter() - start) * 1000)
+
+
+def _parse_args(tool: Tool, raw: Mapping[str, Any] | str | None) -> pydantic.BaseModel | str:
+    """The validated arguments, or an error message for the model."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except ValueError as exc:
+            return f"arguments: not valid JSON ({exc}); send a JSON object"
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        return f"arguments: expected a JSON object, got {type(raw).__name__}"
+    try:
+        return tool.args_model.model_validate(dict(raw))
+    except pydantic.ValidationError as exc:
+        return format_validation_error(exc)
+
+
+def _call_with_timeout(tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> ToolResult:
+    limit = min(tool.timeout_s, ctx.remaining_s())
+    if limit <= 0:
+        return ToolResult(ok=False, error=f"timeout: the run's deadline passed before tool {tool.name} started")
+    box: list[ToolResult] = []
+    worker = threading.Thread(target=lambda: box.append(_invoke(tool, args, ctx)),
+                              name=f"bara-tool-{tool.name}", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if not box:
+        which = f"tool {tool.name} exceeded {tool.timeout_s}s" if limit == tool.timeout_s else \
+            f"tool {tool.name} was cut off by the run deadline after {limit:.2f}s"
+        return ToolResult(ok=False, error=f"timeout: {which}")
+    return box[0]
+
+
+def _invoke(tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> ToolResult:
+    try:
+        data = _jsonable(tool.fn(ctx, args))
+    except ToolError as exc:
+        return ToolResult(ok=False, error=str(exc) or "ToolError")
+    except Exception as exc:  # noqa: BLE001 - any tool bug becomes a result the model can read
+        return ToolResult(ok=False, error=f"{type(exc).__name__}: {exc}")
+    return ToolResult(ok=True, data=data)
+
+
+def _jsonable(data: Any) -> Any:
+    """Tool output as plain JSON data; pydantic models and dataclasses are converted."""
+    if isinstance(data, pydantic.BaseModel):
+        data = data.model_dump(mode="json")
+    elif dataclasses.is_dataclass(data) and not isinstance(data, type):
+        data = dataclasses.asdict(data)
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"result is not strict JSON ({exc}); the tool must return plain data, None for NaN") from exc
+    return data

@@ -1,0 +1,214 @@
+"""JSON-over-HTTPS with retries, backoff, Retry-After and an overall deadline.
+
+Why it is shaped like this:
+
+* 429 and 5xx (and connection failures) are usually transient, so they are
+  retried with exponential backoff plus jitter; jitter keeps many clients that
+  failed together from retrying together. A provider's ``Retry-After`` wins
+  over the computed delay because the provider knows when it will accept work.
+* The caller's deadline bounds everything: each attempt's timeout is cut to
+  the time left, and a retry whose delay would overrun the deadline is not
+  attempted (fail now rather than after the caller has given up).
+* 401/403 are never retried: a wrong key does not become right. The error
+  names the *environment variable* to fix, never the key. The key lives in a
+  :class:`Secret`, whose repr is masked, and is only placed into headers at
+  request time.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import httpx
+
+from bara.llm.errors import (LLMAuthError, LLMDeadlineError, LLMRequestError, LLMResponseError,
+                             LLMUnavailableError, redact)
+
+log = logging.getLogger(__name__)
+
+#: Statuses worth retrying: timeouts, rate limits, server errors, Anthropic's 529 "overloaded".
+RETRYABLE = frozenset({408, 429, 500, 502, 503, 504, 529})
+
+#: A transport timeout this close to the deadline counts as the deadline passing.
+DEADLINE_SLACK_S = 0.05
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A credential that never shows up in repr/str."""
+
+    value: str = field(repr=False)
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 3
+    backoff_s: float = 0.5
+    backoff_max_s: float = 8.0
+    timeout_s: float = 60.0  # one attempt
+
+    def delay(self, retry: int, jitter: float) -> float:
+        """Delay before retry number ``retry`` (0-based): half fixed, half jittered."""
+        base = min(self.backoff_max_s, self.backoff_s * (2 ** retry))
+        return base / 2 + base / 2 * jitter
+
+
+@dataclass(frozen=True)
+class HttpReply:
+    body: dict[str, Any]
+    status: int
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to POST JSON to one provider.
+
+    ``auth_header``/``auth_prefix`` say how the key is sent (``Authorization:
+    Bearer`` for OpenAI, ``x-api-key`` for Anthropic); ``key_env`` is the name of
+    the variable it came from, used in error messages.
+    """
+
+    provider: str
+    base_url: str
+    key: Secret | None = None
+    key_env: str = ""
+    auth_header: str = "Authorization"
+    auth_prefix: str = "Bearer "
+    extra_headers: Mapping[str, str] = field(default_factory=dict)
+    policy: RetryPolicy = RetryPolicy()
+    client: httpx.Client | None = field(default=None, repr=False, compare=False)
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
+    jitter: Callable[[], float] = field(default=random.random, repr=False, compare=False)
+
+    def url(self, path: str) -> str:
+        return self.base_url.rstrip("/") + "/" + path.lstrip("/")
+
+    def headers(self) -> dict[str, str]:
+        out = {"content-type": "application/json", **self.extra_headers}
+        if self.key is not None:
+            out[self.auth_header] = self.auth_prefix + self.key.value
+        return out
+
+
+def post_json(ep: Endpoint, path: str, payload: Mapping[str, Any], deadline: float | None = None) -> HttpReply:
+    """POST ``payload`` and return the decoded 2xx body, retrying transient failures.
+
+    ``deadline`` is a ``time.monotonic()`` instant; None means only the per-attempt
+    timeout and the retry count bound the call.
+    """
+    client = ep.client or httpx.Client()
+    try:
+        return _attempts(ep, client, ep.url(path), payload, deadline)
+    finally:
+        if ep.client is None:
+            client.close()
+
+
+def _attempts(ep: Endpoint, client: httpx.Client, url: str, payload: Mapping[str, Any],
+              deadline: float | None) -> HttpReply:
+    last = ""
+    for attempt in range(ep.policy.max_retries + 1):
+        timeout = _attempt_timeout(ep, deadline, attempt, last)
+        try:
+            resp = client.post(url, json=payload, headers=ep.headers(), timeout=timeout)
+        except httpx.TransportError as exc:
+            _raise_if_past(ep, deadline, attempt + 1, f"{type(exc).__name__} after {timeout:.1f}s")
+            last, retry_after = f"{type(exc).__name__} reaching {url}", None
+        else:
+            if resp.status_code < 300:
+                return HttpReply(_decode(ep, resp), resp.status_code, attempt + 1)
+            _raise_if_final(ep, resp)
+            last, retry_after = f"HTTP {resp.status_code}", _retry_after(resp.headers.get("retry-after"))
+        if attempt < ep.policy.max_retries:
+            _wait(ep, attempt, retry_after, deadline, last)
+    raise LLMUnavailableError(
+        f"{ep.provider} at {ep.base_url} kept failing ({last}) on {ep.policy.max_retries + 1} attempts; "
+        "the provider is overloaded or down: retry later, or raise llm_max_retries")
+
+
+def _attempt_timeout(ep: Endpoint, deadline: float | None, attempt: int, last: str) -> float:
+    if deadline is None:
+        return ep.policy.timeout_s
+    left = deadline - time.monotonic()
+    if left <= 0:
+        _deadline_error(ep, attempt, last or "no answer yet")
+    return min(ep.policy.timeout_s, left)
+
+
+def _raise_if_past(ep: Endpoint, deadline: float | None, attempts: int, what: str) -> None:
+    if deadline is not None and time.monotonic() >= deadline - DEADLINE_SLACK_S:
+        _deadline_error(ep, attempts, what)
+
+
+def _deadline_error(ep: Endpoint, attempts: int, what: str) -> None:
+    raise LLMDeadlineError(f"{ep.provider} did not answer before the deadline ({attempts} attempt(s), "
+                           f"last: {what}); give the run more time (agent_deadline_s / llm_timeout_s) "
+                           "or use a faster model")
+
+
+def _wait(ep: Endpoint, attempt: int, retry_after: float | None, deadline: float | None, last: str) -> None:
+    delay = retry_after if retry_after is not None else ep.policy.delay(attempt, ep.jitter())
+    if deadline is not None and time.monotonic() + delay >= deadline:
+        _deadline_error(ep, attempt + 1, f"{last}; next retry due in {delay:.1f}s, past the deadline")
+    log.warning("%s: %s, retry %d/%d in %.2fs", ep.provider, last, attempt + 1, ep.policy.max_retries, delay)
+    ep.sleep(delay)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP date); None if absent/garbled."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _raise_if_final(ep: Endpoint, resp: httpx.Response) -> None:
+    code = resp.status_code
+    if code in (401, 403):
+        var = f"${ep.key_env}" if ep.key_env else "the configured key variable"
+        raise LLMAuthError(f"{ep.provider} rejected the request with HTTP {code}: the API key in {var} was "
+                           f"rejected or lacks access to this model; set a valid key in {var}")
+    if code not in RETRYABLE:
+        detail = redact(_error_text(resp), ep.key.value if ep.key else None)
+        raise LLMRequestError(f"{ep.provider} refused the request (HTTP {code}): {detail}; check the model "
+                              "name and llm_base_url, or report a bara bug if the payload is at fault")
+
+
+def _error_text(resp: httpx.Response) -> str:
+    try:
+        err = resp.json().get("error", {})
+    except ValueError:
+        return resp.text[:300]
+    if isinstance(err, dict):
+        return str(err.get("message") or err)[:300]
+    return str(err)[:300]
+
+
+def _decode(ep: Endpoint, resp: httpx.Response) -> dict[str, Any]:
+    try:
+        body = resp.json()
+    except ValueError as exc:
+        raise LLMResponseError(f"{ep.provider} at {ep.base_url} answered {resp.status_code} with non-JSON "
+                               f"({exc}); check llm_base_url points at the API root") from exc
+    if not isinstance(body, dict):
+        raise LLMResponseError(f"{ep.provider} answered with a JSON {type(body).__name__}, not an object; "
+                               "check llm_base_url and llm_provider")
+    return body

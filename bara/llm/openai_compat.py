@@ -1,0 +1,114 @@
+"""OpenAI Chat Completions, for OpenAI itself and any compatible server (vLLM, Ollama, llama.cpp).
+
+Wire shape of a tool round trip, which every compatible server expects:
+
+* the assistant message carries ``tool_calls``: ``{"id", "type": "function",
+  "function": {"name", "arguments": <JSON *string*>}}``, one per parallel call;
+* it is followed directly by one ``{"role": "tool", "tool_call_id", "content"}``
+  message per call, with nothing in between.
+
+Only ``model``, ``messages`` and ``tools`` are sent: token-limit and
+temperature parameters differ across OpenAI model families and compatible
+servers, and a rejected parameter costs a whole turn.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+from bara.llm.base import STOP_END, STOP_MAX_TOKENS, STOP_TOOL_CALLS, ModelResponse
+from bara.llm.errors import LLMResponseError
+from bara.llm.http import Endpoint, post_json
+from bara.llm.messages import (AssistantMessage, Message, SystemMessage, ToolCall, ToolResultMessage, ToolSpec,
+                               Usage, UserMessage, check_tool_pairing)
+
+_STOPS = {"stop": STOP_END, "tool_calls": STOP_TOOL_CALLS, "function_call": STOP_TOOL_CALLS,
+          "length": STOP_MAX_TOKENS}
+
+
+def openai_payload(model: str, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> dict[str, Any]:
+    """The exact request body for ``POST {base_url}/chat/completions``."""
+    check_tool_pairing(messages)
+    payload: dict[str, Any] = {"model": model, "messages": [wire_message(m) for m in messages]}
+    if tools:
+        payload["tools"] = [wire_tool(t) for t in tools]
+    return payload
+
+
+def wire_message(msg: Message) -> dict[str, Any]:
+    if isinstance(msg, SystemMessage):
+        return {"role": "system", "content": msg.text}
+    if isinstance(msg, UserMessage):
+        return {"role": "user", "content": msg.text}
+    if isinstance(msg, ToolResultMessage):
+        return {"role": "tool", "tool_call_id": msg.tool_call_id, "content": msg.content}
+    return _wire_assistant(msg)
+
+
+def _wire_assistant(msg: AssistantMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": msg.text or (None if msg.tool_calls else "")}
+    if msg.tool_calls:
+        out["tool_calls"] = [_wire_call(c) for c in msg.tool_calls]
+    return out
+
+
+def _wire_call(call: ToolCall) -> dict[str, Any]:
+    args = call.raw_arguments if call.raw_arguments is not None else json.dumps(dict(call.arguments))
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": args}}
+
+
+def wire_tool(spec: ToolSpec) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": spec.name, "description": spec.description,
+                                             "parameters": dict(spec.parameters)}}
+
+
+def parse_openai_response(body: Mapping[str, Any]) -> ModelResponse:
+    """Typed view of a Chat Completions response body."""
+    try:
+        choice = body["choices"][0]
+        msg = choice["message"]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise LLMResponseError(f"Chat Completions response has no choices[0].message ({exc!r}); check that "
+                               "llm_base_url points at an OpenAI-compatible /v1 root") from exc
+    calls = tuple(_parse_call(c, i) for i, c in enumerate(msg.get("tool_calls") or ()))
+    text = msg.get("content") or ""
+    reason = choice.get("finish_reason") or (STOP_TOOL_CALLS if calls else STOP_END)
+    usage = body.get("usage") or {}
+    return ModelResponse(message=AssistantMessage(text=text if isinstance(text, str) else _join_parts(text),
+                                                  tool_calls=calls),
+                         usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)),
+                         stop_reason=_STOPS.get(reason, reason), raw=dict(body))
+
+
+def _parse_call(call: Mapping[str, Any], index: int) -> ToolCall:
+    fn = call.get("function") or {}
+    raw = fn.get("arguments")
+    call_id = call.get("id") or f"call_{index}"  # some local servers omit ids
+    if isinstance(raw, dict):  # older Ollama sends an object, not a string
+        return ToolCall(id=call_id, name=fn.get("name", ""), arguments=raw)
+    try:
+        parsed = json.loads(raw or "{}")
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return ToolCall(id=call_id, name=fn.get("name", ""), arguments=parsed)
+    return ToolCall(id=call_id, name=fn.get("name", ""), raw_arguments=str(raw))
+
+
+def _join_parts(parts: Any) -> str:
+    return "".join(p.get("text", "") for p in parts if isinstance(p, dict))
+
+
+@dataclass(frozen=True)
+class OpenAICompatModel:
+    """A Chat Completions model behind ``endpoint`` (OpenAI or a compatible server)."""
+
+    name: str
+    endpoint: Endpoint
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = (), *,
+                 deadline: float | None = None) -> ModelResponse:
+        reply = post_json(self.endpoint, "chat/completions", openai_payload(self.name, messages, tools), deadline)
+        return replace(parse_openai_response(reply.body), attempts=reply.attempts)
