@@ -142,6 +142,9 @@ class Settings(BaseModel):
                                                             "first. Leaves room for an answer in a 4k window.")
 
     # --- agent & llm (add agent/provider settings below this line) ---
+    agent_gate_tools: bool = Field(True, description="Let bara's gate choose the tools offered per agent turn: "
+                                                     "none for chit-chat, another user's data or off-topic "
+                                                     "requests, so no model can call them there.")
     model: str = Field("", description="LLM as 'provider:name' (e.g. 'openai:gpt-4o-mini'); empty = no LLM, "
                                        "callers fall back to offline models. Env: BARA_MODEL.")
     llm_provider: str = Field("", pattern=r"^(|openai|anthropic)$",

@@ -1,0 +1,192 @@
+"""The conversation tier: per-user conversations, their messages and their gate state.
+
+Scoping: every query binds the caller's ``user_id``. A conversation that belongs
+to another user behaves exactly like one that does not exist (``get`` returns
+None, ``history`` is empty), except that ``create`` refuses to reuse its id.
+
+Ordering: a message's ``seq`` is ``max(seq) + 1`` computed inside a write
+transaction that first updates the conversation row. On SQLite the transaction
+is ``BEGIN IMMEDIATE`` (one writer per file); on PostgreSQL the ``UPDATE`` takes
+the conversation's row lock. Either way two appends, from two threads or two
+processes, never read the same maximum. :meth:`Conversations.turn_lock`
+additionally serialises whole turns (read state, answer, record) in one process.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+from weakref import WeakValueDictionary
+
+from bara.errors import InputError
+from bara.store.base import SqlRunner
+
+ROLES = frozenset({"user", "assistant", "system"})
+
+_MESSAGE_COLUMNS = "conversation_id, user_id, seq, role, text, created_at, meta"
+_INFO_COLUMNS = ("c.id, c.user_id, c.created_at, c.updated_at, c.turn_count,"
+                 " (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id AND m.user_id = c.user_id)")
+
+
+@dataclass(frozen=True)
+class ConversationInfo:
+    id: str
+    user_id: str
+    created_at: float
+    updated_at: float
+    turn_count: int  # user messages recorded
+    message_count: int
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    conversation_id: str
+    user_id: str
+    seq: int  # 1-based, gap-free within a conversation
+    role: str  # "user" | "assistant" | "system"
+    text: str
+    created_at: float
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+class _TurnLock:
+    """A weak-referenceable holder, so locks of idle conversations are freed."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+class Conversations:
+    """Conversations of every user in one Store; share one instance per process for ``turn_lock``."""
+
+    def __init__(self, store: SqlRunner):
+        self.store = store
+        self._locks: WeakValueDictionary[str, _TurnLock] = WeakValueDictionary()
+        self._locks_guard = threading.Lock()
+
+    # ------------------------------------------------------------------ conversations
+    def create(self, user_id: str, conversation_id: str | None = None) -> str:
+        """Create (or, for the same user, reuse) a conversation; returns its id."""
+        cid = conversation_id or uuid.uuid4().hex
+        now = time.time()
+        with self.store.transaction():
+            self.store.execute(
+                "INSERT INTO conversations (id, user_id, created_at, updated_at) VALUES (?,?,?,?)"
+                " ON CONFLICT (id) DO NOTHING", (cid, user_id, now, now))
+            owner = self.store.query("SELECT user_id FROM conversations WHERE id=?", (cid,))[0][0]
+        if owner != user_id:
+            raise InputError(f"conversation id {cid!r} is already in use: the caller must pick another id "
+                             "(or pass None for a fresh one)")
+        return cid
+
+    def get(self, user_id: str, conversation_id: str) -> ConversationInfo | None:
+        rows = self.store.query(f"SELECT {_INFO_COLUMNS} FROM conversations c WHERE c.user_id=? AND c.id=?",
+                                (user_id, conversation_id))
+        return ConversationInfo(*rows[0]) if rows else None
+
+    def list(self, user_id: str) -> list[ConversationInfo]:
+        """The user's conversations, most recently updated first."""
+        rows = self.store.query(f"SELECT {_INFO_COLUMNS} FROM conversations c WHERE c.user_id=?"
+                                " ORDER BY c.updated_at DESC, c.id", (user_id,))
+        return [ConversationInfo(*r) for r in rows]
+
+    def delete(self, user_id: str, conversation_id: str | None = None) -> int:
+        """Delete one conversation (or all of the user's) with its messages; returns how many."""
+        where, params = "user_id=?", [user_id]
+        if conversation_id is not None:
+            where, params = where + " AND id=?", params + [conversation_id]
+        with self.store.transaction():
+            self.store.execute(f"DELETE FROM messages WHERE user_id=? AND conversation_id IN"
+                               f" (SELECT id FROM conversations WHERE {where})", (user_id, *params))
+            return self.store.execute(f"DELETE FROM conversations WHERE {where}", params)
+
+    # ----------------------------------------------------------------------- messages
+    def append(self, user_id: str, conversation_id: str, role: str, text: str,
+               meta: Mapping[str, Any] | None = None) -> int:
+        """Append one message; returns its seq. Raises InputError for unknown conversations."""
+        with self.store.transaction():
+            return self._append(user_id, conversation_id, role, text, meta, time.time())
+
+    def _append(self, user_id: str, conversation_id: str, role: str, text: str,
+                meta: Mapping[str, Any] | None, now: float) -> int:
+        if role not in ROLES:
+            raise InputError(f"message role {role!r} is not one of {sorted(ROLES)}: the caller must fix it")
+        self._touch(user_id, conversation_id, now, 1 if role == "user" else 0)
+        seq = int(self.store.query("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages"
+                                   " WHERE user_id=? AND conversation_id=?", (user_id, conversation_id))[0][0])
+        self.store.execute(f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?)",
+                           (conversation_id, user_id, seq, role, text, now, _dumps(meta or {}, "meta")))
+        return seq
+
+    def _touch(self, user_id: str, conversation_id: str, now: float, turns: int,
+               state: str | None = None) -> None:
+        """Update the conversation row first: it is the lock that orders concurrent writers."""
+        sets, params = "updated_at=?, turn_count=turn_count+?", [now, turns]
+        if state is not None:
+            sets, params = sets + ", state=?", params + [state]
+        changed = self.store.execute(f"UPDATE conversations SET {sets} WHERE user_id=? AND id=?",
+                                     (*params, user_id, conversation_id))
+        if changed != 1:
+            raise InputError(f"conversation {conversation_id!r} does not exist for this user: "
+                             "the caller must create it first (Conversations.create)")
+
+    def history(self, user_id: str, conversation_id: str, limit: int | None = None) -> list[StoredMessage]:
+        """Messages oldest first; with ``limit``, only the last ``limit`` of them."""
+        sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND conversation_id=? ORDER BY seq DESC"
+        params: tuple = (user_id, conversation_id)
+        if limit is not None:
+            sql, params = sql + " LIMIT ?", (*params, max(0, int(limit)))
+        return [_message(r) for r in reversed(self.store.query(sql, params))]
+
+    # -------------------------------------------------------------------------- state
+    def load_state(self, user_id: str, conversation_id: str) -> dict[str, Any]:
+        """The saved gate state; {} when none was saved or the conversation is not the user's."""
+        rows = self.store.query("SELECT state FROM conversations WHERE user_id=? AND id=?",
+                                (user_id, conversation_id))
+        return json.loads(rows[0][0]) if rows and rows[0][0] else {}
+
+    def save_state(self, user_id: str, conversation_id: str, state: Mapping[str, Any]) -> None:
+        encoded = _dumps(state, "state")
+        with self.store.transaction():
+            self._touch(user_id, conversation_id, time.time(), 0, encoded)
+
+    def record_turn(self, user_id: str, conversation_id: str, user_text: str, assistant_text: str,
+                    state: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> tuple[int, int]:
+        """Store the user message, the assistant message (with ``meta``) and the state atomically.
+
+        Returns the two seqs. Any failure rolls everything back: nothing of the turn is stored.
+        """
+        encoded = _dumps(state, "state")
+        with self.store.transaction():
+            now = time.time()
+            user_seq = self._append(user_id, conversation_id, "user", user_text, None, now)
+            reply_seq = self._append(user_id, conversation_id, "assistant", assistant_text, meta, now)
+            self._touch(user_id, conversation_id, now, 0, encoded)
+        return user_seq, reply_seq
+
+    @contextmanager
+    def turn_lock(self, conversation_id: str) -> Iterator[None]:
+        """Serialise turns on one conversation within this process (the DB covers other processes)."""
+        with self._locks_guard:
+            holder = self._locks.get(conversation_id)
+            if holder is None:
+                holder = self._locks[conversation_id] = _TurnLock()
+        with holder.lock:
+            yield
+
+
+def _dumps(value: Mapping[str, Any], what: str) -> str:
+    try:
+        return json.dumps(dict(value), sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"conversation {what} must be JSON-serialisable; the caller passed: {exc}") from exc
+
+
+def _message(row: tuple) -> StoredMessage:
+    cid, uid, seq, role, text, created, meta = row
+    return StoredMessage(cid, uid, int(seq), role, text, float(created), json.loads(meta) if meta else {})
