@@ -29,7 +29,7 @@ from bara.types import Chunk, Document, RetrievalOutcome, text_hash
 
 ARM_NAMES = ("bm25", "dense", "hybrid", "hybrid+rerank")
 MEASURES = {"ndcg@10": nDCG @ 10, "recall@100": R @ 100, "mrr@10": RR @ 10}
-INDEX_VERSION = "1"  # bump when the way documents are indexed changes
+INDEX_VERSION = "2"  # bump when the way documents are indexed changes
 
 
 @dataclass(frozen=True)

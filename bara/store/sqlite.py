@@ -10,6 +10,7 @@ write bumps in the same transaction, so other processes' writes are seen.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -117,8 +118,9 @@ class SQLiteStore:
             (doc_id, doc.owner, doc.collection, chunk.ordinal, chunk.text, chunk.section, chunk.title,
              chunk.start, chunk.end, chunk.content_hash, vec.tobytes()))
         heading = " ".join(filter(None, (doc.title, chunk.section, chunk.title)))
-        self._conn.execute("INSERT INTO chunks_fts (rowid, body, heading) VALUES (?,?,?)",
-                           (cur.lastrowid, index_text(chunk.text), index_text(heading)))
+        self._conn.execute("INSERT INTO chunks_fts (rowid, body, heading, scope) VALUES (?,?,?,?)",
+                           (cur.lastrowid, index_text(chunk.text), index_text(heading),
+                            scope_token(doc.owner, doc.collection)))
 
     def delete_document(self, source: str, owner: str = SHARED, collection: str = "kb") -> bool:
         with self.transaction():
@@ -170,12 +172,10 @@ class SQLiteStore:
         return StoreSearchResult(tuple(candidates), len(lexical), len(dense), timings)
 
     def _lexical(self, req: SearchRequest) -> list[tuple[int, float]]:
-        owners, colls = _marks(req.owners), _marks(req.collections)
-        sql = (f"SELECT f.rowid, bm25(chunks_fts, 1.0, ?) AS s FROM chunks_fts f JOIN chunks c ON c.id = f.rowid"
-               f" WHERE chunks_fts MATCH ? AND c.owner IN ({owners}) AND c.collection IN ({colls})"
-               f" ORDER BY s LIMIT ?")
-        params = (req.title_weight, match_expression(req.terms), *req.owners, *req.collections, req.limit)
-        return [(int(i), -float(s)) for i, s in self.query(sql, params)]
+        scopes = " OR ".join(f'"{scope_token(o, c)}"' for o in req.owners for c in req.collections)
+        match = f"({match_expression(req.terms)}) AND scope : ({scopes})"
+        sql = "SELECT rowid, bm25(chunks_fts, 1.0, ?, 0.0) AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?"
+        return [(int(i), -float(s)) for i, s in self.query(sql, (req.title_weight, match, req.limit))]
 
     def _dense(self, req: SearchRequest, m: _Matrix) -> tuple[list[tuple[int, float]], np.ndarray | None]:
         if req.vector is None or len(m.ids) == 0:
@@ -273,6 +273,11 @@ class SQLiteStore:
             self._conn.execute("INSERT INTO bara_migrations (name, applied_at) VALUES (?, ?)",
                                (step.name, time.time()))
             self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+
+def scope_token(owner: str, collection: str) -> str:
+    """One full-text token naming an (owner, collection) scope; letters and digits only."""
+    return "s" + hashlib.sha1(f"{owner}\x1f{collection}".encode()).hexdigest()[:24]
 
 
 def _marks(values: Sequence[Any]) -> str:
