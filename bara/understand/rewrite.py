@@ -1,0 +1,353 @@
+"""Deterministic follow-up rewriting: a standalone retrieval query from the conversation.
+
+Why rules and not a model: the rewrite runs on every retrieving follow-up, so it
+must cost well under a millisecond, never fail, and be explainable. A follow-up
+such as "is it secure?" retrieves badly on its own words; what it lacks is the
+topic, which earlier turns name. So the query is, in order:
+
+1. the user's own words (first, so a length cap never drops them);
+2. the latest earlier user turn that says something ("thanks!" is skipped);
+3. the referent of any "it" / "they" / "this service" / "the other one";
+4. names that stay salient across recent turns and are not yet in the query.
+
+Salience is a recency-weighted count: a name earns, for every turn it appears
+in, that turn's weight (role weight x ``decay`` per user turn back, x
+``entity_bonus``), so a topic the conversation keeps returning to outranks a
+name the agent dropped once. Agent turns supply names only, never loose words,
+and refusals ("Sorry, I do not have...") are ignored. The defaults of
+:class:`RewriteRules` were tuned on MTRAG-UN dev Recall@5 (docs/rewrite.md).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+from bara.retrieval.lexical import STOPWORDS, analyze
+from bara.types import Utterance
+
+__all__ = ["RewriteResult", "RewriteRules", "entities", "references", "rewrite_query"]
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """The query to search with, whether it differs from the message, and why."""
+
+    query: str
+    changed: bool
+    reasons: tuple[str, ...]  # e.g. ("resolved:it", "previous_turn", "carried")
+    carried: tuple[str, ...]  # names brought in from earlier turns, referents first
+
+
+@dataclass(frozen=True)
+class RewriteRules:
+    """The tunable knobs; the defaults are the values tuned on MTRAG-UN dev."""
+
+    user_weight: float = 1.0  # the user's own words define the topic
+    agent_weight: float = 0.5  # answers name entities but also wander
+    decay: float = 0.6  # weight kept per user turn further back
+    entity_bonus: float = 1.5  # names retrieve better than loose words
+    lookback: int = 8  # utterances scanned, most recent first
+    scan_chars: int = 1500  # of each utterance: a long answer names its subject early
+    previous_turns: int = 1  # content-bearing earlier user turns quoted verbatim
+    min_content_words: int = 1  # a user turn with none is chit-chat ("thanks!", "how do I use it?")
+    resolve_references: bool = True  # append the referent of "it", "they", "the other one"...
+    max_carried: int = 2  # salient names appended after the quoted turn
+    min_salience: float = 1.0  # ...only if the user just said them or they recur
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """One earlier utterance as the rules see it."""
+
+    text: str
+    user: bool
+    weight: float
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Phrase:
+    """A candidate carried phrase with its salience and analysed terms."""
+
+    text: str
+    score: float
+    entity: bool
+    terms: frozenset[str]
+    order: int  # first seen, most recent first: the deterministic tie-break
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_TOKEN = re.compile(r"[^\W_](?:[\w'\u2019+#&.-]*[^\W_])?")
+_SENTENCES = re.compile(r"[.!?;:]+\s+|\n")
+_DIGIT = re.compile(r"\d")
+_POSSESSIVE = re.compile(r"['\u2019]s?$")
+_CONNECTORS = frozenset("of to for the de la du on in von van".split())
+_NOT_NAMES = frozenset("""
+what how why when where which who whom whose is are was were do does did can could should would will
+shall may might must i i'm i've i'd you your we our my it its they them their this that these those
+there here hi hello hey thanks thank please ok okay yes no sure so and but or also then well tell give
+explain describe list show let if in on for about any some all what's how's compare define find
+summarize summarise provide help according besides regarding as now yeah great
+""".split())
+_GENERIC = frozenset("""
+tell know explain mean means meant please thanks thank like want need get use used make made
+thing things way ways something anything also really much many lot lots kind sort type types
+one ones two good great okay ok sure yes hi hello hey say said sound sounds seem seems think
+question questions answer information info detail details example examples help able
+difference differences different same other another more less else still just even
+helps helped helpful glad cool nice awesome perfect fine welcome appreciate appreciated bye goodbye
+""".split())
+_REFUSAL = re.compile(
+    r"\W*(sorry|i apologi[sz]e|i (do not|don't|cannot|can't) (have|find|answer|provide)|"
+    r"i am (unable|not able)|i'm (unable|not able)|unfortunately|the (provided )?documents? do(es)? not|"
+    r"(your|the) question (is|seems) (a bit )?(unclear|not clear)|could you (please )?(clarify|specify))",
+    re.IGNORECASE)
+_REFERENCE = re.compile(
+    r"\b(the other one|the other|the former|the latter|the same|this one|that one|"
+    r"(?:this|that|these|those|the) (?:service|product|tool|feature|option|plan|program|method|"
+    r"approach|one|ones|thing|things|place|city|country|person|team|book|song|law|policy|"
+    r"company|organization|agency|instance|account|platform|model|version|api|event|war|"
+    r"disease|species|state|process)|"
+    r"it|its|it's|itself|they|them|their|theirs|themselves|these|those|this|that|"
+    r"he|she|him|her|his|hers|"
+    r"(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )there(?!\s+(?:is|are|was|were|be|been|any|a|an|some|no)\b))\b",
+    re.IGNORECASE)
+_PLURAL_REFS = frozenset("they them their theirs themselves these those".split())
+_OTHER_REFS = frozenset(("the other one", "the other", "the latter", "the former"))
+
+
+# --- text basics -------------------------------------------------------------------
+
+def _clean(text: str) -> str:
+    """Control characters out, whitespace collapsed: the query must be one clean line."""
+    return " ".join(_CONTROL.sub(" ", text).split())
+
+
+def _cap(text: str, max_chars: int) -> str:
+    """Cut at the last word boundary within ``max_chars`` (a hard cut if one word is longer)."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max(max_chars, 0)]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > max_chars // 2 else cut).rstrip()
+
+
+def _terms(text: str) -> frozenset[str]:
+    """The analysed terms the lexical arm would see: the unit of "already in the query"."""
+    return frozenset(analyze(text))
+
+
+def _content_words(text: str) -> list[str]:
+    """Lower-cased words that can carry a topic: not stopwords, not conversational filler."""
+    return [w for w in (t.lower() for t in _TOKEN.findall(text))
+            if len(w) > 2 and w not in STOPWORDS and w not in _GENERIC and not w.isdigit()]
+
+
+# --- names -------------------------------------------------------------------------
+
+def _tokens(text: str) -> Iterator[tuple[str, bool]]:
+    """Tokens with a flag saying whether each one starts a sentence."""
+    for sentence in _SENTENCES.split(text):
+        for i, token in enumerate(_TOKEN.findall(sentence)):
+            yield token, i == 0
+
+
+def _namey(token: str) -> bool:
+    """Capitalised, all-caps or versioned ("ER-2", "v2"): how names look in English text."""
+    return token[0].isupper() or (not token.isdigit() and _DIGIT.search(token) is not None)
+
+
+def _runs(tokens: Iterator[tuple[str, bool]]) -> Iterator[list[tuple[str, bool]]]:
+    """Maximal runs of name-like tokens, allowing lower-case connectors inside ("Speech to Text")."""
+    run: list[tuple[str, bool]] = []
+    for token, at_start in tokens:
+        if run and not at_start and (_namey(token) or token.lower() in _CONNECTORS):
+            run.append((token, at_start))
+            continue
+        if run:
+            yield run
+        run = [(token, at_start)] if _namey(token) else []
+    if run:
+        yield run
+
+
+def _filler(word: str, at_start: bool) -> bool:
+    """Question words anywhere; common words and adverbs only when capitalised by position."""
+    low = word.lower()
+    return low in _NOT_NAMES or low in _CONNECTORS or (
+        at_start and (low in STOPWORDS or low in _GENERIC or low.endswith("ly")))
+
+
+def _trim(run: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """Drop fillers from the front of a run and connectors from its end."""
+    while run and _filler(*run[0]):
+        run = run[1:]
+    while run and run[-1][0].lower() in _CONNECTORS:
+        run = run[:-1]
+    return run
+
+
+def _is_name(run: list[tuple[str, bool]]) -> bool:
+    """A lone sentence-initial capitalised word is grammar ("Regional differences"), not a name."""
+    if len(run) > 1:
+        return True
+    word, at_start = run[0]
+    shaped = (word.isupper() and len(word) > 1) or _DIGIT.search(word) is not None \
+        or any(c.isupper() for c in word[1:])
+    return shaped or not at_start
+
+
+def entities(text: str) -> list[str]:
+    """Names in ``text`` in order: capitalised runs, acronyms, versioned ids (no possessive 's)."""
+    found = []
+    for run in _runs(_tokens(text)):
+        run = _trim(run)
+        if run and _is_name(run):
+            found.append(_POSSESSIVE.sub("", " ".join(t for t, _ in run)))
+    return found
+
+
+def references(message: str) -> list[str]:
+    """Referring expressions in the message, lower-cased, in order of appearance."""
+    return [m.group(1).lower() for m in _REFERENCE.finditer(message)]
+
+
+# --- salience ----------------------------------------------------------------------
+
+def _turns(history: Sequence[Utterance], rules: RewriteRules) -> list[_Turn]:
+    """Recent utterances, most recent first; an answer shares the age of the question it answers."""
+    out, age = [], 0
+    for utt in reversed(history[-rules.lookback:]):
+        text, user = _clean(utt.text[:rules.scan_chars]), utt.role == "user"
+        if text and not (not user and _REFUSAL.match(text)):
+            role = rules.user_weight if user else rules.agent_weight
+            out.append(_Turn(text, user, role * rules.decay ** age, tuple(entities(text))))
+        age += user
+    return out
+
+
+def _candidates(turn: _Turn) -> list[tuple[str, bool]]:
+    """A turn's names, then (user turns only) its content words, each once."""
+    loose = _content_words(turn.text) if turn.user else []
+    seen: set[str] = set()
+    out = []
+    for phrase, entity in [(n, True) for n in turn.names] + [(w, False) for w in loose]:
+        if phrase.lower() not in seen:
+            seen.add(phrase.lower())
+            out.append((phrase, entity))
+    return out
+
+
+def _salient_phrases(turns: Sequence[_Turn], rules: RewriteRules) -> list[_Phrase]:
+    """Every candidate phrase of the turns, most salient first (ties: most recent first)."""
+    scores: dict[str, list] = {}
+    for turn in turns:
+        for phrase, entity in _candidates(turn):
+            slot = scores.setdefault(phrase.lower(), [phrase, 0.0, entity, len(scores)])
+            slot[1] += turn.weight * (rules.entity_bonus if entity else 1.0)
+    phrases = (_Phrase(p, round(s, 6), e, _terms(p), o) for p, s, e, o in scores.values())
+    return sorted((p for p in phrases if p.terms), key=lambda p: (-p.score, p.order))
+
+
+# --- reference resolution ----------------------------------------------------------
+
+def _other_of_pair(message: str, turns: Sequence[_Turn]) -> str | None:
+    """For "the other one": the member of the latest compared pair not talked about since.
+
+    The pair is the first two names of the latest user turn naming two or more;
+    a member named in the message or in a later user turn is "this one".
+    """
+    said = set(_terms(message))
+    for turn in turns:
+        names = list(dict.fromkeys(turn.names)) if turn.user else []
+        if len(names) >= 2:
+            left = [n for n in names[:2] if not _terms(n) <= said]
+            return left[-1] if left else None
+        said |= _terms(turn.text) if turn.user else set()
+    return None
+
+
+def _resolve(refs: Sequence[str], message: str, turns: Sequence[_Turn],
+            ranked: Sequence[_Phrase]) -> tuple[str, ...]:
+    """The phrase(s) the message's references most likely point to; () when there are none.
+
+    "the other one" is the unmentioned member of the last compared pair; plural
+    references take the two most salient names; anything else takes the top one.
+    """
+    if not refs:
+        return ()
+    other = _other_of_pair(message, turns) if any(r in _OTHER_REFS for r in refs) else None
+    if other:
+        return (other,)
+    said = _terms(message)
+    count = 2 if any(r in _PLURAL_REFS for r in refs) else 1
+    names = tuple(p.text for p in ranked if p.entity and not p.terms <= said)
+    return names[:count] or tuple(p.text for p in ranked if not p.terms <= said)[:1]
+
+
+# --- composition -------------------------------------------------------------------
+
+def _previous_turns(turns: Sequence[_Turn], rules: RewriteRules) -> list[str]:
+    """The latest earlier user turns that say something; chit-chat like "thanks!" is skipped."""
+    said = [t.text for t in turns
+            if t.user and (t.names or len(_content_words(t.text)) >= rules.min_content_words)]
+    return said[:rules.previous_turns]
+
+
+def _carry(ranked: Sequence[_Phrase], have: frozenset[str], rules: RewriteRules) -> list[str]:
+    """Top salient names that add a term the query lacks.
+
+    Loose words are not carried: on MTRAG-UN dev they drifted the query more
+    often than they helped, while names the user just said or that recur did help.
+    """
+    out: list[str] = []
+    for phrase in ranked:
+        if len(out) >= rules.max_carried:
+            break
+        if phrase.entity and phrase.score >= rules.min_salience and not phrase.terms <= have:
+            out.append(phrase.text)
+            have = have | phrase.terms
+    return out
+
+
+def _unchanged(message: str, max_chars: int, reason: str) -> RewriteResult:
+    """The message as given (only capped): nothing in the history can improve it."""
+    query = message if len(message) <= max_chars else _cap(_clean(message), max_chars)
+    return RewriteResult(query, query != message, (reason, "truncated") if query != message else (reason,), ())
+
+
+def rewrite_query(message: str, history: Sequence[Utterance], max_chars: int = 1000,
+                  *, rules: RewriteRules | None = None) -> RewriteResult:
+    """A standalone search query for ``message`` given the prior turns (oldest first).
+
+    Pure and deterministic: the same inputs always give the same query. Without
+    usable history the message comes back unchanged (only capped to ``max_chars``).
+    """
+    rules = rules or RewriteRules()
+    turns = _turns(history, rules)
+    if not turns:
+        return _unchanged(message, max_chars, "no_history")
+    text = _clean(message)
+    ranked = _salient_phrases(turns, rules)
+    refs = references(text) if rules.resolve_references else []
+    resolved = _resolve(refs, text, turns, ranked)
+    quoted = [t for t in _previous_turns(turns, rules) if t.lower() != text.lower()]
+    # A message that names its own subject is standalone or a topic switch: carrying
+    # old names into it hurt on MTRAG-UN dev ("Virtualization" after "Red Hat OpenShift").
+    extra = [] if entities(text) else _carry(ranked, _terms(" ".join([text, *quoted, *resolved])), rules)
+    if not (resolved or quoted or extra):
+        return _unchanged(message, max_chars, "nothing_to_carry")
+    full = " ".join([text, *quoted, *resolved, *extra])
+    query = _cap(full, max_chars)
+    reasons = _reasons(refs, resolved, quoted, extra) + (("truncated",) if query != full else ())
+    return RewriteResult(query, query != message, reasons, tuple(dict.fromkeys([*resolved, *extra])))
+
+
+def _reasons(refs: Sequence[str], resolved: Sequence[str], quoted: Sequence[str],
+             extra: Sequence[str]) -> tuple[str, ...]:
+    """Reason codes in query order, so a query can be traced to the rule that built it."""
+    return ((("previous_turn",) if quoted else ())
+            + ((f"resolved:{refs[0]}",) if resolved else ())
+            + (("carried",) if extra else ()))

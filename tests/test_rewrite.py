@@ -1,0 +1,198 @@
+"""Tests for bara.understand.rewrite: reference resolution, carrying, caps, determinism, robustness."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+from hypothesis import given, settings as hyp_settings, strategies as st
+
+from bara.types import Utterance
+from bara.understand.rewrite import (RewriteResult, RewriteRules, entities, references,
+                                     rewrite_query)
+
+CLOUDANT = (
+    Utterance("user", "What is IBM Cloudant?"),
+    Utterance("assistant", "IBM Cloudant is a distributed JSON document database."),
+)
+COMPARE = (
+    Utterance("user", "What is the difference between Cloudant and Db2?"),
+    Utterance("assistant", "Cloudant is a document store; Db2 is a relational database."),
+)
+
+
+def u(text: str) -> Utterance:
+    return Utterance("user", text)
+
+
+def a(text: str) -> Utterance:
+    return Utterance("assistant", text)
+
+
+# --- no history ---------------------------------------------------------------
+
+@pytest.mark.parametrize("message", ["Is it free?", "", "  spaced\tout  ", "caf\u00e9 \u2603?"])
+def test_no_history_returns_message_unchanged(message):
+    got = rewrite_query(message, [])
+    assert got == RewriteResult(message, False, ("no_history",), ())
+
+
+def test_blank_history_counts_as_none():
+    got = rewrite_query("Is it free?", [u("   "), a("")])
+    assert got.query == "Is it free?" and not got.changed and got.reasons == ("no_history",)
+
+
+def test_only_chitchat_and_refusals_leave_message_unchanged():
+    got = rewrite_query("How does replication work?", [u("hi!"), a("Sorry, I do not have that information.")])
+    assert got.query == "How does replication work?" and not got.changed
+    assert got.reasons == ("nothing_to_carry",)
+
+
+# --- reference resolution ------------------------------------------------------
+
+def test_it_resolves_to_the_topic_named_by_the_user():
+    got = rewrite_query("Is it free?", CLOUDANT)
+    assert got.query.startswith("Is it free?")
+    assert "IBM Cloudant" in got.carried
+    assert "resolved:it" in got.reasons and got.changed
+
+
+def test_this_service_resolves_to_a_name_only_the_agent_said():
+    history = (u("which service turns audio into text?"),
+               a("IBM Watson Speech to Text transcribes audio into written text."))
+    got = rewrite_query("How much does this service cost?", history)
+    assert any("Speech to Text" in c for c in got.carried)
+    assert "resolved:this service" in got.reasons
+
+
+def test_they_resolves_to_both_compared_names():
+    got = rewrite_query("Can they be used together?", COMPARE)
+    assert set(got.carried[:2]) == {"Cloudant", "Db2"}
+    assert "resolved:they" in got.reasons
+
+
+def test_the_other_one_is_the_unmentioned_member_of_the_pair():
+    history = COMPARE + (u("Is Cloudant free?"), a("Cloudant has a Lite plan."))
+    got = rewrite_query("What about the other one?", history)
+    assert got.carried[0] == "Db2"
+    assert "resolved:the other one" in got.reasons
+
+
+def test_the_other_one_excludes_the_name_in_the_message():
+    got = rewrite_query("Besides Db2, tell me about the other one", COMPARE)
+    assert got.carried == ("Cloudant",)
+
+
+def test_existential_there_is_not_a_reference():
+    assert references("Is there life on Mars?") == []
+    assert references("What is the weather like there?") == ["there"]
+
+
+# --- what is carried -----------------------------------------------------------
+
+def test_previous_user_turn_is_quoted_after_the_message():
+    got = rewrite_query("How do I back up my data?", CLOUDANT)
+    assert got.query == "How do I back up my data? What is IBM Cloudant?"
+    assert got.reasons == ("previous_turn",)  # the quoted turn already names IBM Cloudant
+
+
+def test_recurring_names_are_carried_when_the_quoted_turn_lacks_them():
+    history = CLOUDANT + (u("Does it support replication?"), a("Yes, IBM Cloudant replicates across regions."))
+    got = rewrite_query("how do I back up the data?", history)
+    assert got.query == "how do I back up the data? Does it support replication? IBM Cloudant"
+    assert got.reasons == ("previous_turn", "carried") and got.carried == ("IBM Cloudant",)
+
+
+def test_chitchat_turn_is_skipped_for_the_last_turn_with_content():
+    history = CLOUDANT + (u("Thanks, that helps!"), a("You're welcome."))
+    got = rewrite_query("how do I scale it?", history)
+    assert "What is IBM Cloudant?" in got.query and "Thanks" not in got.query
+
+
+def test_refusals_supply_no_names():
+    history = (u("What is the retention period?"), a("Sorry, I do not have information about Foo Bar Archive."))
+    got = rewrite_query("and for it?", history)
+    assert "Foo Bar" not in got.query
+
+
+def test_message_naming_its_own_subject_carries_no_old_names():
+    history = CLOUDANT + (u("Is the Lite plan free?"), a("Yes, the IBM Cloudant Lite plan is free."))
+    got = rewrite_query("Red Hat OpenShift pricing", history)
+    assert "carried" not in got.reasons
+    assert got.query == "Red Hat OpenShift pricing Is the Lite plan free?"
+
+
+def test_users_words_come_first_and_are_kept_whole():
+    message = "and what about   replication\nacross regions?"
+    got = rewrite_query(message, CLOUDANT)
+    assert got.query.startswith("and what about replication across regions?")
+
+
+# --- names --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("What is Speech to Text?", ["Speech to Text"]),
+    ("Regional differences", []),
+    ("Compare Cloudant and Db2 for me", ["Cloudant", "Db2"]),
+    ("Is Earth's atmosphere thin?", ["Earth"]),
+    ("Additionally the COVID-19 vaccine helps.", ["COVID-19"]),
+    ("Which NASA mission studies ER-2 flights?", ["NASA", "ER-2"]),
+    ("step 1 then 2", []),
+])
+def test_entities(text, expected):
+    assert entities(text) == expected
+
+
+# --- determinism, caps, speed -----------------------------------------------------
+
+def test_deterministic_and_independent_of_sequence_type():
+    first = rewrite_query("Can they be used together?", COMPARE)
+    assert all(rewrite_query("Can they be used together?", h) == first for h in (COMPARE, list(COMPARE)))
+
+
+def test_length_cap_keeps_the_start_and_says_so():
+    history = (u("Tell me about " + "Alpha Beta Gamma " * 40), a("Alpha Beta Gamma is long. " * 40))
+    got = rewrite_query("Is it long?", history, max_chars=60)
+    assert len(got.query) <= 60 and got.query.startswith("Is it long?")
+    assert "truncated" in got.reasons
+
+
+def test_long_message_without_history_is_capped():
+    got = rewrite_query("word " * 500, [], max_chars=100)
+    assert len(got.query) <= 100 and got.changed and "truncated" in got.reasons
+
+
+def test_rules_can_switch_steps_off():
+    rules = RewriteRules(resolve_references=False, max_carried=0)
+    got = rewrite_query("Is it free?", CLOUDANT, rules=rules)
+    assert got.reasons == ("previous_turn",) and got.carried == ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rules.decay = 0.1  # type: ignore[misc]
+
+
+def test_typical_rewrite_is_well_under_a_few_milliseconds():
+    history = COMPARE * 4
+    rewrite_query("Can they be used together?", history)  # warm caches
+    times = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        rewrite_query("Can they be used together?", history)
+        times.append(time.perf_counter() - t0)
+    assert sorted(times)[len(times) // 2] < 0.005
+
+
+# --- robustness ---------------------------------------------------------------------
+
+_ROLES = st.sampled_from(["user", "assistant", "agent", "system", ""])
+_TEXT = st.text(max_size=300)
+
+
+@hyp_settings(max_examples=300, deadline=None)
+@given(message=_TEXT, history=st.lists(st.tuples(_ROLES, _TEXT), max_size=8),
+       max_chars=st.integers(min_value=0, max_value=400))
+def test_any_unicode_never_raises_and_respects_the_cap(message, history, max_chars):
+    got = rewrite_query(message, [Utterance(r, t) for r, t in history], max_chars=max_chars)
+    assert isinstance(got.query, str) and len(got.query) <= max(max_chars, 0)
+    assert got.changed == (got.query != message)
+    assert got == rewrite_query(message, [Utterance(r, t) for r, t in history], max_chars=max_chars)
