@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml requirements.lock
 demo: $(STAMP)
 	$(BIN)/bara ingest $(DATA)/rfc --db $(DEMO_DB)
 	$(BIN)/bara search "How does TCP detect a lost segment?" --k 3 --db $(DEMO_DB)
-	$(BIN)/bara search "Strict-Transport-Security max-age directive" --k 3 --db $(DEMO_DB)
+	$(BIN)/bara chat --script scripts/demo_conversation.jsonl --user demo --db $(DEMO_DB)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

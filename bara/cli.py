@@ -185,6 +185,13 @@ def _print_eval(report: dict) -> None:
     console.print(table)
 
 
+from bara.cli_chat import register  # noqa: E402 - chat & memory commands live in their own module
+
+register(app)
+
+
+
+
 def main() -> None:
     try:
         app()

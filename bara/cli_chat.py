@@ -1,0 +1,319 @@
+"""`bara chat` and `bara memory ...`: parse, call the pipeline and the memory tiers, print.
+
+``register(app)`` adds the commands to the main typer app. Answers go to
+stdout; the per-turn timeline and notices go to stdout too in human mode, and
+in ``--json`` mode stdout carries exactly one JSON object per turn (notices go
+to stderr).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from bara.app import Bara
+from bara.errors import BaraError, InputError
+from bara.llm.base import build_model
+from bara.memory.conversations import Conversations
+from bara.memory.notes import NotesMemory
+from bara.memory.profile import ProfileMemory
+from bara.memory.qa import QAMemory
+from bara.pipeline import MODES, Assistant
+from bara.settings import load_settings
+from bara.trace import HitRecord, TurnTrace
+
+DEFAULT_USER = "local"
+TIERS = ("kb", "profile", "notes", "qa")
+_EXIT_WORDS = frozenset({"exit", "quit", ":q"})
+
+console = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+memory_app = typer.Typer(help="Inspect, query and delete what bara remembers.", no_args_is_help=True)
+
+DbOption = typer.Option(None, "--db", help="Store location (SQLite file). Default: settings / $BARA_DB.")
+UserOption = typer.Option(DEFAULT_USER, "--user", help="User id whose memory is used.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `chat` and the `memory` group to ``app``."""
+    app.command("chat")(chat)
+    app.add_typer(memory_app, name="memory")
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    err.print(Text("error: ", style="red") + Text(message))
+    raise typer.Exit(code)
+
+
+def _open(db: Optional[str]) -> Bara:
+    try:
+        return Bara(load_settings(db=db))
+    except BaraError as exc:
+        _fail(str(exc))
+
+
+# ----------------------------------------------------------------------------- chat
+
+@dataclass(frozen=True)
+class ScriptLine:
+    number: int
+    text: str | None
+    problem: str = ""
+
+
+def read_script(path: Path) -> Iterator[ScriptLine]:
+    """JSON lines ``{"user": "text"}``; blank lines are skipped, malformed ones reported."""
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for number, raw in enumerate(fh, 1):
+            if raw.strip():
+                yield parse_script_line(number, raw)
+
+
+def parse_script_line(number: int, raw: str) -> ScriptLine:
+    try:
+        item = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return ScriptLine(number, None, f"not JSON ({exc.msg})")
+    if not isinstance(item, dict) or not isinstance(item.get("user"), str):
+        return ScriptLine(number, None, 'expected an object like {"user": "text"}')
+    return ScriptLine(number, item["user"])
+
+
+def _interactive() -> Iterator[str]:
+    while True:
+        try:
+            line = console.input("[bold cyan]you>[/bold cyan] ")
+        except EOFError:
+            console.print()
+            return
+        if line.strip().lower() in _EXIT_WORDS:
+            return
+        yield line
+
+
+def _scripted(path: Path, json_out: bool) -> Iterator[str]:
+    out = err if json_out else console
+    for line in read_script(path):
+        if line.text is None:
+            err.print(f"{path}:{line.number}: skipped: {line.problem}")
+            continue
+        if not json_out:
+            out.print(Text("you> ", style="bold cyan") + Text(line.text))
+        yield line.text
+
+
+def _conversation(assistant: Assistant, user: str, conversation: Optional[str], new: bool,
+                  notices: Console) -> str:
+    if conversation is not None and not new:
+        return assistant.open_conversation(user, conversation)
+    cid = assistant.open_conversation(user, conversation, create=True)
+    notices.print(Text(f"new conversation {cid} (user {user}); resume it with --conversation {cid}", style="dim"))
+    return cid
+
+
+def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara) or always (sliding-window RAG baseline)."),
+         user: str = UserOption,
+         conversation: Optional[str] = typer.Option(None, "--conversation", help="Resume this conversation."),
+         new: bool = typer.Option(False, "--new", help="Create --conversation ID if it does not exist."),
+         script: Optional[Path] = typer.Option(None, "--script", help='JSON lines {"user": "text"} to replay.'),
+         json_out: bool = typer.Option(False, "--json", help="Print one JSON trace object per turn."),
+         db: Optional[str] = DbOption) -> None:
+    """Chat over the knowledge base, with a per-turn timeline of every retrieval decision."""
+    if mode not in MODES:
+        _fail(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if script is not None and not script.is_file():
+        _fail(f"script {script} does not exist: pass a JSON-lines file")
+    bara = _open(db)
+    try:
+        assistant = Assistant(bara, model=build_model(bara.settings), mode=mode)
+        cid = _conversation(assistant, user, conversation, new, err if json_out else console)
+        messages = _scripted(script, json_out) if script else _interactive()
+        for message in messages:
+            cid = _one_turn(assistant, user, message, cid, json_out)
+    except BaraError as exc:
+        _fail(str(exc))
+    finally:
+        bara.close()
+
+
+def _one_turn(assistant: Assistant, user: str, message: str, cid: str, json_out: bool) -> str:
+    result = assistant.turn(user, message, cid)
+    if json_out:
+        print(json.dumps(result.trace.to_json(), ensure_ascii=False), flush=True)
+    else:
+        console.print(Text("bara> ", style="bold green") + Text(result.answer))
+        console.print(timeline(result.trace))
+    return result.conversation_id or cid
+
+
+# ------------------------------------------------------------------------- timeline
+
+def _hit(n: int, h: HitRecord) -> str:
+    section = f" \u00a7{h.section}" if h.section else ""
+    return f"[{n}] {h.source}{section} {h.score:.2f}"
+
+
+def _latency(latency: dict[str, float]) -> str:
+    parts = [f"{k} {v:.1f}" for k, v in latency.items() if v and k != "total"]
+    return " \u00b7 ".join(parts + [f"total {latency.get('total', 0.0):.1f} ms"])
+
+
+def timeline_lines(trace: TurnTrace) -> list[tuple[str, str]]:
+    """(label, text) rows of the compact timeline shown under an answer."""
+    t = trace
+    tiers = " \u00b7 ".join(f"{k} {t.tiers.get(k, 0)}" for k in TIERS)
+    query = f' \u00b7 query "{t.retrieval_query[:80]}"' + (" (rewritten)" if t.rewritten else "")
+    rows = [("gate", f"turn {t.turn} \u00b7 intent {t.intent} ({t.intent_source}, {t.intent_confidence:.2f})"
+                     f" \u00b7 mode {t.behavior_mode} \u00b7 route {t.route}"),
+            ("tiers", f"{tiers} \u00b7 retrieved {'yes' if t.retrieved else 'no'}" + (query if t.retrieved else ""))]
+    if t.hits:
+        rows.append(("hits", " \u00b7 ".join(_hit(n, h) for n, h in enumerate(t.hits, 1))))
+    rows.append(("context", f"dropped by floor {t.dropped_by_floor} \u00b7 tokens added {t.context_tokens}"
+                            f" (prompt {t.prompt_tokens}) \u00b7 generator {t.generator}"))
+    rows.append(("latency", _latency(dict(t.latency_ms))))
+    rows.append(("reasons", ", ".join(t.reasons)))
+    rows += [("hook error", f"{e.point} {e.hook}: {e.error}") for e in t.hook_errors]
+    return rows
+
+
+def timeline(trace: TurnTrace) -> Text:
+    out = Text()
+    for label, text in timeline_lines(trace):
+        out.append(f"  {label:>10} ", style="bold dim")
+        out.append(text + "\n", style="dim")
+    return out
+
+
+# --------------------------------------------------------------------------- memory
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, default=str))
+
+
+@memory_app.command("inspect")
+def memory_inspect(user: str = UserOption,
+                   conversation: Optional[str] = typer.Option(None, "--conversation",
+                                                              help="Also show this conversation's messages."),
+                   json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+                   db: Optional[str] = DbOption) -> None:
+    """Show a user's profile facts, notes, remembered Q&A and conversations."""
+    with _open(db) as bara:
+        try:
+            report = inspect_report(bara, user, conversation)
+        except BaraError as exc:
+            _fail(str(exc))
+    _print_json(report) if json_out else _print_inspect(report)
+
+
+def inspect_report(bara: Bara, user: str, conversation: Optional[str]) -> dict[str, Any]:
+    convs = Conversations(bara.store)
+    report: dict[str, Any] = {
+        "user": user,
+        "profile": [{"key": e.key, "value": e.value, "from": e.source_text}
+                    for e in ProfileMemory(bara.store).entries(user)],
+        "notes": [{"kind": n.kind, "text": n.text, "conversation": n.conversation_id}
+                  for n in NotesMemory(bara.store, bara.embedder, bara.settings).list(user)],
+        "qa": [{"question": q.question, "conversation": q.conversation_id}
+               for q in QAMemory(bara.store, bara.embedder, bara.settings).list(user)],
+        "conversations": [{"id": c.id, "turns": c.turn_count, "messages": c.message_count} for c in convs.list(user)],
+    }
+    if conversation is not None:
+        if convs.get(user, conversation) is None:
+            raise InputError(f"conversation {conversation!r} does not exist for user {user!r}; "
+                             "run `bara memory inspect` to list the user's conversations")
+        report["messages"] = [{"seq": m.seq, "role": m.role, "text": m.text}
+                              for m in convs.history(user, conversation)]
+        report["state"] = convs.load_state(user, conversation)
+    return report
+
+
+def _print_inspect(report: dict[str, Any]) -> None:
+    console.print(Text(f"user {report['user']}", style="bold"))
+    _section("profile", [f"{p['key']} = {p['value']}  (from: {p['from']})" for p in report["profile"]])
+    _section("notes", [f"({n['kind']}) {n['text']}" for n in report["notes"]])
+    _section("q&a", [q["question"] for q in report["qa"]])
+    _section("conversations", [f"{c['id']}  {c['turns']} turns, {c['messages']} messages"
+                               for c in report["conversations"]])
+    if "messages" in report:
+        _section("messages", [f"{m['seq']:>3} {m['role']}: {m['text'][:200]}" for m in report["messages"]])
+
+
+def _section(title: str, lines: list[str]) -> None:
+    console.print(Text(f"{title} ({len(lines)})", style="bold"))
+    for line in lines or ["(none)"]:
+        console.print(Text(f"  {line}"))
+
+
+@memory_app.command("query")
+def memory_query(text: str = typer.Argument(..., help="What to look for."),
+                 tier: str = typer.Option(..., "--tier", help="kb | profile | notes | qa"),
+                 user: str = UserOption,
+                 k: Optional[int] = typer.Option(None, "--k", help="How many results."),
+                 json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+                 db: Optional[str] = DbOption) -> None:
+    """Search one memory tier the way the pipeline would (the user's rows only)."""
+    if tier not in TIERS:
+        _fail(f"--tier must be one of {', '.join(TIERS)}, not {tier!r}")
+    with _open(db) as bara:
+        try:
+            rows = query_tier(bara, tier, text, user, k or bara.settings.k)
+        except BaraError as exc:
+            _fail(str(exc))
+    if json_out:
+        _print_json({"tier": tier, "query": text, "user": user, "results": rows})
+        return
+    _section(f"{tier} results for {text!r}", [" \u00b7 ".join(f"{k}: {v}" for k, v in r.items()) for r in rows])
+
+
+def query_tier(bara: Bara, tier: str, text: str, user: str, k: int) -> list[dict[str, Any]]:
+    s = bara.settings
+    if tier == "kb":
+        out = bara.retriever.search(text, k=k, floor=s.floor_kb)
+        return [{"id": h.id, "source": Path(h.chunk.source).name, "section": h.chunk.section,
+                 "score": round(h.similarity, 4), "text": " ".join(h.chunk.text.split())[:200]} for h in out.hits]
+    if tier == "notes":
+        hits = NotesMemory(bara.store, bara.embedder, s).search(user, text, k=k)
+        return [{"kind": h.note.kind, "text": h.note.text, "score": round(h.score, 4)} for h in hits]
+    if tier == "qa":
+        hits = QAMemory(bara.store, bara.embedder, s).search(user, text, k=k)
+        return [{"question": h.question, "answer": h.answer[:200], "score": round(h.score, 4)} for h in hits]
+    words = set(text.lower().split())
+    return [{"key": key, "value": value} for key, value in ProfileMemory(bara.store).get(user).items()
+            if words & set(f"{key} {value}".lower().replace("_", " ").split()) or text.strip() in ("", "*")]
+
+
+@memory_app.command("forget")
+def memory_forget(user: str = typer.Option(..., "--user", help="User whose memory to delete."),
+                  key: Optional[str] = typer.Option(None, "--key", help="Delete only this profile fact."),
+                  json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+                  db: Optional[str] = DbOption) -> None:
+    """Delete one profile fact (--key), or everything about the user: profile, notes, Q&A, conversations."""
+    with _open(db) as bara:
+        profile = ProfileMemory(bara.store)
+        if key is not None and key not in profile.get(user):
+            known = ", ".join(sorted(profile.get(user))) or "none"
+            _fail(f"user {user!r} has no profile fact {key!r} (stored keys: {known})", code=1)
+        deleted = forget_user(bara, user, key)
+    if json_out:
+        _print_json({"user": user, "deleted": deleted})
+        return
+    console.print(Text(f"deleted for user {user}: " + ", ".join(f"{v} {k}" for k, v in deleted.items())))
+
+
+def forget_user(bara: Bara, user: str, key: Optional[str]) -> dict[str, int]:
+    """Counts of what was deleted, in one transaction."""
+    profile, s = ProfileMemory(bara.store), bara.settings
+    with bara.store.transaction():
+        if key is not None:
+            return {"profile facts": profile.forget(user, key)}
+        return {"profile facts": profile.forget(user),
+                "notes": NotesMemory(bara.store, bara.embedder, s).forget(user),
+                "q&a": QAMemory(bara.store, bara.embedder, s).forget(user),
+                "conversations": Conversations(bara.store).delete(user)}

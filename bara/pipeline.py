@@ -1,0 +1,394 @@
+"""One assistant turn: sanitise, load, gate, rewrite, retrieve, assemble, generate, persist, trace.
+
+Gated mode (the default) decides by rules (``bara.decide``) whether to retrieve,
+from which memory tier and how much, before any search runs. ``always`` mode is
+the evaluation baseline: sliding-window RAG that embeds every message, takes k
+knowledge-base chunks every turn (floor 0) and the last N messages, with no
+tiers and no gates. Both use the same generator, so only retrieval differs.
+
+Turns on one conversation are serialised (``Conversations.turn_lock``) and
+stored in one transaction. Every stage is timed and every decision leaves a
+reason code in the turn's :class:`~bara.trace.TurnTrace`.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from bara.app import Bara
+from bara.decide import GateResult, PolicyDecision, decide
+from bara.errors import BaraError, InputError
+from bara.hooks import HookContext, Hooks, PersistPlan
+from bara.llm.base import Model
+from bara.llm.errors import LLMError
+from bara.llm.offline import Generator, ModelGenerator, OfflineGenerator
+from bara.memory.conversations import Conversations, StoredMessage
+from bara.memory.history import curate_history
+from bara.memory.notes import NoteHit, NotesMemory, extract_notes
+from bara.memory.profile import ProfileMemory
+from bara.memory.qa import QAHit, QAMemory
+from bara.prompts import EMPTY_INPUT
+from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, kb_sources, note_items,
+                                 preferred_length, profile_items, qa_items)
+from bara.trace import TurnRecorder, TurnTrace, gate_fields, prompt_fields, retrieval_fields
+from bara.types import RetrievalOutcome, Utterance
+from bara.understand.features import compute_features
+from bara.understand.intent import apply_rules
+from bara.understand.prototypes import PrototypeIndex, load_prototypes
+from bara.understand.rewrite import rewrite_query
+from bara.understand.state import ConversationState
+
+MODES = ("gated", "always")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_FORGET = re.compile(r"\b(forget|delete|erase|remove|wipe|clear)\b", re.IGNORECASE)
+_CURATE_SCAN = 4  # continuations look this many recent windows back for older similar turns
+
+
+@dataclass(frozen=True)
+class CleanInput:
+    """The message as stored (``text``, whole) and as gated and searched (``query``, capped)."""
+
+    text: str
+    query: str
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """A sanitised message with its conversation loaded: the input of every later stage."""
+
+    user_id: str
+    clean: CleanInput
+    conversation_id: str
+    turn: int
+    messages: tuple[StoredMessage, ...]  # the recent window, oldest first
+    state: ConversationState | None
+    profile: Mapping[str, str]
+
+    @property
+    def history(self) -> tuple[Utterance, ...]:
+        return tuple(Utterance(m.role, m.text) for m in self.messages)
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """What the opened tiers returned (empty for closed tiers); ``query`` is "" when nothing ran."""
+
+    query: str = ""
+    rewritten: bool = False
+    kb: RetrievalOutcome | None = None
+    notes: tuple[NoteHit, ...] = ()
+    qa: tuple[QAHit, ...] = ()
+    vector: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    answer: str
+    trace: TurnTrace
+    conversation_id: str
+
+
+def sanitize(message: str | bytes, max_query_chars: int) -> CleanInput:
+    """Decode bytes leniently, replace lone surrogates, drop control characters, cap the search copy."""
+    reasons: list[str] = []
+    text = message.decode("utf-8", errors="replace") if isinstance(message, bytes) else message
+    if "\ufffd" in text and isinstance(message, bytes):
+        reasons.append("input:invalid_utf8_replaced")
+    if _SURROGATE.search(text):
+        text, reasons = _SURROGATE.sub("\ufffd", text), reasons + ["input:invalid_utf8_replaced"]
+    if _CONTROL.search(text):
+        text, reasons = _CONTROL.sub("", text), reasons + ["input:control_chars_removed"]
+    text = unicodedata.normalize("NFC", text).strip()
+    if not text:
+        return CleanInput("", "", tuple(reasons + ["input:empty"]))
+    if len(text) > max_query_chars:
+        reasons.append("input:truncated_for_retrieval")
+    return CleanInput(text, text[:max_query_chars], tuple(dict.fromkeys(reasons)))
+
+
+class Assistant:
+    """A multi-turn assistant over one :class:`~bara.app.Bara`; hooks live on ``self.hooks``."""
+
+    def __init__(self, bara: Bara, model: Model | None = None, mode: str = "gated", strict: bool = False):
+        if mode not in MODES:
+            raise InputError(f"unknown mode {mode!r}: the caller must pass one of {', '.join(MODES)}")
+        self.bara, self.settings, self.mode, self.strict = bara, bara.settings, mode, strict
+        self.hooks = Hooks()
+        self.offline = OfflineGenerator()
+        self.generator: Generator = ModelGenerator(model) if model is not None else self.offline
+        self.conversations = Conversations(bara.store)
+        self.profile = ProfileMemory(bara.store)
+        self.notes = NotesMemory(bara.store, bara.embedder, bara.settings)
+        self.qa = QAMemory(bara.store, bara.embedder, bara.settings)
+        self._prototypes, self._prototype_reason = self._load_prototypes()
+
+    def _load_prototypes(self) -> tuple[PrototypeIndex | None, str]:
+        try:
+            index = load_prototypes()
+        except BaraError:
+            return None, "gate:prototypes_unavailable"
+        if index.embedder != getattr(self.bara.embedder, "model_id", ""):
+            return None, "gate:prototypes_off_embedder_mismatch"
+        return index, ""
+
+    def open_conversation(self, user_id: str, conversation_id: str | None = None, create: bool = False) -> str:
+        """An existing conversation of ``user_id``, or a new one (``None``, or ``create=True``)."""
+        if conversation_id is None or create:
+            return self.conversations.create(user_id, conversation_id)
+        if self.conversations.get(user_id, conversation_id) is None:
+            raise InputError(f"conversation {conversation_id!r} does not exist for user {user_id!r}: "
+                             "pass an id from `bara memory inspect`, or create it (`bara chat --new`)")
+        return conversation_id
+
+    # ---------------------------------------------------------------------------- turn
+    def turn(self, user_id: str, message: str | bytes, conversation_id: str | None = None) -> TurnResult:
+        """Answer one user message; ``conversation_id`` None starts a new conversation."""
+        rec = TurnRecorder()
+        with rec.stage("sanitize"):
+            clean = sanitize(message, self.settings.max_query_chars)
+        rec.reason(*clean.reasons)
+        if not clean.text:
+            return self._empty_turn(user_id, conversation_id or "", rec)
+        cid = self.open_conversation(user_id, conversation_id)
+        with self.conversations.turn_lock(cid):
+            with rec.stage("load"):
+                t = self._load(user_id, clean, cid)
+            return self._gated(t, rec) if self.mode == "gated" else self._always(t, rec)
+
+    def _empty_turn(self, user_id: str, cid: str, rec: TurnRecorder) -> TurnResult:
+        rec.reason("persist:nothing_stored")
+        trace = TurnTrace(turn=0, user=user_id, mode=self.mode, conversation_id=cid, intent="empty",
+                          intent_source="rule:empty", behavior_mode="none", route="none", answer=EMPTY_INPUT,
+                          generator="none", latency_ms=rec.latency(), reasons=rec.reasons, stored={"turn": False})
+        return TurnResult(EMPTY_INPUT, trace, cid)
+
+    def _load(self, user_id: str, clean: CleanInput, cid: str) -> TurnInput:
+        info = self.conversations.get(user_id, cid)
+        window = self.settings.pipeline_history_messages
+        messages = tuple(self.conversations.history(user_id, cid, limit=window)) if window else ()
+        turn = (info.turn_count if info else 0) + 1
+        state = ConversationState.from_dict(self.conversations.load_state(user_id, cid)) if turn > 1 else None
+        return TurnInput(user_id, clean, cid, turn, messages, state, self.profile.get(user_id))
+
+    # --------------------------------------------------------------------------- gated
+    def _gated(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
+        gate, vector = self._gate(t, rec)
+        ctx = self._context(t, gate)
+        policy = self._hook("policy_override", gate.policy, ctx, rec)
+        rec.reason("hook:policy_overridden" if policy != gate.policy else "")
+        retrieved = self._retrieve(t, policy, vector, rec)
+        forgotten = self._privacy_forget(t, policy, rec)
+        answer, prompt = self._generate(self._inputs(t, gate, policy, retrieved, forgotten, rec), ctx, rec)
+        learn = not policy.privacy_mode
+        rec.reason("" if learn else "persist:privacy_no_learning")
+        plan = PersistPlan(t.clean.text, answer, learn_profile=learn, extract_notes=learn,
+                           add_qa=learn and retrieved.kb is not None and bool(retrieved.kb.hits))
+        stored = self._persist(t, gate.new_state, plan, retrieved, ctx, rec)
+        trace = self._trace(t, gate, policy, retrieved, prompt, answer, stored, rec)
+        return TurnResult(answer, trace, t.conversation_id)
+
+    def _gate(self, t: TurnInput, rec: TurnRecorder) -> tuple[GateResult, np.ndarray | None]:
+        """Rules first; the message is embedded only when no rule is conclusive (prototype fallback)."""
+        with rec.stage("gate"):
+            features = compute_features(t.clean.query, t.history, t.profile, settings=self.settings)
+            conclusive = apply_rules(features) is not None
+        vector = None if conclusive or self._prototypes is None else self._embed(t.clean.query, rec)
+        rec.reason("" if conclusive else self._prototype_reason)
+        with rec.stage("gate"):
+            gate = decide(t.clean.query, t.history, t.state, t.profile, self.settings, self._prototypes,
+                          message_vector=vector)
+        rec.reason(*gate.reasons)
+        return gate, vector
+
+    def _embed(self, text: str, rec: TurnRecorder) -> np.ndarray | None:
+        vectors = self._embed_many([text], rec)
+        return None if vectors is None else vectors[0]
+
+    def _embed_many(self, texts: list[str], rec: TurnRecorder) -> np.ndarray | None:
+        return self._tier("embed", rec, lambda: self.bara.embedder.embed(texts))
+
+    def _context(self, t: TurnInput, gate: GateResult | None) -> HookContext:
+        return HookContext(point="", user_id=t.user_id, conversation_id=t.conversation_id, message=t.clean.text,
+                           mode=self.mode, turn=t.turn, intent=gate.intent.intent if gate else "",
+                           route=gate.policy.route if gate else "always_rag",
+                           behavior_mode=gate.behavior.mode if gate else "", reasons=gate.reasons if gate else ())
+
+    def _hook(self, point: str, value: Any, ctx: HookContext, rec: TurnRecorder) -> Any:
+        run = self.hooks.run(point, value, replace(ctx, point=point), strict=self.strict)
+        for error in run.errors:
+            rec.hook_error(error)
+        return run.value
+
+    # ---------------------------------------------------------------------- retrieval
+    def _retrieve(self, t: TurnInput, policy: PolicyDecision, vector: np.ndarray | None,
+                  rec: TurnRecorder) -> Retrieved:
+        """Search only the tiers the policy opened, with one query vector shared by all of them."""
+        if not policy.retrieves:
+            return Retrieved()
+        query, rewritten = t.clean.query, False
+        if policy.needs_rewrite:
+            with rec.stage("rewrite"):
+                rw = rewrite_query(t.clean.query, t.history, max_chars=self.settings.max_query_chars)
+            query, rewritten = rw.query, rw.changed
+            rec.reason(*(c if c.startswith("rewrite:") else f"rewrite:{c}" for c in rw.reasons),
+                       "rewrite:applied" if rw.changed else "rewrite:unchanged")
+        if vector is None or rewritten:
+            vector = self._embed(query, rec)
+        kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
+            query, k=policy.kb_k, floor=policy.kb_floor, vector=vector)) if policy.inject_kb else None
+        notes = self._tier("retrieve_notes", rec, lambda: self.notes.search(
+            t.user_id, query, k=policy.notes_k, vector=vector)) if policy.inject_notes else ()
+        qa = self._tier("retrieve_qa", rec, lambda: self.qa.search(
+            t.user_id, query, t.conversation_id, k=policy.qa_k, floor=policy.qa_floor,
+            vector=vector)) if policy.inject_qa else ()
+        retrieved = Retrieved(query, rewritten, kb, tuple(notes or ()), tuple(qa or ()), vector)
+        self._tier_reasons(retrieved, rec)
+        return retrieved
+
+    def _tier(self, stage: str, rec: TurnRecorder, search: Callable[[], Any]) -> Any:
+        """Run one timed stage (a tier's search, an embedding); a failure is recorded and yields None."""
+        try:
+            with rec.stage(stage):
+                return search()
+        except BaraError as exc:
+            rec.reason(f"{stage}:failed:{type(exc).__name__}")
+            return None
+
+    @staticmethod
+    def _tier_reasons(r: Retrieved, rec: TurnRecorder) -> None:
+        if r.kb is not None:
+            rec.reason(f"kb:{r.kb.status.value}", *(f"kb:{code}" for code in r.kb.reasons))
+            rec.reason(f"kb:dropped_by_floor:{len(r.kb.dropped)}" if r.kb.dropped else "")
+        rec.reason(f"notes:{len(r.notes)}_found" if r.notes else "", f"qa:{len(r.qa)}_found" if r.qa else "")
+
+    def _privacy_forget(self, t: TurnInput, policy: PolicyDecision, rec: TurnRecorder) -> str:
+        """On the privacy route, an explicit deletion request deletes the user's profile, notes and Q&A."""
+        if not policy.privacy_mode or not _FORGET.search(t.clean.query):
+            return ""
+        with rec.stage("persist"), self.bara.store.transaction():
+            counts = (self.profile.forget(t.user_id), self.notes.forget(t.user_id), self.qa.forget(t.user_id))
+        rec.reason("privacy:memory_forgotten")
+        return f"{counts[0]} profile facts, {counts[1]} notes and {counts[2]} remembered answers"
+
+    # ----------------------------------------------------------------------- assembly
+    def _inputs(self, t: TurnInput, gate: GateResult, policy: PolicyDecision, r: Retrieved, forgotten: str,
+                rec: TurnRecorder) -> PromptInputs:
+        profile = self.profile.get(t.user_id) if forgotten else t.profile
+        history = self._history(t, policy, r, rec) if policy.use_history else ()
+        memory = self._memory_summary(t.user_id, profile) if policy.privacy_mode else None
+        with rec.stage("assemble"):
+            return PromptInputs(
+                message=t.clean.text, user_id=t.user_id, intent=gate.intent.intent, chitchat=gate.intent.chitchat,
+                route=policy.route, behavior_mode=gate.behavior.mode, tone=gate.behavior.tone,
+                answer_length=self._length(gate, profile, rec),
+                kb_opened=policy.inject_kb, notes_requested=policy.inject_notes, privacy_mode=policy.privacy_mode,
+                greeting_name=policy.greeting_name, profile=profile_items(profile) if policy.inject_profile else (),
+                notes=note_items(r.notes), knowledge=kb_sources(r.kb), qa=qa_items(r.qa), history=history,
+                memory=memory, forgotten=forgotten, retrieval_query=r.query)
+
+    @staticmethod
+    def _length(gate: GateResult, profile: Mapping[str, str], rec: TurnRecorder) -> str:
+        length, reason = preferred_length(gate.behavior.answer_length, gate.behavior.mode, profile)
+        rec.reason(reason)
+        return length
+
+    def _history(self, t: TurnInput, policy: PolicyDecision, r: Retrieved,
+                 rec: TurnRecorder) -> tuple[Utterance, ...]:
+        """The recent window; for continuations also older turns whose question resembles the query."""
+        window = len(t.messages)
+        if policy.route != "conversation" or r.vector is None or window < self.settings.pipeline_history_messages:
+            return t.history
+        with rec.stage("retrieve_history"):
+            older = tuple(self.conversations.history(t.user_id, t.conversation_id, limit=_CURATE_SCAN * window))
+        questions = [m.text for m in older if m.role == "user"]
+        vectors = self._embed_many(questions, rec) if len(older) > window and questions else None
+        if vectors is None:
+            return t.history
+        picked = curate_history(older, window, True, r.vector, _per_message(older, vectors),
+                                floor=self.settings.floor_continuation)
+        rec.reason("history:older_similar_turns" if len(picked) > window else "")
+        return tuple(Utterance(m.role, m.text) for m in picked)
+
+    def _memory_summary(self, user_id: str, profile: Mapping[str, str]) -> MemorySummary:
+        return MemorySummary(profile=profile_items(profile), notes=len(self.notes.list(user_id)),
+                             qa=len(self.qa.list(user_id)), conversations=len(self.conversations.list(user_id)))
+
+    def _generate(self, inputs: PromptInputs, ctx: HookContext, rec: TurnRecorder) -> tuple[str, Prompt]:
+        with rec.stage("assemble"):
+            prompt = assemble(inputs, self.settings.pipeline_context_budget_tokens)
+        rec.reason(*prompt.reasons)
+        prompt = self._hook("before_generation", prompt, ctx, rec)
+        with rec.stage("generate"):
+            try:
+                answer = self.generator.generate(prompt)
+            except LLMError as exc:
+                rec.reason(f"generate:model_failed_offline_used:{type(exc).__name__}")
+                answer = self.offline.generate(prompt)
+        shown = self._hook("after_generation", answer, ctx, rec)
+        rec.reason("hook:answer_changed" if shown != answer else "")
+        return shown, prompt
+
+    # ------------------------------------------------------------------------ persist
+    def _persist(self, t: TurnInput, state: ConversationState | None, plan: PersistPlan, r: Retrieved,
+                 ctx: HookContext, rec: TurnRecorder) -> dict[str, Any]:
+        """Store the turn and what it taught (profile facts from the user's text only, notes, Q&A) atomically."""
+        plan = self._hook("before_persist", plan, ctx, rec)
+        if plan.vetoed:
+            rec.reason("persist:vetoed")
+            return {"turn": False, "veto_reason": plan.veto_reason}
+        # Offline answers quote documents; only a model's own words may yield notes.
+        reply = plan.assistant_text if self.generator is not self.offline else ""
+        with rec.stage("persist"), self.bara.store.transaction():
+            self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
+                                           state.to_dict() if state else {}, {"mode": self.mode})
+            facts = self.profile.learn_from_user_turn(t.user_id, plan.user_text) if plan.learn_profile else []
+            notes = extract_notes(plan.user_text, reply) if plan.extract_notes else []
+            self.notes.add(t.user_id, t.conversation_id, notes)
+            qa = (self.qa.add(t.user_id, t.conversation_id, r.query, plan.assistant_text, r.vector)
+                  if plan.add_qa else "")
+        rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
+                   "persist:qa_added" if qa else "")
+        return {"turn": True, "profile_facts": {f.key: f.value for f in facts}, "notes": [n.text for n in notes],
+                "qa": bool(qa)}
+
+    # ------------------------------------------------------------------ always (baseline)
+    def _always(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
+        """Sliding-window RAG: embed, take k chunks (floor 0), last N messages; no tiers, no gates."""
+        vector = self._embed(t.clean.query, rec)
+        kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
+            t.clean.query, k=self.settings.k, floor=0.0, vector=vector))
+        retrieved = Retrieved(t.clean.query, False, kb, vector=vector)
+        self._tier_reasons(retrieved, rec)
+        with rec.stage("assemble"):
+            inputs = PromptInputs(message=t.clean.text, user_id=t.user_id, route="always_rag", kb_opened=True,
+                                  knowledge=kb_sources(kb), history=t.history, retrieval_query=t.clean.query)
+        ctx = self._context(t, None)
+        answer, prompt = self._generate(inputs, ctx, rec)
+        plan = PersistPlan(t.clean.text, answer, learn_profile=False, extract_notes=False, add_qa=False)
+        stored = self._persist(t, t.state, plan, retrieved, ctx, rec)
+        trace = self._trace(t, None, None, retrieved, prompt, answer, stored, rec)
+        return TurnResult(answer, trace, t.conversation_id)
+
+    # -------------------------------------------------------------------------- trace
+    def _trace(self, t: TurnInput, gate: GateResult | None, policy: PolicyDecision | None, r: Retrieved,
+               prompt: Prompt, answer: str, stored: Mapping[str, Any], rec: TurnRecorder) -> TurnTrace:
+        return TurnTrace(turn=t.turn, user=t.user_id, mode=self.mode, conversation_id=t.conversation_id,
+                         answer=answer, generator=self.generator.name, stored=dict(stored),
+                         **gate_fields(gate, policy), **retrieval_fields(r.query, r.rewritten, r.kb, r.notes, r.qa),
+                         **prompt_fields(prompt), **rec.fields())
+
+
+def _per_message(messages: tuple[StoredMessage, ...], question_vectors: np.ndarray) -> np.ndarray:
+    """One vector per message: each reply borrows its question's (a turn is judged by what was asked)."""
+    rows, n = [], -1
+    for m in messages:
+        n += m.role == "user"
+        rows.append(question_vectors[max(n, 0)])
+    return np.asarray(rows)

@@ -1,0 +1,173 @@
+"""`bara chat` and `bara memory ...` through the real CLI over a small RFC knowledge base."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bara.app import Bara
+from bara.cli import app
+from bara.cli_chat import parse_script_line
+from bara.settings import Settings
+
+KB_FILES = ("rfc2119.txt", "rfc2818.txt", "rfc6797.txt")
+DEMO = Path(__file__).resolve().parents[1] / "scripts" / "demo_conversation.jsonl"
+runner = CliRunner()
+
+
+def kb_copy(tmp_path_factory, data_dir: Path, embedder, name: str) -> Path:
+    """A private copy of a KB store built once per session (ingest is the slow part)."""
+    base = tmp_path_factory.getbasetemp() / "pipeline_rfc_kb.db"
+    if not base.exists():
+        building = base.with_suffix(".building")
+        with Bara(Settings(db=str(building), cache_dir=base.parent), embedder=embedder) as bara:
+            bara.knowledge.ingest([data_dir / "rfc" / f for f in KB_FILES])
+        building.rename(base)
+    dest = tmp_path_factory.mktemp(name) / "kb.db"
+    shutil.copy(base, dest)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory, data_dir, embedder) -> str:
+    return str(kb_copy(tmp_path_factory, data_dir, embedder, "chat_cli"))
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("BARA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("BARA_MODEL", raising=False)
+    monkeypatch.delenv("BARA_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)  # no stray ./bara.toml
+
+
+def script(tmp_path: Path, *lines: str) -> str:
+    path = tmp_path / "script.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def chat(db: str, *args: str):
+    return runner.invoke(app, ["chat", "--db", db, *args])
+
+
+def json_turns(result) -> list[dict]:
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_scripted_json_prints_one_object_per_turn_and_skips_malformed_lines(db, tmp_path):
+    path = script(tmp_path, '{"user": "hi there!"}', "not json", '{"text": "wrong key"}', "",
+                  '{"user": "What is HTTP Strict Transport Security?"}')
+    result = chat(db, "--script", path, "--json", "--user", "cli-json")
+    assert result.exit_code == 0, result.output
+    turns = json_turns(result)
+    assert [t["turn"] for t in turns] == [1, 2]
+    assert turns[0]["retrieved"] is False and turns[1]["retrieved"] is True and turns[1]["hits"]
+    assert {"turn", "intent", "route", "tiers", "latency_ms", "reasons", "answer"} <= set(turns[0])
+    assert ":2: skipped: not JSON" in result.stderr and ':3: skipped: expected an object' in result.stderr
+    assert turns[0]["conversation_id"] == turns[1]["conversation_id"]
+
+
+def test_human_mode_shows_the_timeline(db, tmp_path):
+    result = chat(db, "--script", script(tmp_path, '{"user": "What is HTTP Strict Transport Security?"}'),
+                  "--user", "cli-human")
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())
+    assert "bara>" in out and "new conversation" in out
+    for label in ("intent knowledge_base", "mode standard", "route rag", "kb 4", "hits [1] rfc6797.txt",
+                  "dropped by floor", "tokens added", "retrieve_kb", "reasons", "route:rag"):
+        assert label in out, label
+
+
+def test_unknown_conversation_fails_unless_new(db, tmp_path):
+    path = script(tmp_path, '{"user": "my name is Sam"}')
+    missing = chat(db, "--script", path, "--conversation", "nope", "--user", "cli-conv")
+    assert missing.exit_code == 2 and "does not exist" in missing.stderr and "--new" in missing.stderr
+    created = chat(db, "--script", path, "--conversation", "nope", "--new", "--user", "cli-conv", "--json")
+    assert created.exit_code == 0 and "new conversation nope" in created.stderr
+    resumed = chat(db, "--script", script(tmp_path, '{"user": "what\'s my name?"}'), "--conversation", "nope",
+                   "--user", "cli-conv", "--json")
+    (turn,) = json_turns(resumed)
+    assert turn["turn"] == 2 and "Sam" in turn["answer"] and turn["conversation_id"] == "nope"
+
+
+def test_always_mode_from_the_cli(db, tmp_path):
+    result = chat(db, "--script", script(tmp_path, '{"user": "hi"}'), "--mode", "always", "--json",
+                  "--user", "cli-always")
+    (turn,) = json_turns(result)
+    assert turn["mode"] == "always" and turn["retrieved"] is True and turn["route"] == "always_rag"
+
+
+def test_bad_mode_and_missing_script_are_clear_errors(db, tmp_path):
+    assert chat(db, "--mode", "sometimes").exit_code == 2
+    missing = chat(db, "--script", str(tmp_path / "absent.jsonl"))
+    assert missing.exit_code == 2 and "does not exist" in missing.stderr
+
+
+def test_interactive_session_quits_on_exit_and_eof(db):
+    result = runner.invoke(app, ["chat", "--db", db, "--user", "cli-tty"], input="hi\nexit\nnever sent\n")
+    assert result.exit_code == 0 and result.stdout.count("bara>") == 1 and "Hello" in result.stdout
+    eof = runner.invoke(app, ["chat", "--db", db, "--user", "cli-tty"], input="thanks!\n")
+    assert eof.exit_code == 0 and "welcome" in eof.stdout
+
+
+def test_memory_inspect_query_and_forget(db, tmp_path):
+    lines = ['{"user": "My name is Ada and I\'m a network engineer."}',
+             '{"user": "Let\'s go with HSTS with a long max-age for the API."}',
+             '{"user": "What does the includeSubDomains directive do?"}']
+    assert chat(db, "--script", script(tmp_path, *lines), "--user", "cli-mem", "--json").exit_code == 0
+
+    inspect = runner.invoke(app, ["memory", "inspect", "--db", db, "--user", "cli-mem", "--json"])
+    report = json.loads(inspect.stdout)
+    assert {p["key"]: p["value"] for p in report["profile"]} == {"name": "Ada", "role": "network engineer"}
+    assert report["notes"][0]["kind"] == "decision" and len(report["qa"]) >= 1
+    cid = report["conversations"][0]["id"]
+    detail = json.loads(runner.invoke(app, ["memory", "inspect", "--db", db, "--user", "cli-mem",
+                                            "--conversation", cid, "--json"]).stdout)
+    assert [m["role"] for m in detail["messages"]][:2] == ["user", "assistant"] and "turn_count" in detail["state"]
+    human = runner.invoke(app, ["memory", "inspect", "--db", db, "--user", "cli-mem"])
+    assert "name = Ada" in human.stdout and "(decision)" in human.stdout
+    other = runner.invoke(app, ["memory", "inspect", "--db", db, "--user", "cli-mem", "--conversation", "zzz"])
+    assert other.exit_code == 2
+
+    def query(text, tier):
+        out = runner.invoke(app, ["memory", "query", text, "--tier", tier, "--db", db, "--user", "cli-mem", "--json"])
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)["results"]
+
+    assert query("HSTS max-age", "kb")[0]["source"] == "rfc6797.txt"
+    assert query("network engineer", "profile") == [{"key": "role", "value": "network engineer"}]
+    assert "HSTS" in query("what did we decide about HSTS?", "notes")[0]["text"]
+    assert query("What does the includeSubDomains directive do?", "qa")[0]["score"] > 0.9
+    assert query("network engineer", "profile") != [] and query("HSTS", "notes") != []
+    assert runner.invoke(app, ["memory", "query", "x", "--tier", "everything", "--db", db]).exit_code == 2
+    stranger = runner.invoke(app, ["memory", "query", "HSTS", "--tier", "notes", "--db", db, "--user", "nobody",
+                                   "--json"])
+    assert json.loads(stranger.stdout)["results"] == []
+
+    one = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--key", "role"])
+    assert one.exit_code == 0 and query("network engineer", "profile") == []
+    absent = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--key", "role"])
+    assert absent.exit_code == 1 and "stored keys: name" in absent.stderr
+    everything = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--json"])
+    assert json.loads(everything.stdout)["deleted"]["conversations"] == 1
+    empty = json.loads(runner.invoke(app, ["memory", "inspect", "--db", db, "--user", "cli-mem", "--json"]).stdout)
+    assert empty["profile"] == empty["notes"] == empty["qa"] == empty["conversations"] == []
+
+
+def test_demo_script_runs_from_the_cli(db):
+    result = chat(db, "--script", str(DEMO), "--json", "--user", "cli-demo")
+    assert result.exit_code == 0, result.output
+    turns = json_turns(result)
+    assert len(turns) == len([line for line in DEMO.read_text().splitlines() if line.strip()])
+    assert turns[0]["retrieved"] is False and any(t["tiers"]["notes"] for t in turns)
+
+
+@pytest.mark.parametrize("raw,ok", [('{"user": "hi"}', True), ('{"user": 3}', False), ("[1]", False), ("{", False)])
+def test_parse_script_line(raw, ok):
+    line = parse_script_line(7, raw)
+    assert (line.text is not None) == ok and (line.problem == "") == ok
