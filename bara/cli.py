@@ -112,7 +112,7 @@ def outcome_json(outcome: RetrievalOutcome) -> dict:
                 "dense": {"rank": h.dense.rank, "score": h.dense.score},
                 "rerank_score": h.rerank_score, "text": h.chunk.text}
     return {"query": outcome.query, "status": outcome.status.value, "reasons": list(outcome.reasons),
-            "hits": [hit(h) for h in outcome.hits], "dropped_by_floor": len(outcome.dropped),
+            "hits": [hit(h) for h in outcome.hits], "dropped_by_floor": outcome.n_dropped,
             "timings_ms": {k: round(v, 3) for k, v in outcome.timings_ms.items()}}
 
 
@@ -127,7 +127,7 @@ def _print_outcome(outcome: RetrievalOutcome) -> None:
     for n, h in enumerate(outcome.hits, 1):
         console.print(f"[bold]{n}.[/bold] {h.chunk.text[:240].strip()}…")
     if outcome.reasons:
-        console.print(f"reasons: {', '.join(outcome.reasons)}; dropped by floor: {len(outcome.dropped)}")
+        console.print(f"reasons: {', '.join(outcome.reasons)}; dropped by floor: {outcome.n_dropped}")
 
 
 def _arm(arm) -> str:  # noqa: ANN001

@@ -30,7 +30,7 @@ from bara.llm.offline import Generator, ModelGenerator, OfflineGenerator
 from bara.memory.conversations import Conversations, StoredMessage
 from bara.memory.history import curate_history
 from bara.memory.notes import NoteHit, NotesMemory, extract_notes
-from bara.memory.profile import ProfileMemory
+from bara.memory.profile import ProfileMemory, extract_profile_facts
 from bara.memory.qa import QAHit, QAMemory
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, kb_sources, note_items,
@@ -235,7 +235,8 @@ class Assistant:
         query, rewritten = t.clean.query, False
         if policy.needs_rewrite:
             with rec.stage("rewrite"):
-                rw = rewrite_query(t.clean.query, t.history, max_chars=self.settings.max_query_chars)
+                rw = rewrite_query(t.clean.query, topical_history(t.history),
+                                   max_chars=self.settings.max_query_chars)
             query, rewritten = rw.query, rw.changed
             rec.reason(*(c if c.startswith("rewrite:") else f"rewrite:{c}" for c in rw.reasons),
                        "rewrite:applied" if rw.changed else "rewrite:unchanged")
@@ -265,7 +266,7 @@ class Assistant:
     def _tier_reasons(r: Retrieved, rec: TurnRecorder) -> None:
         if r.kb is not None:
             rec.reason(f"kb:{r.kb.status.value}", *(f"kb:{code}" for code in r.kb.reasons))
-            rec.reason(f"kb:dropped_by_floor:{len(r.kb.dropped)}" if r.kb.dropped else "")
+            rec.reason(f"kb:dropped_by_floor:{r.kb.n_dropped}" if r.kb.n_dropped else "")
         rec.reason(f"notes:{len(r.notes)}_found" if r.notes else "", f"qa:{len(r.qa)}_found" if r.qa else "")
 
     def _privacy_forget(self, t: TurnInput, policy: PolicyDecision, rec: TurnRecorder) -> str:
@@ -392,3 +393,16 @@ def _per_message(messages: tuple[StoredMessage, ...], question_vectors: np.ndarr
         n += m.role == "user"
         rows.append(question_vectors[max(n, 0)])
     return np.asarray(rows)
+
+
+def topical_history(history: tuple[Utterance, ...] | list[Utterance]) -> list[Utterance]:
+    """History for the rewrite without the user's statements about themselves (and the replies to
+    them): a name or a role said in passing ("my name is Sam") is not a topic for the KB query."""
+    kept: list[Utterance] = []
+    skipping = False
+    for u in history:
+        if u.role == "user":
+            skipping = bool(extract_profile_facts(u.text))
+        if not skipping:
+            kept.append(u)
+    return kept

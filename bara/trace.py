@@ -184,7 +184,7 @@ def retrieval_fields(query: str, rewritten: bool, kb: Any, notes: Any, qa: Any) 
     """What was searched (``query`` is "" when no tier was searched) and what came back."""
     return {"retrieved": bool(query), "retrieval_query": query, "rewritten": rewritten,
             "hits": kb_hit_records(kb), "memory_hits": memory_hit_records(notes, qa),
-            "dropped_by_floor": len(kb.dropped) if kb is not None else 0}
+            "dropped_by_floor": kb.n_dropped if kb is not None else 0}
 
 
 def prompt_fields(prompt: Any) -> dict[str, Any]:

@@ -140,9 +140,10 @@ class RetrievalOutcome:
     status: Status
     query: str
     hits: tuple[Hit, ...] = ()
-    dropped: tuple[Hit, ...] = ()  # removed by the similarity floor
+    dropped: tuple[Hit, ...] = ()  # the best candidates the similarity floor removed (up to k)
     reasons: tuple[str, ...] = ()
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    n_dropped: int = 0  # how many candidates the floor removed in all
 
     @property
     def ok(self) -> bool:

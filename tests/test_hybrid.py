@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bara.memory.knowledge import KnowledgeBase
+from bara.retrieval.lexical import analyze
 from bara.retrieval.hybrid import Arms, HybridRetriever
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
@@ -70,22 +71,22 @@ def test_floor_applies_to_lexical_only_hits_too(tmp_path, embedder):
               "TLS handshakes negotiate a cipher suite.", "HTTP caches store responses with validators.",
               "TCP retransmits lost segments after a timeout.", "TCP fast retransmit uses duplicate ACKs.",
               "Packet loss signals congestion to TCP senders.", "Orchestra inventory: one xylophone."]
-    store = SQLiteStore(tmp_path / "f.db")
-    settings = Settings(db=str(tmp_path / "f.db"), cache_dir=tmp_path / "c")
+    settings = Settings(db=str(tmp_path / "f.db"), cache_dir=tmp_path / "c", candidate_multiplier=1)
+    store = SQLiteStore(settings.db)
     kb = KnowledgeBase(store, embedder, settings)
     for n, text in enumerate(topics):
         kb.add_text(f"doc{n}", text)
     r = HybridRetriever(store, embedder, settings)
     query = "xylophone: how does congestion control react to packet loss in TCP"
-    loose = r.search(query, k=1, floor=-1.0)
-    assert len(loose.hits) == 1
-    strict = r.search(query, k=1, floor=1.01)
+    result = store.search(r._request(tuple(analyze(query)), embedder.embed([query])[0], 3, ("",), ("kb",),
+                                     Arms.HYBRID))
+    xylo = [c for c in result.candidates if c.dense.rank is None and c.lexical.rank is not None]
+    assert xylo, "the query must produce a lexical-only candidate"
+    strict = r.search(query, k=3, floor=1.01)
     assert strict.status is Status.EMPTY and "all_below_floor" in strict.reasons
-    lexical_only = [h for h in strict.dropped if h.dense.rank is None]
-    assert lexical_only and "xylophone" in lexical_only[0].chunk.text
-    xylo = r.search(query, k=1, floor=lexical_only[0].similarity + 1e-6)
-    assert all("xylophone" not in h.chunk.text for h in xylo.hits)
-    assert any("xylophone" in h.chunk.text for h in xylo.dropped)
+    assert strict.n_dropped == len(result.candidates) > 3  # more than the dense arm alone could supply
+    above = r.search(query, k=3, floor=xylo[0].similarity + 1e-6)
+    assert all(h.id != xylo[0].chunk_id for h in above.hits)
     store.close()
 
 

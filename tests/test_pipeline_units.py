@@ -221,3 +221,17 @@ def test_trace_to_json_has_every_key_and_is_serialisable():
     assert data["hits"][0] == {"id": 1, "source": "f.txt", "section": "2", "score": 0.5, "title": "",
                                "fused": 0.0, "tier": "kb"}
     assert data["latency_ms"]["total"] >= data["latency_ms"]["gate"] >= 0.0
+
+
+def test_rewrite_does_not_carry_the_users_name_into_the_query():
+    from bara.pipeline import topical_history
+    from bara.types import Utterance
+    from bara.understand.rewrite import rewrite_query
+
+    history = [Utterance("user", "My name is Sam and I'm a network engineer."),
+               Utterance("assistant", "Noted: your name is Sam. Sam, ask me anything."),
+               Utterance("user", "What does it protect against?"), Utterance("assistant", "Hello Sam! It ...")]
+    assert "Sam" in rewrite_query("What about its max-age directive?", history).query  # the failure mode
+    history[2:] = [Utterance("user", "What does HSTS protect against?"), Utterance("assistant", "HSTS makes ...")]
+    query = rewrite_query("What about its max-age directive?", topical_history(history)).query
+    assert "Sam" not in query and "HSTS" in query

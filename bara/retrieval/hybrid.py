@@ -19,7 +19,7 @@ from bara.retrieval.lexical import analyze
 from bara.retrieval.rerank import PassthroughReranker, Reranker
 from bara.settings import Settings
 from bara.store.base import Store
-from bara.types import SHARED, Hit, RetrievalOutcome, SearchRequest, Status
+from bara.types import SHARED, Candidate, Hit, RetrievalOutcome, SearchRequest, Status
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -67,14 +67,27 @@ class HybridRetriever:
         timings.update(result.timings_ms)
         if arms is Arms.HYBRID and terms and result.lexical_hits == 0:
             reasons += ("lexical_empty_dense_only",)
-        hits = self._hits(result.candidates, owners)
-        kept = tuple(h for h in hits if h.similarity >= floor)
-        dropped = tuple(h for h in hits if h.similarity < floor)
-        kept, status, reasons = self._rerank(text, kept, rerank, timings, reasons)
+        use_rerank = self.settings.rerank if rerank is None else rerank
+        kept, dropped, n_dropped = self._select(result.candidates, floor, k, use_rerank, owners, timings)
+        kept, status, reasons = self._rerank(text, kept, use_rerank, timings, reasons)
         if not kept:
-            reasons += ("all_below_floor",) if dropped else ("no_candidates",)
+            reasons += ("all_below_floor",) if n_dropped else ("no_candidates",)
             status = Status.EMPTY
-        return RetrievalOutcome(status, text, kept[:k], dropped, reasons, timings)
+        return RetrievalOutcome(status, text, kept[:k], dropped, reasons, timings, n_dropped)
+
+    def _select(self, candidates: Sequence[Candidate], floor: float, k: int, rerank: bool,
+                owners: Sequence[str], timings: dict) -> tuple[tuple[Hit, ...], tuple[Hit, ...], int]:
+        """Apply the floor to every candidate; read chunk text only for what will be shown
+        (the top k, all survivors when reranking, and the k best of those dropped)."""
+        t0 = time.perf_counter()
+        kept = [c for c in candidates if c.similarity >= floor]
+        dropped = [c for c in candidates if c.similarity < floor]
+        shown = kept if rerank else kept[:k]
+        hits = self._hits([*shown, *dropped[:k]], owners)
+        shown_ids = {c.chunk_id for c in shown}
+        timings["fetch"] = (time.perf_counter() - t0) * 1e3
+        return (tuple(h for h in hits if h.id in shown_ids), tuple(h for h in hits if h.id not in shown_ids),
+                len(dropped))
 
     def _vector(self, text: str, vector: np.ndarray | None, timings: dict) -> np.ndarray:
         if vector is not None:
@@ -99,9 +112,8 @@ class HybridRetriever:
                          lexical=c.lexical, dense=c.dense, fused=c.fused)
                      for c in candidates if c.chunk_id in chunks)
 
-    def _rerank(self, text: str, hits: tuple[Hit, ...], rerank: bool | None, timings: dict,
+    def _rerank(self, text: str, hits: tuple[Hit, ...], use: bool, timings: dict,
                 reasons: tuple[str, ...]) -> tuple[tuple[Hit, ...], Status, tuple[str, ...]]:
-        use = self.settings.rerank if rerank is None else rerank
         if not use or not hits:
             return hits, Status.OK, reasons
         result = self.reranker.rerank(text, hits)
