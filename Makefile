@@ -26,6 +26,8 @@ demo: $(STAMP)
 	$(BIN)/bara ingest $(DATA)/rfc --db $(DEMO_DB)
 	$(BIN)/bara search "How does TCP detect a lost segment?" --k 3 --db $(DEMO_DB)
 	$(BIN)/bara chat --script scripts/demo_conversation.jsonl --user demo --db $(DEMO_DB)
+	$(BIN)/bara funds load --sheets held --db $(DEMO_DB)
+	$(BIN)/bara chat --mode agent --user u_esha --script scripts/demo_agent.jsonl --db $(DEMO_DB)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

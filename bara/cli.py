@@ -189,6 +189,8 @@ from bara.cli_chat import register  # noqa: E402 - chat & memory commands live i
 
 register(app)
 
+from bara.cli_funds import register as register_funds  # noqa: E402
+register_funds(app)
 
 
 

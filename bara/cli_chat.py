@@ -118,7 +118,17 @@ def _conversation(assistant: Assistant, user: str, conversation: Optional[str], 
     return cid
 
 
-def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara) or always (sliding-window RAG baseline)."),
+def _assistant(bara: Bara, mode: str) -> Assistant:
+    """The gated pipeline, the always-retrieve baseline, or the tool-using portfolio agent."""
+    if mode == "agent":
+        from bara.agent.assistant import AgentAssistant
+
+        return AgentAssistant(bara)  # type: ignore[return-value] - same turn()/TurnResult contract
+    return Assistant(bara, model=build_model(bara.settings), mode=mode)
+
+
+def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always (sliding-window RAG baseline) "
+                                  "or agent (portfolio assistant; run `bara funds load` first)."),
          user: str = UserOption,
          conversation: Optional[str] = typer.Option(None, "--conversation", help="Resume this conversation."),
          new: bool = typer.Option(False, "--new", help="Create --conversation ID if it does not exist."),
@@ -126,13 +136,13 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara) or alway
          json_out: bool = typer.Option(False, "--json", help="Print one JSON trace object per turn."),
          db: Optional[str] = DbOption) -> None:
     """Chat over the knowledge base, with a per-turn timeline of every retrieval decision."""
-    if mode not in MODES:
-        _fail(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if mode not in (*MODES, "agent"):
+        _fail(f"--mode must be one of {', '.join((*MODES, 'agent'))}, not {mode!r}")
     if script is not None and not script.is_file():
         _fail(f"script {script} does not exist: pass a JSON-lines file")
     bara = _open(db)
     try:
-        assistant = Assistant(bara, model=build_model(bara.settings), mode=mode)
+        assistant = _assistant(bara, mode)
         cid = _conversation(assistant, user, conversation, new, err if json_out else console)
         messages = _scripted(script, json_out) if script else _interactive()
         for message in messages:

@@ -1,0 +1,355 @@
+"""The rule router: an offline :class:`~bara.llm.base.Model` that picks tools with no LLM.
+
+It is the default model of the demo and of CI, and the golden set scores its
+tool selection like any model's. Each ``complete`` call re-reads the transcript
+(the signed-in user from the system prompt, the last user message, the tool
+results since) and returns either the next tool calls or a templated answer.
+It never does arithmetic: every figure in an answer is copied from a tool
+result (wording and formatters: :mod:`bara.agent.router_text`).
+
+Routing, first match wins:
+
+1. refusals (:func:`~bara.domains.funds.detect_refusal`): another user's data
+   or an out-of-scope request get no tools; investment advice gets facts only,
+   then a decline;
+2. bara's gate (:func:`bara.decide.decide`): chit-chat gets no tools;
+3. "why did X fall": compute first (holdings + XIRR, or compare_funds), THEN
+   search_documents with a query built from the computed figures;
+4. otherwise keyword rules plus cosine similarity between the message and the
+   "use for" half of each tool description; search is never chosen for the
+   user's own figures.
+
+A search that comes back thin (fewer than :data:`THIN_MIN_HITS` hits, or no
+hit that both retrieval arms agree on) is reformulated once, in the corpus's
+vocabulary, and run again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from bara.agent import router_text as T
+from bara.decide import decide
+from bara.domains.funds.users import REFUSE_ADVICE, detect_refusal
+from bara.errors import BaraError
+from bara.llm.base import STOP_END, STOP_TOOL_CALLS, ModelResponse
+from bara.llm.messages import (AssistantMessage, Message, SystemMessage, ToolCall, ToolResultMessage, ToolSpec,
+                               UserMessage)
+from bara.settings import Settings
+from bara.understand.prototypes import PrototypeIndex, load_prototypes
+
+ROUTER_NAME = "rule-router"
+SEARCH = "search_documents"
+PORTFOLIO_TOOLS = ("get_holdings", "get_transactions", "compute_xirr", "asset_allocation")
+THIN_MIN_HITS = 2
+#: Best fused (RRF) score a hit found by one arm only can reach is 1/(rrf_k + 1) ~ 0.0164 at k=60.
+THIN_SCORE = 0.02
+SIM_WEIGHT = 1.0  # cosine to a tool's "use for" text, added to the rule score
+SIM_MIN = 0.25  # with no rule firing, a best score below this means no tool fits the message
+MAX_COMPARE = 5
+_SIGNED_IN = re.compile(r"Signed-in user: (.+?) \(([^)\s]+)\)")
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    args: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A tool call made since the last user message, with the envelope it returned."""
+
+    name: str
+    args: Mapping[str, Any]
+    result: Mapping[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.result.get("ok") is True
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        data = self.result.get("data")
+        return data if isinstance(data, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What the router reads from a transcript."""
+
+    text: str
+    user_name: str
+    user_id: str
+    seen: tuple[Seen, ...]
+    calls_made: int  # tool calls anywhere in the transcript (for fresh call ids)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """kind: chitchat | refuse | advice | explain | compare_held | tools."""
+
+    kind: str
+    calls: tuple[Call, ...] = ()
+    note: str = ""  # chit-chat kind or refusal reason
+    reasons: tuple[str, ...] = ()
+
+
+class RuleRouter:
+    """A Model with no LLM behind it. ``embedder`` (optional) enables the gate's prototype
+    fallback and tool-description similarity; without it only rules decide."""
+
+    def __init__(self, embedder: Any = None, settings: Settings | None = None,
+                 prototypes: PrototypeIndex | None = None, name: str = ROUTER_NAME) -> None:
+        self.name, self.embedder, self.settings = name, embedder, settings or Settings()
+        self.prototypes = prototypes if prototypes is not None else prototypes_for(embedder)
+        self._vectors: dict[str, np.ndarray] = {}  # text -> unit vector; descriptions and messages
+
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = (), *,
+                 deadline: float | None = None) -> ModelResponse:
+        turn = read_turn(messages)
+        plan = self.plan(turn.text, (turn.user_id, turn.user_name), tools)
+        calls = next_calls(plan, turn.seen, {t.name for t in tools})
+        if calls:
+            tool_calls = tuple(ToolCall(f"rr-{turn.calls_made + i + 1}", c.name, dict(c.args))
+                               for i, c in enumerate(calls))
+            return ModelResponse(AssistantMessage(tool_calls=tool_calls), stop_reason=STOP_TOOL_CALLS)
+        return ModelResponse(AssistantMessage(text=T.compose(plan, turn)), stop_reason=STOP_END)
+
+    # ------------------------------------------------------------------ planning
+    def plan(self, text: str, own: Sequence[str], tools: Sequence[ToolSpec] = ()) -> Plan:
+        """What this message needs, from the message alone (deterministic)."""
+        low = T.normal(text)
+        if not low.strip():
+            return Plan("chitchat", note="testing", reasons=("router:empty",))
+        refusal = detect_refusal(text, tuple(n for n in own if n))
+        if refusal and refusal != REFUSE_ADVICE:
+            return Plan("refuse", note=refusal, reasons=(f"router:refuse_{refusal}",))
+        chitchat = self.chitchat_kind(text)
+        if chitchat and not refusal:
+            return Plan("chitchat", note=chitchat, reasons=(f"router:chitchat_{chitchat}",))
+        spans = extract_schemes(text)
+        if refusal:
+            return Plan("advice", advice_calls(spans, low), note=refusal, reasons=("router:advice_facts_only",))
+        if T.WHY_FALL.search(low):
+            return Plan("explain", explain_calls(spans, low), reasons=("router:compute_then_search",))
+        return self.choose(text, low, spans, tools)
+
+    def chitchat_kind(self, text: str) -> str | None:
+        vector = self._embed(text) if self.embedder is not None else None
+        gate = decide(text, (), None, {}, self.settings, self.prototypes, vector)
+        if gate.intent.intent == "chitchat":
+            return gate.intent.chitchat or "meta"
+        return "low_entropy" if gate.features.low_entropy else None
+
+    def choose(self, text: str, low: str, spans: list[str], tools: Sequence[ToolSpec]) -> Plan:
+        scores = self.scores(text, low, tools)
+        rules = {n: T.rule_score(n, low, spans) for n in scores}
+        picked = sorted((n for n, r in rules.items() if r >= 1.0), key=lambda n: -rules[n])
+        if not picked:
+            best = max(scores, key=scores.__getitem__, default=None)
+            if best is None or scores[best] < SIM_MIN:
+                return Plan("chitchat", note="low_entropy", reasons=("router:no_tool_fits",))
+            picked = [best]
+        picked = _drop_search(picked, rules, low)
+        if "compare_funds" in picked and len(spans) < 2:
+            return _compare_fallback(text, low, spans, picked)
+        calls = tuple(Call(n, tool_args(n, text, low, spans)) for n in picked[:3])
+        return Plan("tools", calls, reasons=tuple(f"router:pick_{n}" for n in picked[:3]))
+
+    def scores(self, text: str, low: str, tools: Sequence[ToolSpec]) -> dict[str, float]:
+        """Rule score plus SIM_WEIGHT x cosine(message, tool's "use for" text), per offered tool."""
+        names = [t.name for t in tools] or list(T.RULES)
+        spans = extract_schemes(text)
+        out = {n: T.rule_score(n, low, spans) for n in names}
+        if self.embedder is not None and tools:
+            message = self._embed(text)
+            for spec in tools:
+                out[spec.name] += SIM_WEIGHT * float(np.dot(message, self._embed(use_part(spec.description))))
+        if T.personal_figure(low) and SEARCH in out:
+            out[SEARCH] -= 2.0  # the user's own figures come from computation, never from documents
+        return out
+
+    def _embed(self, text: str) -> np.ndarray:
+        if text not in self._vectors:
+            if len(self._vectors) > 512:  # bound the cache; anything cleared is re-embedded on demand
+                self._vectors.clear()
+            self._vectors[text] = np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
+        return self._vectors[text]
+
+
+def _drop_search(picked: list[str], rules: Mapping[str, float], low: str) -> list[str]:
+    """Search rides along only when it is as strongly asked for as the computation, and never
+    for the user's own figures."""
+    others = [n for n in picked if n != SEARCH]
+    if SEARCH in picked and others and (T.personal_figure(low) or max(rules[n] for n in others) > rules[SEARCH]):
+        return others
+    return picked
+
+
+def prototypes_for(embedder: Any) -> PrototypeIndex | None:
+    """The gate's prototypes, only when they were built with this embedder."""
+    if embedder is None:
+        return None
+    try:
+        index = load_prototypes()
+    except BaraError:
+        return None
+    return index if index.embedder == getattr(embedder, "model_id", "") else None
+
+
+def use_part(description: str) -> str:
+    """The "use for" half of a tool description (before its first "Do NOT")."""
+    return description.split("Do NOT")[0].strip() or description
+
+
+# ---------------------------------------------------------------- transcript
+def read_turn(messages: Sequence[Message]) -> Turn:
+    last = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
+    text = messages[last].text if last >= 0 else ""
+    system = "\n".join(m.text for m in messages if isinstance(m, SystemMessage))
+    found = _SIGNED_IN.search(system)
+    name, uid = (found.group(1), found.group(2)) if found else ("", "")
+    tail = messages[last + 1:]
+    asked = {c.id: c for m in tail if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    seen = tuple(Seen(asked[r.tool_call_id].name, dict(asked[r.tool_call_id].arguments), _envelope(r))
+                 for r in tail if isinstance(r, ToolResultMessage) and r.tool_call_id in asked)
+    made = sum(len(m.tool_calls) for m in messages if isinstance(m, AssistantMessage))
+    return Turn(text, name, uid, seen, made)
+
+
+def _envelope(result: ToolResultMessage) -> Mapping[str, Any]:
+    try:
+        value = json.loads(result.content)
+    except ValueError:
+        return {"ok": False, "error": "unreadable tool result"}
+    return value if isinstance(value, Mapping) else {"ok": False, "error": "unexpected tool result"}
+
+
+# ----------------------------------------------------------------- next step
+def next_calls(plan: Plan, seen: Sequence[Seen], offered: set[str]) -> tuple[Call, ...]:
+    """The calls to make now; empty means "write the answer"."""
+    if not offered:
+        return ()
+    if not seen:
+        return tuple(c for c in plan.calls if c.name in offered)
+    follow = _follow_up(plan, seen)
+    if follow is not None:
+        return (follow,) if follow.name in offered else ()
+    return _retry_thin_search(seen, offered)
+
+
+def _follow_up(plan: Plan, seen: Sequence[Seen]) -> Call | None:
+    names = {s.name for s in seen}
+    if plan.kind == "explain":
+        compare = None if "compare_funds" in names else _explain_compare(seen)
+        if compare is None and SEARCH not in names:
+            return Call(SEARCH, {"query": informed_query(seen), "limit": 5})
+        return compare
+    if plan.kind == "compare_held" and "compare_funds" not in names:
+        codes = _held_codes(seen)[:MAX_COMPARE]
+        return Call("compare_funds", {"schemes": codes}) if len(codes) >= 2 else None
+    return None
+
+
+def _explain_compare(seen: Sequence[Seen]) -> Call | None:
+    """The asked fund's own NAV record, next to up to two of the user's other funds for context."""
+    xirr = next((s for s in seen if s.name == "compute_xirr"), None)
+    if xirr is None or not xirr.args.get("scheme"):
+        return None
+    scope = xirr.data.get("scope") if xirr.ok else None
+    target = scope["scheme_code"] if isinstance(scope, Mapping) else str(xirr.args["scheme"])
+    others = [c for c in _held_codes(seen) if c != target][:2]
+    return Call("compare_funds", {"schemes": [target, *others]}) if others else None
+
+
+def _held_codes(seen: Sequence[Seen]) -> list[str]:
+    return [str(h["scheme_code"]) for s in seen if s.name == "get_holdings" and s.ok
+            for h in s.data.get("holdings", ())]
+
+
+def _retry_thin_search(seen: Sequence[Seen], offered: set[str]) -> tuple[Call, ...]:
+    searches = [s for s in seen if s.name == SEARCH]
+    if len(searches) != 1 or SEARCH not in offered or not is_thin(searches[0]):
+        return ()
+    first = str(searches[0].args.get("query", ""))
+    again = T.reformulate(first)
+    if not again or again.lower() == first.lower():
+        return ()
+    return (Call(SEARCH, {"query": again, "limit": int(searches[0].args.get("limit", 5) or 5)}),)
+
+
+def is_thin(search: Seen) -> bool:
+    """Fewer than THIN_MIN_HITS hits, or none that both arms found (best fused score < THIN_SCORE)."""
+    if not search.ok:
+        return False  # an argument error is not a thin corpus; the answer reports it
+    hits = search.data.get("hits") or []
+    best = max((h.get("score") or 0.0 for h in hits), default=0.0)
+    return len(hits) < THIN_MIN_HITS or best < THIN_SCORE
+
+
+def informed_query(seen: Sequence[Seen]) -> str:
+    """A search query that carries what the computation found (name, category, the figure)."""
+    facts = T.fall_facts(seen)
+    if not facts.name:
+        return "why do mutual fund NAVs fall: market decline, drawdown and volatility"
+    figure = f" {facts.figure}" if facts.figure else ""
+    kind = f" {facts.category}" if facts.category else ""
+    return f"why did {facts.name} fall{figure}:{kind} fund NAV decline, drawdown and volatility"
+
+
+# ------------------------------------------------------------------ arguments
+def advice_calls(spans: list[str], low: str) -> tuple[Call, ...]:
+    if len(spans) >= 2:
+        return (Call("compare_funds", {"schemes": spans[:MAX_COMPARE]}),)
+    if spans:
+        return (Call(SEARCH, {"query": f"{spans[0]} category, fund house and trailing returns", "limit": 3}),)
+    return (Call("get_holdings", {}),) if T.PERSONAL.search(low) else ()
+
+
+def explain_calls(spans: list[str], low: str) -> tuple[Call, ...]:
+    if len(spans) >= 2:
+        return (Call("compare_funds", {"schemes": spans[:MAX_COMPARE]}),)
+    if spans:
+        return Call("get_holdings", {}), Call("compute_xirr", {"scheme": spans[0]})
+    if T.PERSONAL.search(low):
+        return Call("get_holdings", {}), Call("compute_xirr", {})
+    return ()
+
+
+def _compare_fallback(text: str, low: str, spans: list[str], picked: list[str]) -> Plan:
+    """compare_funds needs two schemes: compare the user's own funds, or look one fund up."""
+    if T.PERSONAL.search(low) and not spans:
+        return Plan("compare_held", (Call("get_holdings", {}),), reasons=("router:compare_own_holdings",))
+    query = f"{spans[0]} trailing returns, volatility and drawdown" if spans else search_query(text)
+    return Plan("tools", (Call(SEARCH, {"query": query, "limit": 5}),), reasons=("router:compare_one_fund_search",))
+
+
+def tool_args(name: str, text: str, low: str, spans: list[str]) -> dict[str, Any]:
+    if name == SEARCH:
+        return {"query": search_query(text), "limit": 5}
+    if name == "compare_funds":
+        return {"schemes": spans[:MAX_COMPARE]}
+    if name == "asset_allocation":
+        return {"by": T.allocation_by(low)}
+    args: dict[str, Any] = {"scheme": spans[0]} if spans and name in ("compute_xirr", "get_transactions") else {}
+    if name == "get_transactions":
+        args.update(T.date_range(low))
+    return args
+
+
+def search_query(text: str) -> str:
+    query = " ".join(text.split())[:300]
+    return query if len(query) >= 3 else "mutual fund basics"
+
+
+def extract_schemes(text: str) -> list[str]:
+    """Scheme names, AMFI codes and ISINs named in the message, in order, without repeats."""
+    found = T.QUOTED.findall(text) + T.CODE.findall(text) + T.ISIN.findall(text)
+    found += [span for span in T.name_runs(text) if not T.CODE.fullmatch(span)]
+    return list(dict.fromkeys(s.strip() for s in found if s.strip()))

@@ -1,0 +1,399 @@
+"""What the rule router reads and writes: keyword rules, argument extraction, answer templates.
+
+Kept apart from :mod:`bara.agent.router` so wording and patterns change without touching routing.
+Answer templates copy figures from tool results verbatim (formatting only: separators, signs,
+two decimals); no figure is computed here.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Iterable, Mapping, Sequence
+
+from bara.llm.offline import extractive_answer
+from bara.prompts.frames import Source
+
+# ------------------------------------------------------------------- keyword rules
+_R = re.compile
+PERSONAL = _R(r"\b(my|mine|i|me|i'm|i've|i'd)\b")
+_FIGURE = _R(r"\b(portfolio|holdings?|xirr|worth|value|units?|invested|investments?|transactions?|allocation|"
+             r"returns?|gains?|sips?|redemptions?|profits?|loss(es)?)\b")
+WHY_FALL = _R(r"\b(why|what (caused|made|explains?))\b.*\b(fall|falls|fell|fallen|drop|dropped|down|declin\w*|"
+              r"lost|losing|loss|underperform\w*|crash\w*|tank\w*|negative|dip|dipped|slump\w*)\b")
+
+RULES: dict[str, tuple[tuple[float, re.Pattern[str]], ...]] = {
+    "compute_xirr": (
+        (2.0, _R(r"\bx?irr\b")),
+        (1.0, _R(r"\b(annuali[sz]ed|overall|total|my|portfolio'?s?)\s+(rate of\s+)?returns?\b")),
+        (1.0, _R(r"\breturns? (on|of|from) my\b|\bhow (is|are|has|have) my\b.*\b(doing|performing|performed|done)\b")),
+    ),
+    "get_holdings": (
+        (2.0, _R(r"\bholdings?\b")),
+        (1.0, _R(r"\bunits?\b|\b(worth|current value|market value|valued?)\b")),
+        (1.0, _R(r"\bwhat (do|did) i (own|hold|have)\b|\bhow much (do i|have i|did i) (own|hold|have|invest\w*)\b")),
+        (1.0, _R(r"\b(gains?|profits?|losses)\b")),
+    ),
+    "get_transactions": (
+        (2.0, _R(r"\btransactions?\b")),
+        (1.0, _R(r"\b(redemptions?|redeemed|withdr[ae]w\w*|bought|purchased?|purchases|instal?ments?|lump ?sums?)\b")),
+        (1.0, _R(r"\bmy sips?\b|\bsips? (history|payments?|dates?)\b|\bwhen did i\b|\bstatement\b")),
+        (1.0, _R(r"\bdid i (buy|invest|purchase|redeem|sell|put)\b")),
+    ),
+    "asset_allocation": (
+        (2.0, _R(r"\ballocation\b")),
+        (1.0, _R(r"\b(split|spread|break ?down|break-?up|diversifi\w*|exposure|mix|distribution|concentrat\w*)\b")),
+        (1.0, _R(r"\bby (fund house|amc|asset class|category|scheme|fund)\b")),
+        (1.0, _R(r"\b(percent(age)?|share|proportion|how much) of my (portfolio|money|investments?)\b")),
+    ),
+    "compare_funds": (
+        (2.0, _R(r"\bcompare\b|\bcomparison\b|\bvs\.?(?=\s)|\bversus\b")),
+        (1.0, _R(r"\b(volatil\w*|drawdown|trailing returns?|[136][ -]?(m|y|month|months|year)\b|one[ -]year|"
+                 r"(three|six)[ -]months?)")),
+        (1.0, _R(r"\bwhich (one |fund )?(is|was|has|did|performed) (better|worse)\b")),
+    ),
+    "search_documents": (
+        (0.75, _R(r"^(what|who|how|why|which|explain|define|describe|tell me about)\b|\b(what (is|are|does)|"
+                  r"what's|meaning of|difference between|definition)\b")),
+        (0.5, _R(r"\b(tax\w*|expense ratios?|fees?|nav|index funds?|etfs?|hedge funds?|mutual funds?|"
+                 r"diversif\w*|speculat\w*|fiat|category|fund house|manag(es|ed|er|ers)|401\(?k\)?|ira|roth|"
+                 r"bonds?|stocks?|shares?|inflation|advis[eo]rs?)\b")),
+    ),
+}
+
+
+def normal(text: str) -> str:
+    return " ".join(text.replace("\u2019", "'").lower().split())
+
+
+def rule_score(tool: str, low: str, spans: Sequence[str]) -> float:
+    """Sum of the weights of ``tool``'s patterns that match the lower-cased message."""
+    score = sum(w for w, rx in RULES.get(tool, ()) if rx.search(low))
+    if tool == "compare_funds" and len(spans) >= 2 and "expense ratio" in low:
+        score += 2.0  # "expense ratios of A and B": compare_funds says AMFI has none
+    return score
+
+
+def personal_figure(low: str) -> bool:
+    """The user asks about their own numbers: computation tools, never document search."""
+    return bool(PERSONAL.search(low) and _FIGURE.search(low))
+
+
+# -------------------------------------------------------------- argument extraction
+QUOTED = _R(r"[\"\u201c]([^\"\u201d]{3,120})[\"\u201d]")
+CODE = _R(r"\b1\d{5}\b")
+ISIN = _R(r"\bIN[FE][A-Z0-9]{9}\b")
+_TOKEN = _R(r"[A-Za-z0-9][\w&.'/+()-]*|&|-")
+_FUND_WORDS = frozenset("fund plan direct growth option regular cap index etf fof scheme idcw".split())
+_LEAD_STOP = frozenset(
+    "what what's whats why how compare show did does do is are was my the tell which when should i please can "
+    "could give list and vs versus has have me get find between with of in for about explain a an on since from "
+    "to until before after will would describe hi hello is it fund".split())
+_NOT_SCHEMES = frozenset("xirr nav navs amfi sip sips elss etf etfs inr rs amc sebi usd ok ira roth".split())
+_MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m} | \
+          {m.lower(): i for i, m in enumerate(calendar.month_abbr) if m}
+
+
+def name_runs(text: str) -> list[str]:
+    """Runs of capitalised words (plus fund words, '&', '-') that look like scheme names."""
+    runs: list[list[str]] = [[]]
+    end = 0
+    for m in _TOKEN.finditer(text.replace("\u2019", "'")):
+        word = m.group(0).rstrip(".,'")
+        if text[end:m.start()].strip() or not _name_word(word):
+            runs.append([])
+        if _name_word(word):
+            runs[-1].append(re.sub(r"'s$", "", word))
+        end = m.end()
+    return [" ".join(r) for r in (_trim(run) for run in runs) if _scheme_like(r)]
+
+
+def _name_word(word: str) -> bool:
+    if word.lower() in _MONTHS or re.fullmatch(r"(19|20)\d\d", word):
+        return False
+    return word[:1].isupper() or word[:1].isdigit() or word in ("&", "-") or word.lower() in _FUND_WORDS
+
+
+def _trim(run: list[str]) -> list[str]:
+    while run and (run[0].lower() in _LEAD_STOP or run[0] in ("&", "-")):
+        run = run[1:]
+    while run and run[-1] in ("&", "-"):
+        run = run[:-1]
+    return run
+
+
+def _scheme_like(run: list[str]) -> bool:
+    words = [w.lower() for w in run]
+    return len(run) >= 2 and any(w not in _FUND_WORDS and w not in _NOT_SCHEMES for w in words)
+
+
+def allocation_by(low: str) -> str:
+    if re.search(r"\b(fund houses?|amcs?|asset management|fund compan(y|ies))\b|\b(with|from|at)\b.*\b"
+                 r"(mutual fund|mf)\b", low):
+        return "fund_house"
+    if re.search(r"\b(by|per|each) (scheme|fund)\b|\bschemes?\b.*\bsplit\b", low):
+        return "scheme"
+    return "category_group"
+
+
+def date_range(low: str) -> dict[str, str]:
+    """``from_date``/``to_date`` from ISO dates, "March 2026" or "in 2026", with since/before words."""
+    spans = _date_spans(low)
+    if not spans:
+        return {}
+    if len(spans) >= 2:
+        return {"from_date": spans[0][1].isoformat(), "to_date": spans[1][2].isoformat()}
+    at, start, end = spans[0]
+    before = low[:at]
+    if re.search(r"\b(since|after|from)\s*$", before):
+        return {"from_date": start.isoformat()}
+    if re.search(r"\b(before|until|till|up to|through)\s*$", before):
+        return {"to_date": end.isoformat()}
+    return {"from_date": start.isoformat(), "to_date": end.isoformat()}
+
+
+_DATES = _R(r"\b(\d{4})-(\d{2})-(\d{2})\b|\b(" + "|".join(sorted(_MONTHS, key=len, reverse=True))
+            + r")\.?\s+((?:19|20)\d\d)\b(?!-)|\bin ((?:19|20)\d\d)\b(?!-)")
+
+
+def _date_spans(low: str) -> list[tuple[int, date, date]]:
+    out = []
+    for m in _DATES.finditer(low):
+        span = _span_of(m)
+        if span is not None:
+            out.append((m.start(), *span))
+    return sorted(out)
+
+
+def _span_of(m: re.Match[str]) -> tuple[date, date] | None:
+    try:
+        if m.group(1):
+            day = date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            return day, day
+        if m.group(4):
+            month, year = _MONTHS.get(m.group(4)), int(m.group(5))
+            return (date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])) if month else None
+        year = int(m.group(6))
+        return date(year, 1, 1), date(year, 12, 31)
+    except ValueError:
+        return None
+
+
+# ------------------------------------------------------------------- reformulation
+#: The user's words mapped to the words the finance passages and fact sheets use.
+CORPUS_WORDS = {
+    **dict.fromkeys("fee fees charge charges cost costs".split(), "expense ratio fees"),
+    **dict.fromkeys("fall fell drop dropped crash tanked dip down".split(), "decline loss"),
+    **dict.fromkeys("sip sips".split(), "systematic investment plan"),
+    **dict.fromkeys("etf etfs".split(), "exchange traded fund etf"),
+    **dict.fromkeys("tracker trackers passive".split(), "index funds"),
+    **dict.fromkeys("adviser planner".split(), "financial advisor"),
+    **dict.fromkeys("cheap cheaper".split(), "low fees"),
+    "mf": "mutual fund", "elss": "tax saving equity fund", "risky": "risk volatility", "safe": "risk savings account",
+    "401k": "401k retirement account", "shares": "stocks shares", "nav": "nav net asset value",
+}
+_FILLER = frozenset(
+    "a an the of to for in on at by with about and or is are was were be been do does did how why what whats "
+    "what's which who when where can could would should will please tell me explain my i i'm i've me you your "
+    "it its this that there their they them so just really any some much many".split())
+
+
+def reformulate(query: str) -> str | None:
+    """A second query in corpus vocabulary (content words kept, user words mapped); None if nothing is left."""
+    words = [w.strip(".,;:!?\"'()") for w in query.lower().split()]
+    kept = [CORPUS_WORDS.get(w, w) for w in words if w and w not in _FILLER]
+    again = " ".join(dict.fromkeys(" ".join(kept).split()))
+    return again if len(again) >= 3 else None
+
+
+# -------------------------------------------------------------- answers: wording
+CHITCHAT = {
+    "greeting": "Hello{name}! I can look up your holdings, transactions, XIRR and allocation, compare funds "
+                "from AMFI NAV data, and search fund fact sheets and finance articles.",
+    "thanks": "You're welcome{name}.",
+    "goodbye": "Goodbye{name}.",
+    "acknowledgement": "OK.",
+    "testing": "I'm here. Ask me about your portfolio, for example: what is my XIRR?",
+    "meta": "I'm bara's portfolio assistant. I compute figures about your own mutual fund portfolio with "
+            "tools and search fund fact sheets and finance articles; I don't give buy or sell advice.",
+    "low_entropy": "I couldn't find a question in that. Ask me about your portfolio or a fund.",
+}
+REFUSALS = {
+    "other_user": "I can't share another investor's portfolio, holdings, transactions or returns. I can only "
+                  "access your own account{name}; ask me about your portfolio instead.",
+    "out_of_scope": "That's outside what I can help with. I answer questions about your mutual fund portfolio, "
+                    "about funds, and about personal finance.",
+}
+ADVICE = ("I can't give investment advice or tell you whether to buy, sell or hold. Here are the facts "
+          "I can share so you can decide (or ask a SEBI-registered adviser):")
+ADVICE_NO_FACTS = "Name a fund and I can show its category, fund house and trailing returns from AMFI data."
+NOTHING = "I couldn't find anything for that. Try naming a fund or asking about your holdings, XIRR or allocation."
+NO_EXPENSE = "AMFI NAV data carries no expense ratios, so I can't quote them for these funds."
+RETRIED = "(The first search, for \"{first}\", found little, so I searched again for \"{again}\".)"
+FAILED = "I couldn't get {what}: {error}"
+LABELS = {"search_documents": "matching documents", "compute_xirr": "your XIRR", "compare_funds": "the comparison",
+          "get_holdings": "your holdings", "get_transactions": "your transactions",
+          "asset_allocation": "your allocation"}
+BY_LABEL = {"category_group": "asset class", "fund_house": "fund house", "scheme": "scheme"}
+MAX_TX_LINES = 12
+#: What the passages quoted for a "why did it fall" answer should be about.
+EXPLAIN_FOCUS = "why it fell: decline, loss, drawdown, volatility, trailing returns, market risk"
+
+
+def compose(plan: Any, turn: Any) -> str:
+    """The answer for ``plan`` from the tool results in ``turn.seen``."""
+    name = f" {turn.user_name}" if turn.user_name else ""
+    if plan.kind == "chitchat":
+        return CHITCHAT.get(plan.note, CHITCHAT["acknowledgement"]).format(name=name)
+    if plan.kind == "refuse":
+        return REFUSALS.get(plan.note, REFUSALS["out_of_scope"]).format(name=f", {turn.user_name}" if name else "")
+    shown = [s for s in _collapse(turn.seen) if plan.kind != "explain" or s.name != "get_holdings"]
+    focus = EXPLAIN_FOCUS if plan.kind == "explain" else turn.text
+    body = [line for s in shown for line in describe(s, focus)] + _retry_note(turn.seen)
+    if plan.kind == "advice":
+        return "\n".join([ADVICE, *(body or [ADVICE_NO_FACTS])])
+    return "\n".join(body) if body else NOTHING
+
+
+def _collapse(seen: Sequence[Any]) -> list[Any]:
+    """Keep the best search (most hits, later wins ties) and note a retry; other results in order."""
+    searches = [s for s in seen if s.name == "search_documents" and s.ok]
+    best = max(reversed(searches), key=lambda s: len(s.data.get("hits") or []), default=None)
+    return [s for s in seen if s.name != "search_documents" or s is best or not s.ok]
+
+
+def _retry_note(seen: Sequence[Any]) -> list[str]:
+    queries = [str(s.args.get("query", "")) for s in seen if s.name == "search_documents"]
+    return [RETRIED.format(first=queries[0], again=queries[-1])] if len(queries) > 1 else []
+
+
+def describe(seen: Any, text: str) -> list[str]:
+    if not seen.ok:
+        return [FAILED.format(what=LABELS.get(seen.name, seen.name), error=seen.result.get("error", "unknown error"))]
+    formatter = _FORMATTERS.get(seen.name)
+    return formatter(seen.data, text) if formatter else [str(dict(seen.data))]
+
+
+def money(x: Any) -> str:
+    return f"INR {x:,.2f}" if isinstance(x, (int, float)) else "n/a"
+
+
+def pct(x: Any) -> str:
+    return f"{x:+.2f}%" if isinstance(x, (int, float)) else "n/a"
+
+
+def _holdings(d: Mapping[str, Any], text: str) -> list[str]:
+    if not d.get("holdings"):
+        return [str(d.get("note", "You have no open holdings."))]
+    lines = [f"Your holdings at the latest NAV (as of {d.get('as_of')}):"]
+    lines += [f"- {h['scheme']} ({h['scheme_code']}): {h['units']} units x NAV {h['nav']} = {money(h['current_value'])}"
+              f" (invested {money(h['invested'])}, gain {money(h['gain'])}, {pct(h['gain_pct'])})"
+              for h in d["holdings"]]
+    t = d.get("totals", {})
+    lines.append(f"Total: {money(t.get('current_value'))} (invested {money(t.get('invested'))}, "
+                 f"gain {money(t.get('gain'))}, {pct(t.get('gain_pct'))}).")
+    return lines
+
+
+def _xirr(d: Mapping[str, Any], text: str) -> list[str]:
+    scope = d.get("scope")
+    what = f"{scope['scheme']} ({scope['scheme_code']})" if isinstance(scope, Mapping) else "your portfolio"
+    if d.get("xirr_pct") is None:
+        return [f"I can't compute an XIRR for {what}: {d.get('reason')}."]
+    lines = [f"The XIRR of {what} is {pct(d['xirr_pct'])} a year (as of {d.get('as_of')}), from "
+             f"{d.get('transactions')} transactions since {d.get('first_transaction')}: invested "
+             f"{money(d.get('total_invested'))}, redeemed {money(d.get('total_redeemed'))}, current value "
+             f"{money(d.get('current_value'))}."]
+    return lines + ([str(d["caution"])] if d.get("caution") else [])
+
+
+def _transactions(d: Mapping[str, Any], text: str) -> list[str]:
+    rows = list(d.get("transactions") or [])
+    scope = f" in {d['scheme']['scheme']}" if isinstance(d.get("scheme"), Mapping) else ""
+    if not rows:
+        return [f"You have no transactions{scope} in that period."]
+    shown = rows[-MAX_TX_LINES:]
+    head = f"You have {d.get('count')} transactions{scope}" + (
+        "; the most recent:" if len(shown) < len(rows) else ":")
+    return [head] + [f"- {t['date']} {t['kind']} {money(t['amount'])} in {t['scheme']}: {t['units']} units at NAV "
+                     f"{t['nav']}" for t in shown]
+
+
+def _allocation(d: Mapping[str, Any], text: str) -> list[str]:
+    rows = d.get("allocation") or []
+    if not rows:
+        return ["You have no open holdings to allocate."]
+    lines = [f"Your portfolio by {BY_LABEL.get(d.get('by'), d.get('by'))} (total {money(d.get('total_value'))}, "
+             f"as of {d.get('as_of')}):"]
+    return lines + [f"- {r['group']}: {money(r['value'])} ({r['pct']}%)" for r in rows]
+
+
+def _compare(d: Mapping[str, Any], text: str) -> list[str]:
+    lines = ["From AMFI NAV history (returns are absolute, point-to-point):"]
+    for f in d.get("funds") or []:
+        r = f.get("returns_pct") or {}
+        lines.append(f"- {f['scheme']} ({f['scheme_code']}; {f.get('category')}; {f.get('fund_house')}): "
+                     + ", ".join(f"{k} {pct(v)}" for k, v in r.items())
+                     + f"; 1-year volatility {f.get('volatility_1y_pct')}%, max drawdown "
+                       f"{f.get('max_drawdown_1y_pct')}% ({f.get('drawdown_peak')} to {f.get('drawdown_trough')});"
+                       f" NAV {f.get('nav')} on {f.get('nav_date')}.")
+    return lines + ([NO_EXPENSE] if "expense" in text.lower() else [])
+
+
+def _search(d: Mapping[str, Any], text: str) -> list[str]:
+    hits = d.get("hits") or []
+    if not hits:
+        return [f"I found no documents about \"{d.get('query')}\"."]
+    sources = [Source(n, 0, h.get("source", ""), "", h.get("title", ""), h.get("text", ""), h.get("score") or 0.0)
+               for n, h in enumerate(hits[:3], start=1)]
+    focus = text if text == EXPLAIN_FOCUS else f"{text} {d.get('query') or ''}"
+    return ["From the documents:", extractive_answer(focus, sources, 3)]
+
+
+_FORMATTERS = {"get_holdings": _holdings, "compute_xirr": _xirr, "get_transactions": _transactions,
+               "asset_allocation": _allocation, "compare_funds": _compare, "search_documents": _search}
+
+
+# ------------------------------------------------------------ facts for a "why" query
+@dataclass(frozen=True)
+class FallFacts:
+    name: str = ""
+    category: str = ""
+    figure: str = ""
+
+
+def fall_facts(seen: Iterable[Any]) -> FallFacts:
+    """The fund a "why did it fall" question is about, with the figures computed for it."""
+    seen = list(seen)
+    ok = {s.name: s for s in seen if s.ok}
+    xirr = ok["compute_xirr"].data if "compute_xirr" in ok else {}
+    scope = xirr.get("scope") if isinstance(xirr.get("scope"), Mapping) else {}
+    asked = next((str(s.args["scheme"]) for s in seen if s.name == "compute_xirr" and s.args.get("scheme")), "")
+    funds = list(ok["compare_funds"].data.get("funds") or []) if "compare_funds" in ok else []
+    row = _target_row(funds, scope, asked)
+    parts = [f"1Y return {pct((row.get('returns_pct') or {}).get('1Y'))}, max drawdown "
+             f"{row.get('max_drawdown_1y_pct')}%"] if row else []
+    if scope and xirr.get("xirr_pct") is not None:
+        parts.append(f"your XIRR {pct(xirr['xirr_pct'])}")
+    name = str((row or scope).get("scheme") or asked)
+    return FallFacts(name, _short_category(str(row.get("category", ""))) if row else "", ", ".join(parts))
+
+
+def _target_row(funds: Sequence[Mapping[str, Any]], scope: Mapping[str, Any], asked: str) -> Mapping[str, Any]:
+    """The asked fund's row (it is listed first when it was asked by name), else the weakest 1Y return."""
+    if not funds:
+        return {}
+    if scope:
+        return next((f for f in funds if f.get("scheme_code") == scope.get("scheme_code")), {})
+    if asked:
+        return funds[0]
+    ranked = [f for f in funds if (f.get("returns_pct") or {}).get("1Y") is not None] or funds
+    return min(ranked, key=lambda f: (f.get("returns_pct") or {}).get("1Y") or 0.0)
+
+
+def _short_category(category: str) -> str:
+    """"Equity Scheme - Sectoral/ Thematic" -> "Sectoral/ Thematic"."""
+    return category.split(" - ", 1)[-1].strip()
+

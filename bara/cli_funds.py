@@ -1,0 +1,221 @@
+"""`bara funds load|users|tool` and `bara eval golden`: parse, call the library, print.
+
+Registered on the main app by :func:`register` (see bara/cli.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bara.app import Bara
+from bara.errors import BaraError
+from bara.settings import load_settings
+
+console = Console()
+err = Console(stderr=True)
+
+DbOption = typer.Option(None, "--db", help="Store location (SQLite file). Default: settings / $BARA_DB.")
+DataOption = typer.Option(None, "--data", envvar="BARA_DATA",
+                          help="Shared data folder (holding amfi/ and mtrag/). Default: $BARA_DATA, else settings.")
+JsonOption = typer.Option(False, "--json", help="Print JSON.")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``funds`` group and ``eval golden`` to the ``bara`` app."""
+    funds = typer.Typer(help="Mutual-fund portfolio assistant: AMFI data, demo users, tools.", no_args_is_help=True)
+    funds.command("load")(load)
+    funds.command("users")(users)
+    funds.command("tool")(tool)
+    app.add_typer(funds, name="funds")
+    _eval_group(app).command("golden")(golden)
+
+
+def _eval_group(app: typer.Typer) -> typer.Typer:
+    for group in app.registered_groups:
+        if group.name == "eval" and group.typer_instance is not None:
+            return group.typer_instance
+    group_app = typer.Typer(help="Evaluations.", no_args_is_help=True)
+    app.add_typer(group_app, name="eval")
+    return group_app
+
+
+def _open(db: Optional[str]) -> Bara:
+    return Bara(load_settings(db=db))
+
+
+def _fail(exc: BaraError) -> None:
+    err.print(f"[red]error:[/red] {exc}")
+    raise typer.Exit(2)
+
+
+def _data_dir(bara: Bara, data: Optional[Path]) -> Path:
+    return Path(data or bara.settings.data_dir).expanduser()
+
+
+# ------------------------------------------------------------------------ load
+def load(data: Optional[Path] = DataOption, db: Optional[str] = DbOption,
+         index: bool = typer.Option(True, "--index/--no-index", help="Index fact sheets and FiQA passages."),
+         sheets: str = typer.Option("all", "--sheets", help="Fact sheets to index: 'all' schemes with NAVs "
+                                                            "(minutes on a laptop) or 'held' (demo portfolios only)."),
+         json_out: bool = JsonOption) -> None:
+    """Load AMFI schemes and NAVs, create the demo users, and index the funds_docs collection."""
+    if sheets not in ("all", "held"):
+        err.print(f"[red]error:[/red] --sheets must be 'all' or 'held', not {sheets!r}")
+        raise typer.Exit(2)
+    try:
+        with _open(db) as bara:
+            summary = _load(bara, _data_dir(bara, data), index and sheets, quiet=json_out)
+    except BaraError as exc:
+        _fail(exc)
+    if json_out:
+        print(json.dumps(summary))
+        return
+    amfi, docs = summary["amfi"], summary["docs"]
+    console.print(f"AMFI: {amfi['schemes']} schemes, {amfi['navs']} NAVs of {amfi['nav_schemes']} schemes "
+                  f"({amfi['first_date']} to {amfi['last_date']}), {amfi['skipped_navs']} unusable NAV rows skipped")
+    console.print(f"demo users: {', '.join(summary['users'])}")
+    if docs:
+        console.print(f"funds_docs: {docs['written']} written, {docs['unchanged']} unchanged, "
+                      f"{docs['removed']} removed, {docs['chunks']} chunks, {docs['seconds']:.1f} s")
+
+
+def _load(bara: Bara, data: Path, sheets: str | bool, quiet: bool) -> dict[str, Any]:
+    """``sheets``: False (no indexing), "all" or "held"."""
+    from bara.agent.assistant import index_fund_documents
+    from bara.domains.funds import create_demo_users, load_amfi
+
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, disable=quiet) as bar:
+        step = bar.add_task("AMFI data", total=2)
+        report = load_amfi(bara.store, data)
+        bar.update(step, advance=1, description="demo users")
+        ids = create_demo_users(bara.store)
+        bar.update(step, advance=1)
+        codes = None if sheets == "all" else {r[0] for r in bara.store.query(
+            "SELECT DISTINCT scheme_code FROM funds_transactions")}
+        docs = index_fund_documents(bara, data, codes=codes, progress=_doc_progress(bar)) if sheets else None
+    return {"amfi": vars(report), "users": ids, "docs": vars(docs) if docs else None}
+
+
+def _doc_progress(bar: Progress):  # noqa: ANN202 - returns the progress callback
+    task = bar.add_task("funds_docs", total=None)
+
+    def step(source: str, n: int) -> None:
+        if source == "total":
+            bar.update(task, total=n)
+        else:
+            bar.update(task, advance=n)
+    return step
+
+
+# ----------------------------------------------------------------------- users
+def users(json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
+    """List the demo users' ids (JSON: a list of strings)."""
+    try:
+        with _open(db) as bara:
+            rows = bara.store.query("SELECT u.id, u.name, (SELECT COUNT(*) FROM funds_transactions t"
+                                    " WHERE t.user_id = u.id) FROM funds_users u ORDER BY u.id")
+    except BaraError as exc:
+        _fail(exc)
+    if not rows:
+        err.print("no demo users in this store: run `bara funds load` (with the same --db) first")
+    if json_out:
+        print(json.dumps([r[0] for r in rows]))
+        return
+    table = Table(title="demo users")
+    for col in ("id", "name", "transactions"):
+        table.add_column(col)
+    for uid, name, count in rows:
+        table.add_row(uid, name, str(count))
+    console.print(table)
+
+
+# ------------------------------------------------------------------------ tool
+def tool(name: str = typer.Argument(..., help="Tool name, e.g. get_holdings."),
+         user: str = typer.Option(..., "--user", help="The signed-in user id the tool runs for."),
+         args: str = typer.Option("{}", "--args", help="Tool arguments as a JSON object."),
+         json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
+    """Call one tool as the agent runtime would for USER and print its result envelope."""
+    try:
+        with _open(db) as bara:
+            envelope = call_tool(bara, name, user, args)
+    except BaraError as exc:
+        _fail(exc)
+    if json_out:
+        print(json.dumps(envelope, ensure_ascii=False))
+    else:
+        console.print_json(json.dumps(envelope, ensure_ascii=False))
+    if not envelope.get("ok"):
+        raise typer.Exit(1)
+
+
+def call_tool(bara: Bara, name: str, user: str, args: str) -> dict[str, Any]:
+    """The envelope of one tool call; an unknown user is an error envelope, like any other failure."""
+    from bara.agent.tools import ToolContext, run_tool
+    from bara.domains.funds import FundsRepo, build_fund_tools
+
+    repo = FundsRepo(bara.store)
+    if repo.user_name(user) is None:
+        return {"ok": False, "error": f"user: {user!r} is not a funds user here; pick one from `bara funds users`"}
+    ctx = ToolContext.start(user, bara.store, bara.settings, {"funds": repo, "retriever": bara.retriever})
+    return run_tool(build_fund_tools(), name, args, ctx).envelope()
+
+
+# ---------------------------------------------------------------------- golden
+def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
+           gate_tools: Optional[bool] = typer.Option(None, "--gate-tools/--no-gate-tools",
+                                                     help="Override agent_gate_tools for this run."),
+           case: Optional[List[str]] = typer.Option(None, "--case", help="Only cases whose id starts with this "
+                                                                         "(repeatable)."),
+           verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every case, not only failures.")) -> None:
+    """Golden set of the portfolio assistant: numeric, retrieval, refusal and tool-selection scores."""
+    from bara.agent.golden import CASES
+
+    picked = [c for c in CASES if not case or c["id"].startswith(tuple(case))]
+    if not picked:
+        err.print(f"[red]error:[/red] no golden case id starts with {case}; see bara/agent/golden_cases.py")
+        raise typer.Exit(2)
+    try:
+        with _open(db) as bara:
+            report = _run_golden(bara, gate_tools, picked, quiet=json_out)
+    except BaraError as exc:
+        _fail(exc)
+    if json_out:
+        print(json.dumps(report.to_json()))
+        return
+    _print_golden(report, verbose)
+
+
+def _run_golden(bara: Bara, gate_tools: Optional[bool], cases: list, quiet: bool) -> Any:
+    from bara.agent.golden import run_golden
+
+    columns = (TextColumn("[bold]golden"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[case]}"))
+    with Progress(*columns, console=err, disable=quiet) as bar:
+        task = bar.add_task("golden", total=len(cases), case="")
+        return run_golden(bara, gate_tools=gate_tools, cases=cases,
+                          progress=lambda o: bar.update(task, advance=1, case=o.id))
+
+
+def _print_golden(report: Any, verbose: bool) -> None:
+    table = Table(title=f"golden set: model {report.model}, gate_tools {report.gate_tools}")
+    for col in ("category", "passed", "total"):
+        table.add_column(col)
+    for name, score in report.categories().items():
+        table.add_row(name, str(score["passed"]), str(score["total"]))
+    console.print(table)
+    for o in report.outcomes:
+        if verbose or not o.passed:
+            mark = "[green]pass[/green]" if o.passed else "[red]FAIL[/red]"
+            console.print(f"{mark} {o.id} ({o.category}) tools={list(o.tools)}: {o.detail}")
+    t = report.totals()
+    console.print(f"{t['passed']}/{t['cases']} passed; {t['model_calls']} model calls, {t['tool_calls']} tool calls "
+                  f"({t['searches']} searches), {t['tool_specs_offered']} tool specs offered, {t['seconds']:.1f} s")
