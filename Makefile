@@ -35,5 +35,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_retrieval.py
 
+include eval/eval.mk
+
 clean:
 	rm -rf $(VENV) .bara

@@ -192,6 +192,12 @@ register(app)
 from bara.cli_funds import register as register_funds  # noqa: E402
 register_funds(app)
 
+from bara.cli_eval import register as register_eval  # noqa: E402 - eval ab/gate/tools/report
+register_eval(eval_app)
+
+from bara.cli_db import register as register_db  # noqa: E402 - db start/stop/migrate
+register_db(app)
+
 
 
 def main() -> None:

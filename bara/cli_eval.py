@@ -1,0 +1,203 @@
+"""`bara eval ab | gate | tools | report`: parse, call :mod:`bara.eval`, print.
+
+``register(eval_app)`` adds the four commands to the ``eval`` sub-app. With
+``--json`` stdout carries exactly one JSON object; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, List, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bara.errors import BaraError
+from bara.settings import Settings, load_settings
+
+PREREG = Path("eval") / "preregistered.toml"
+
+
+def register(eval_app: typer.Typer) -> None:
+    """Add `ab`, `gate`, `tools` and `report` to the ``eval`` sub-app."""
+    eval_app.command("ab")(eval_ab)
+    eval_app.command("gate")(eval_gate)
+    eval_app.command("tools")(eval_tools)
+    eval_app.command("report")(eval_report)
+
+
+def _err() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    _err().print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings()
+    except BaraError as exc:
+        _fail(str(exc))
+
+
+def default_prereg() -> Path:
+    """``eval/preregistered.toml`` of the working directory, else of the source checkout."""
+    return PREREG if PREREG.is_file() else Path(__file__).resolve().parents[1] / PREREG
+
+
+def _embedder(settings: Settings) -> Any:
+    from bara.retrieval.embedders import build_embedder
+
+    return build_embedder(settings)
+
+
+# -------------------------------------------------------------------------- ab
+def eval_ab(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN tasks .jsonl"),
+            corpus: Path = typer.Option(..., "--corpus", help="Corpus .jsonl {_id,title,text,collection}"),
+            modes: str = typer.Option("always,gated", "--modes", help="Comma-separated assistant modes."),
+            k: int = typer.Option(4, "--k", min=1, max=100, help="Knowledge-base chunks per search."),
+            limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks."),
+            json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+            report: Optional[Path] = typer.Option(None, "--report", help="Folder for rows (resumable) and ab.json."),
+            prereg: Optional[Path] = typer.Option(None, "--prereg", help="Criteria file (eval/preregistered.toml)."),
+            judge_sample: int = typer.Option(40, "--judge-sample", min=0,
+                                             help="Rows an LLM judge rates when a model is configured.")) -> None:
+    """Every mode on the final user turn of each task: retrieval, tokens, quality, abstention, latency."""
+    from bara.eval.ab import RunConfig, evaluate_ab
+    from bara.llm.base import build_model
+
+    settings = _settings()
+    config = RunConfig(tuple(m.strip() for m in modes.split(",") if m.strip()), k, limit, report)
+    try:
+        model = build_model(settings) if judge_sample else None
+        with ProgressSteps(json_out) as step:
+            result = evaluate_ab(tasks, corpus, config, settings, _embedder(settings), prereg or default_prereg(),
+                                 model=model, judge_sample=judge_sample, progress=step)
+    except BaraError as exc:
+        _fail(str(exc))
+    print(json.dumps(result, sort_keys=True)) if json_out else _print_ab(result)
+    if not result["complete"]:
+        _err().print("interrupted: finished rows are saved; rerun the same command to resume")
+        raise typer.Exit(130)
+
+
+class ProgressSteps:
+    """A rich progress bar on stderr (silent with --json) exposed as a ``step(stage, n, total)`` callback."""
+
+    def __init__(self, quiet: bool):
+        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        self.bar = Progress(*columns, console=_err(), disable=quiet)
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> Callable[[str, int, int], None]:
+        self.bar.__enter__()
+        return self.step
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(None, None, None)
+
+    def step(self, stage: str, n: int, total: int) -> None:
+        name = "index" if stage == "index" else "turns"
+        if name not in self.tasks:
+            self.tasks[name] = self.bar.add_task(name, total=total)
+        self.bar.update(self.tasks[name], advance=n)
+
+
+def _print_ab(result: dict) -> None:
+    console = Console(highlight=False)
+    modes = list(result["modes"])
+    table = Table(title=f"{result['n_tasks']} tasks")
+    for col in ["metric", *modes]:
+        table.add_column(col)
+    for key in ("retrieval_rate", "retrieval_calls", "context_tokens", "recall@5", "ndcg@10", "answer_f1",
+                "rouge_l", "abstain_unanswerable", "answer_rate_answerable", "clarify_underspecified"):
+        table.add_row(key, *[_cell(result["modes"][m].get(key), result["modes"][m]["ci"].get(key)) for m in modes])
+    table.add_row("latency p50/p95 ms", *[f"{result['modes'][m]['latency_ms']['p50']} / "
+                                          f"{result['modes'][m]['latency_ms']['p95']}" for m in modes])
+    console.print(table)
+    for v in result.get("verdicts", []):
+        console.print(f"{v['id']}: {v['verdict']} (estimate {v['estimate']}, 95% CI {v['ci']})")
+    console.print(f"problems: {result['problems']}  judge: {result['judge'].get('status')}")
+
+
+def _cell(value: Any, ci: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{value:.3f}"
+
+
+# ------------------------------------------------------------------------ gate
+def eval_gate(data: Path = typer.Option(..., "--data", help="CLINC150 {text,intent}, {text,needs_retrieval} "
+                                                             "or MTRAG-UN tasks .jsonl"),
+              domains: Optional[Path] = typer.Option(None, "--domains", help="CLINC150 domains.json "
+                                                                             "(default: beside --data)"),
+              json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Retrieval-necessity accuracy of the gate (full gate and rules only) on labelled utterances."""
+    from bara.eval.gate import evaluate_gate
+
+    settings = _settings()
+    embedder = _embedder(settings)
+    try:
+        result = evaluate_gate(data, domains, settings, getattr(embedder, "inner", embedder))
+    except BaraError as exc:
+        _fail(str(exc))
+    if json_out:
+        print(json.dumps(result, sort_keys=True))
+        return
+    keys = ("n", "accuracy", "skip_precision", "skip_recall", "retrieve_recall", "latency_ms")
+    Console(highlight=False).print({k: result[k] for k in keys}, {"rules_only": result["rules_only"]},
+                                   {"problems": result["problems"]})
+
+
+# ----------------------------------------------------------------------- tools
+def eval_tools(bfcl: List[Path] = typer.Option(..., "--bfcl", help="BFCL cases .jsonl (repeatable)"),
+               answers: Optional[List[Path]] = typer.Option(None, "--answers",
+                                                            help="BFCL possible_answer .jsonl (repeatable; "
+                                                                 "default: possible_answer/<same name>)"),
+               model: Optional[str] = typer.Option(None, "--model", help="LLM as provider:name; default: the "
+                                                                         "offline rule router."),
+               json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Tool selection on BFCL cases: right function chosen, nothing called when none applies."""
+    from bara.eval.tools_bfcl import evaluate_tools
+
+    settings = _settings()
+    try:
+        result = evaluate_tools(bfcl, answers or [], _selector(settings, model))
+    except BaraError as exc:
+        _fail(str(exc))
+    if json_out:
+        print(json.dumps(result, sort_keys=True))
+        return
+    keys = ("n", "selection_accuracy", "irrelevance_abstention", "by_category", "model", "problems")
+    Console(highlight=False).print({k: result[k] for k in keys})
+
+
+def _selector(settings: Settings, model: Optional[str]) -> Any:
+    from bara.eval.tools_bfcl import ModelSelector, RouterSelector
+
+    if model:
+        from bara.llm.base import build_model
+
+        return ModelSelector(build_model(settings.override(model=model)))
+    from bara.agent.router import RuleRouter
+
+    embedder = _embedder(settings)
+    return RouterSelector(RuleRouter(embedder, settings))
+
+
+# ---------------------------------------------------------------------- report
+def eval_report(folder: Path = typer.Argument(..., help="Folder of saved runs (ab.json, gate*.json, tools*.json)")
+                ) -> None:
+    """Write report.md with PNG plots from the saved runs in FOLDER."""
+    from bara.eval.report import write_report
+
+    try:
+        path = write_report(folder)
+    except BaraError as exc:
+        _fail(str(exc))
+    print(path)

@@ -1,0 +1,351 @@
+"""`bara eval ab`: every assistant mode on MTRAG-UN conversations, one final user turn per task.
+
+For each task the conversation so far is replayed into a fresh conversation of
+the store (every earlier user and agent message is appended, and the gate state
+is advanced over the earlier user turns exactly as the gated pipeline would),
+then the final user turn runs through :class:`bara.pipeline.Assistant` in each
+mode with the same offline generator, so modes differ only in what they
+retrieve. The corpus is indexed once into a cached store (one chunk per
+passage, the ``bara eval retrieval`` index) and copied per run, so the cache
+never collects conversations.
+
+Each scored (task, mode) is appended to ``ab_rows.jsonl`` in the report folder
+as soon as it finishes, keyed by task id, mode and a hash of the settings (plus
+corpus, embedder and bara's source); a rerun skips the rows it finds for the
+same hash and task content and ignores the rest (counted). Summaries and verdicts are computed by :mod:`bara.eval.prereg`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import tempfile
+import time
+from collections import Counter
+from contextlib import closing
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from bara.app import Bara
+from bara.errors import BaraError, InputError
+from bara.eval.answers import answer_body, answer_kind, judge_agreement, judge_answer, rouge_l, token_f1
+from bara.eval.beir import BeirDoc, read_corpus
+from bara.eval.gate import GateReplay, Task, file_sha256, gate_prototypes, read_tasks
+from bara.eval.prereg import Prereg, load_prereg, summarize
+from bara.eval.retrieval import INDEX_VERSION, build_index, index_path
+from bara.memory.conversations import Conversations
+from bara.pipeline import MODES, Assistant
+from bara.settings import Settings
+from bara.store.sqlite import SQLiteStore
+from bara.trace import TurnTrace
+from bara.types import Utterance
+
+ROW_VERSION = "1"  # bump when a row's meaning changes: old rows become stale
+ROWS_FILE = "ab_rows.jsonl"
+PATH_SETTINGS = ("db", "cache_dir", "data_dir")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    modes: tuple[str, ...] = ("always", "gated")
+    k: int = 4
+    limit: int | None = None
+    report_dir: Path | None = None
+
+
+# ------------------------------------------------------------------------ index
+def check_contexts(tasks: Sequence[Task], docs: Sequence[BeirDoc], problems: Counter) -> None:
+    """Count reference passages the corpus lacks (they can never be retrieved)."""
+    ids = {d.id for d in docs}
+    for task in tasks:
+        missing = sum(d not in ids for d in task.relevant)
+        if missing:
+            problems["context passage not in corpus"] += missing
+
+
+def cached_index(corpus: Path, docs: Sequence[BeirDoc], settings: Settings, embedder: Any,
+                 progress: Callable[[int], None] | None = None) -> Path:
+    """The corpus index under ``cache_dir/eval`` (built once; later runs only open it)."""
+    path = index_path(corpus, embedder, settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with SQLiteStore(path) as store:
+        build_index(store, docs, embedder, progress)
+    return path
+
+
+def working_copy(index: Path, folder: Path) -> Path:
+    """A private copy of the cached index that this run's conversations may write into."""
+    dest = folder / "ab-work.db"
+    with closing(sqlite3.connect(index)) as src, closing(sqlite3.connect(dest)) as dst:
+        src.backup(dst)
+    return dest
+
+
+def code_fingerprint() -> str:
+    """sha256 of bara's own source files: rows computed by other code are never reused."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def settings_hash(settings: Settings, corpus_sha: str, embedder: Any) -> str:
+    """What a row's numbers depend on besides the task: settings (paths aside), corpus, embedder, code."""
+    public = {k: v for k, v in settings.model_dump(mode="json").items() if k not in PATH_SETTINGS}
+    key = json.dumps({"settings": public, "corpus": corpus_sha, "row": ROW_VERSION, "index": INDEX_VERSION,
+                      "embedder": getattr(embedder, "cache_key", getattr(embedder, "model_id", "")),
+                      "code": code_fingerprint()}, sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------- replay
+def replay(convs: Conversations, store: Any, user: str, cid: str, task: Task, gate: GateReplay) -> None:
+    """Store the earlier turns (no generation) and the gate state they lead to, in one transaction."""
+    state, window = None, []
+    with store.transaction():
+        convs.create(user, cid)
+        for role, text in task.history:
+            if role == "user":
+                state = gate.step(text, window, state)
+            convs.append(user, cid, role, text, {"replayed": True})
+            window.append(Utterance(role, text))
+        if state is not None:
+            convs.save_state(user, cid, state.to_dict())
+
+
+# ------------------------------------------------------------------------- rows
+def retrieval_calls(trace: TurnTrace) -> int:
+    """Store searches the turn ran: agent search calls, the gated policy's tiers, or 1 per retrieval."""
+    agent = trace.gates.get("agent")
+    if isinstance(agent, Mapping):
+        return sum(c.get("name") == "search_documents" for c in agent.get("tool_calls", []))
+    policy = trace.gates.get("policy_after_hooks") or trace.gates.get("policy")
+    if isinstance(policy, Mapping):
+        return sum(bool(policy.get(k)) for k in ("inject_kb", "inject_notes", "inject_qa"))
+    return int(trace.retrieved)
+
+
+def score_row(task: Task, mode: str, shash: str, trace: TurnTrace | None, answer: str, error: str = "") -> dict:
+    body = answer_body(answer)
+    return {"task_id": task.id, "mode": mode, "settings_hash": shash, "task_sha": task.sha,
+            "answerability": task.answerability, "multi_turn": task.multi_turn,
+            "question_types": list(task.question_types), "collection": task.collection,
+            "retrieved": bool(trace and trace.retrieved), "retrieval_calls": retrieval_calls(trace) if trace else 0,
+            "context_tokens": trace.context_tokens if trace else 0,
+            "hits": [h.source for h in trace.hits] if trace else [], "relevant": list(task.relevant),
+            "question": task.question, "answer": answer, "kind": answer_kind(answer),
+            "answer_f1": round(token_f1(body, task.reference), 4), "rouge_l": round(rouge_l(body, task.reference), 4),
+            "latency_ms": dict(trace.latency_ms) if trace else {}, "route": trace.route if trace else "",
+            "intent": trace.intent if trace else "", "error": error}
+
+
+class ResultLog:
+    """Rows of one settings hash, loaded from and appended to ``ab_rows.jsonl`` (if a folder is given)."""
+
+    def __init__(self, folder: Path | None, shash: str):
+        self.path = folder / ROWS_FILE if folder else None
+        self.shash, self.rows, self.counts = shash, {}, Counter()
+        if self.path and self.path.is_file():
+            self._load()
+        self.loaded = len(self.rows)
+
+    def _load(self) -> None:
+        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+            row = _row(line) if line.strip() else {}
+            if row is None:
+                self.counts["malformed row ignored"] += 1
+            elif not row:
+                continue
+            elif row.get("settings_hash") != self.shash:
+                self.counts["stale row ignored (settings changed)"] += 1
+            else:
+                key = (row["task_id"], row["mode"])
+                if key in self.rows:
+                    self.counts["duplicate row replaced"] += 1
+                self.rows[key] = row
+
+    def done(self, task: Task, mode: str) -> bool:
+        row = self.rows.get((task.id, mode))
+        return row is not None and row.get("task_sha") == task.sha
+
+    def add(self, row: dict) -> None:
+        self.rows[(row["task_id"], row["mode"])] = row
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        torn = _ends_torn(self.path)  # a run killed mid-line leaves a torn row: never glue onto it
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(("\n" if torn else "") + json.dumps(row, sort_keys=True) + "\n")
+
+    def current(self, tasks: Sequence[Task], modes: Sequence[str]) -> list[dict]:
+        """This run's rows, in task then mode order."""
+        return [self.rows[(t.id, m)] for t in tasks for m in modes if self.done(t, m)]
+
+
+def _ends_torn(path: Path) -> bool:
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    with path.open("rb") as fh:
+        fh.seek(-1, 2)
+        return fh.read(1) != b"\n"
+
+
+def _row(line: str) -> dict | None:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return row if isinstance(row, dict) and {"task_id", "mode", "settings_hash"} <= set(row) else None
+
+
+# ------------------------------------------------------------------------ run
+def available_modes() -> tuple[str, ...]:
+    """The modes the assistant offers (``bara.pipeline.MODES``), discovered, not hard-coded."""
+    return tuple(MODES)
+
+
+def check_modes(modes: Sequence[str]) -> tuple[str, ...]:
+    offered = available_modes()
+    unknown = [m for m in modes if m not in offered]
+    if unknown or not modes:
+        raise InputError(f"unknown mode(s) {unknown or modes}: the assistant offers {', '.join(offered)}")
+    return tuple(dict.fromkeys(modes))
+
+
+def run_task(bara: Bara, assistant: Assistant, task: Task, mode: str, shash: str, gate: GateReplay) -> dict:
+    """Replay the conversation, run its final user turn in ``mode``, and score it."""
+    user = f"eval-{mode}-{hashlib.sha256(task.id.encode()).hexdigest()[:12]}"
+    cid = f"{user}-c"
+    try:
+        replay(assistant.conversations, bara.store, user, cid, task, gate)
+        result = assistant.turn(user, task.question, conversation_id=cid)
+    except BaraError as exc:
+        return score_row(task, mode, shash, None, "", error=f"turn failed: {type(exc).__name__}")
+    return score_row(task, mode, shash, result.trace, result.answer)
+
+
+def run_modes(bara: Bara, tasks: Sequence[Task], config: RunConfig, log: ResultLog, gate: GateReplay,
+              progress: Callable[[str], None] | None = None) -> bool:
+    """Run every missing (task, mode); returns False when interrupted (rows so far are kept)."""
+    assistants = {m: Assistant(bara, model=None, mode=m) for m in config.modes}
+    try:
+        for task in tasks:
+            for mode in config.modes:
+                if not log.done(task, mode):
+                    log.add(run_task(bara, assistants[mode], task, mode, log.shash, gate))
+                if progress:
+                    progress(mode)
+    except KeyboardInterrupt:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Prepared:
+    tasks: tuple[Task, ...]
+    docs: tuple[BeirDoc, ...]
+    problems: Mapping[str, Mapping[str, int]]
+    corpus_sha: str
+
+
+def prepare(tasks_path: Path, corpus_path: Path, limit: int | None) -> Prepared:
+    task_problems, corpus_problems = Counter(), Counter()
+    tasks = read_tasks(tasks_path, task_problems)[:limit]
+    if not corpus_path.is_file():
+        raise InputError(f"{corpus_path} does not exist: pass the corpus file's path")
+    docs = read_corpus(corpus_path, corpus_problems)
+    if not docs:
+        corpus_problems["empty corpus (no usable passages): nothing can be retrieved"] += 1
+    check_contexts(tasks, docs, task_problems)
+    return Prepared(tuple(tasks), tuple(docs), {"tasks": dict(task_problems), "corpus": dict(corpus_problems)},
+                    file_sha256(corpus_path))
+
+
+def run_ab(prep: Prepared, corpus_path: Path, config: RunConfig, settings: Settings, embedder: Any,
+           progress: Callable[[str, int, int], None] | None = None) -> tuple[list[dict], ResultLog, bool]:
+    """Index (cached), then run every mode; returns this run's rows, the log and completeness.
+
+    The final turns run with the uncached encoder (``embedder.inner`` when ``embedder`` is a
+    :class:`~bara.retrieval.embed_cache.CachedEmbedder`), so their latency is the real cost of
+    encoding; indexing and the replay of earlier turns may use the cache.
+    """
+    settings = settings.override(k=config.k)
+    log = ResultLog(config.report_dir, settings_hash(settings, prep.corpus_sha, embedder))
+    index = cached_index(corpus_path, prep.docs, settings, embedder,
+                         (lambda n: progress("index", n, len(prep.docs))) if progress else None)
+    total = len(prep.tasks) * len(config.modes)
+    gate = GateReplay(settings, gate_prototypes(embedder), embedder)
+    with tempfile.TemporaryDirectory(prefix="bara-ab-") as tmp:
+        work = working_copy(index, Path(tmp))
+        with Bara(settings.override(db=str(work)), embedder=getattr(embedder, "inner", embedder)) as bara:
+            complete = run_modes(bara, prep.tasks, config, log, gate,
+                                 (lambda mode: progress(mode, 1, total)) if progress else None)
+    return log.current(prep.tasks, config.modes), log, complete
+
+
+# ---------------------------------------------------------------------- report
+def versions() -> dict[str, str]:
+    """Versions of what the numbers depend on (recorded in every report)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for name in ("bara", "numpy", "ir-measures", "pytrec-eval-terrier", "onnxruntime", "tokenizers"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def manifest(tasks_path: Path, corpus_path: Path, prep: Prepared, settings: Settings, embedder: Any,
+             prereg: Prereg, shash: str) -> dict[str, Any]:
+    public = {k: v for k, v in settings.model_dump(mode="json").items() if k not in PATH_SETTINGS}
+    return {"versions": {**versions(), "bara_source_sha256": code_fingerprint()}, "settings": public,
+            "settings_hash": shash,
+            "seeds": {"bootstrap": prereg.seed, "judge_sample": prereg.seed},
+            "bootstrap": {"resamples": prereg.resamples, "confidence": prereg.confidence},
+            "embedder": getattr(embedder, "model_id", ""), "generator": "offline-extractive (same in every mode)",
+            "data": {"tasks": {"path": str(tasks_path), "sha256": file_sha256(tasks_path)},
+                     "corpus": {"path": str(corpus_path), "sha256": prep.corpus_sha, "passages": len(prep.docs)},
+                     "prereg": {"path": prereg.path, "sha256": prereg.sha256}}}
+
+
+def judge_rows(model: Any, rows: Sequence[Mapping[str, Any]], docs: Sequence[BeirDoc], size: int,
+               seed: int) -> dict[str, Any]:
+    """An LLM judge on a seeded sample of answerable/partial rows, with its agreement with F1 and ROUGE-L."""
+    if model is None:
+        return {"status": "judge: not configured"}
+    texts = {d.id: d.text for d in docs}
+    pool = [r for r in rows if r.get("answerability") in ("ANSWERABLE", "PARTIAL") and not r.get("error")]
+    picked = sorted(np.random.default_rng(seed).permutation(len(pool))[:size]) if pool else []
+    judged = [(judge_answer(model, pool[i]["question"], [texts.get(h, "") for h in pool[i]["hits"]],
+                            pool[i]["answer"]), pool[i]["answer_f1"], pool[i]["rouge_l"]) for i in picked]
+    return {"status": "judged", "model": getattr(model, "name", "model"), **judge_agreement(judged)}
+
+
+def evaluate_ab(tasks_path: Path, corpus_path: Path, config: RunConfig, settings: Settings, embedder: Any,
+                prereg_path: Path, model: Any = None, judge_sample: int = 40,
+                progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """The JSON report of `bara eval ab` (also written to ``report_dir/ab.json`` when given)."""
+    started = time.perf_counter()
+    modes = check_modes(config.modes)
+    prereg = load_prereg(prereg_path)
+    prep = prepare(tasks_path, corpus_path, config.limit)
+    rows, log, complete = run_ab(prep, corpus_path, replace(config, modes=modes), settings, embedder, progress)
+    report = summarize(rows, modes, prereg)
+    report["problems"] = {**prep.problems, "run": dict(Counter(r["error"] for r in rows if r.get("error")))}
+    report["resume"] = {"rows_loaded": log.loaded, **log.counts}
+    report["complete"] = complete
+    report["judge"] = judge_rows(model, rows, prep.docs, judge_sample, prereg.seed)
+    report["manifest"] = manifest(tasks_path, corpus_path, prep, settings.override(k=config.k), embedder, prereg,
+                                  log.shash)
+    report["manifest"]["wall_time_s"] = round(time.perf_counter() - started, 1)
+    if config.report_dir:
+        (config.report_dir / "ab.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    return report

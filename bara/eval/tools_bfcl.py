@@ -1,0 +1,228 @@
+"""`bara eval tools`: tool selection on Berkeley Function Calling Leaderboard (v4) cases.
+
+Each case's JSON-schema-like function specs become bara
+:class:`~bara.llm.messages.ToolSpec` objects (BFCL types ``dict``/``float``/
+``tuple``/``any`` mapped to JSON Schema; names made provider-safe, e.g.
+``math.sum`` -> ``math_sum``, and mapped back for scoring). The model sees the
+user's question and the specs; its first response is scored, no tool runs:
+
+* a case whose id contains ``irrelevance``: correct when nothing is called;
+* any other case: correct when the set of functions called equals the set of
+  functions in its ``possible_answer`` ground truth (argument values are not
+  scored: this measures *selection*).
+
+The default model is bara's offline rule router (:class:`bara.agent.router.RuleRouter`):
+its generic selection step (rule score + cosine between the message and each
+tool's description, nothing chosen below ``SIM_MIN``), without the portfolio
+assistant's refusals, which would decline every non-finance request.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from bara.errors import InputError
+from bara.eval.gate import file_sha256, json_rows
+from bara.eval.stats import percentiles
+from bara.llm.errors import LLMError
+from bara.llm.messages import SystemMessage, ToolSpec, UserMessage
+
+TYPE_MAP = {"dict": "object", "float": "number", "tuple": "array", "int": "integer", "bool": "boolean",
+            "str": "string", "list": "array"}
+SYSTEM = ("Call a function only when one of the offered functions fits the user's request; "
+          "otherwise answer in text without calling any function.")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    question: str
+    specs: tuple[ToolSpec, ...]
+    names: Mapping[str, str]  # safe name -> BFCL name
+    expected: frozenset[str] | None  # None for irrelevance cases
+
+    @property
+    def category(self) -> str:
+        return self.id.rsplit("_", 1)[0]
+
+
+# ----------------------------------------------------------------- conversion
+def json_schema(spec: Any) -> Any:
+    """BFCL's parameter schema as JSON Schema (type names mapped, recursively)."""
+    if isinstance(spec, list):
+        return [json_schema(s) for s in spec]
+    if not isinstance(spec, dict):
+        return spec
+    out = {k: json_schema(v) for k, v in spec.items() if k != "optional"}
+    kind = spec.get("type")
+    if kind == "any":
+        out.pop("type")
+    elif isinstance(kind, str):
+        out["type"] = TYPE_MAP.get(kind, kind)
+    return out
+
+
+def safe_name(name: str, taken: set[str]) -> str:
+    """A provider-safe tool name (letters, digits, ``_``, ``-``; at most 64), unique within a case."""
+    base = _UNSAFE.sub("_", name)[:60] or "fn"
+    out, n = base, 1
+    while out in taken:
+        n += 1
+        out = f"{base}_{n}"
+    taken.add(out)
+    return out
+
+
+def to_specs(functions: Any, problems: Counter) -> tuple[tuple[ToolSpec, ...], dict[str, str]]:
+    specs, names, taken = [], {}, set()
+    for fn in functions if isinstance(functions, list) else []:
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            problems["function spec without a name"] += 1
+            continue
+        name = safe_name(fn["name"], taken)
+        params = json_schema(fn.get("parameters") or {"type": "dict", "properties": {}})
+        specs.append(ToolSpec(name, str(fn.get("description") or fn["name"]), params))
+        names[name] = fn["name"]
+    return tuple(specs), names
+
+
+# --------------------------------------------------------------------- reading
+def read_answers(paths: Sequence[Path], problems: Counter) -> dict[str, frozenset[str]]:
+    """Case id -> the function names of its ground truth (BFCL ``possible_answer`` format)."""
+    out: dict[str, frozenset[str]] = {}
+    for path in paths:
+        for row, _ in json_rows(path, problems):
+            truth = row.get("ground_truth")
+            if not isinstance(row.get("id"), str) or not isinstance(truth, list):
+                problems["answer line without id or ground_truth"] += 1
+                continue
+            out[row["id"]] = frozenset(k for item in truth if isinstance(item, dict) for k in item)
+    return out
+
+
+def question_text(question: Any) -> str:
+    """The last user message of the case's first turn."""
+    turn = question[0] if isinstance(question, list) and question and isinstance(question[0], list) else question
+    users = [m.get("content") for m in turn or [] if isinstance(m, dict) and m.get("role") == "user"]
+    return next((u for u in reversed(users) if isinstance(u, str) and u.strip()), "")
+
+
+def read_cases(path: Path, answers: Mapping[str, frozenset[str]], problems: Counter) -> list[Case]:
+    cases = []
+    for row, _ in json_rows(path, problems):
+        case = parse_case(row, answers, problems)
+        if case is not None:
+            cases.append(case)
+    return cases
+
+
+def parse_case(row: Mapping[str, Any], answers: Mapping[str, frozenset[str]], problems: Counter) -> Case | None:
+    case_id, text = row.get("id"), question_text(row.get("question"))
+    if not isinstance(case_id, str) or not text:
+        problems["case without id or user question"] += 1
+        return None
+    specs, names = to_specs(row.get("function"), problems)
+    if not specs:
+        problems["case without usable functions"] += 1
+        return None
+    irrelevant = "irrelevance" in case_id
+    if not irrelevant and case_id not in answers:
+        problems["case without a possible answer"] += 1
+        return None
+    return Case(case_id, text, specs, names, None if irrelevant else answers[case_id])
+
+
+# ---------------------------------------------------------------------- models
+@dataclass(frozen=True)
+class RouterSelector:
+    """The offline rule router's generic selection (no portfolio refusals)."""
+
+    router: Any
+    name: str = "rule-router"
+
+    def pick(self, text: str, specs: Sequence[ToolSpec]) -> tuple[str, ...]:
+        from bara.agent import router_text as T
+        from bara.agent.router import extract_schemes
+
+        plan = self.router.choose(text, T.normal(text), extract_schemes(text), list(specs))
+        return tuple(c.name for c in plan.calls) if plan.kind == "tools" else ()
+
+
+@dataclass(frozen=True)
+class ModelSelector:
+    """A configured chat model: the tool calls of its first response."""
+
+    model: Any
+
+    @property
+    def name(self) -> str:
+        return f"model:{getattr(self.model, 'name', 'model')}"
+
+    def pick(self, text: str, specs: Sequence[ToolSpec]) -> tuple[str, ...]:
+        response = self.model.complete([SystemMessage(SYSTEM), UserMessage(text)], list(specs))
+        return tuple(c.name for c in response.message.tool_calls)
+
+
+# --------------------------------------------------------------------- scoring
+@dataclass(frozen=True)
+class Outcome:
+    case: Case
+    called: frozenset[str]  # BFCL names
+    ms: float
+    error: str = ""
+
+    @property
+    def correct(self) -> bool:
+        return not self.called if self.case.expected is None else self.called == self.case.expected
+
+
+def run_case(selector: Any, case: Case) -> Outcome:
+    t0 = time.perf_counter()
+    try:
+        picked = selector.pick(case.question, case.specs)
+    except LLMError as exc:
+        return Outcome(case, frozenset(), (time.perf_counter() - t0) * 1e3, type(exc).__name__)
+    called = frozenset(case.names.get(n, n) for n in picked)
+    return Outcome(case, called, (time.perf_counter() - t0) * 1e3)
+
+
+def _share(outcomes: Sequence[Outcome]) -> float | None:
+    return round(sum(o.correct for o in outcomes) / len(outcomes), 4) if outcomes else None
+
+
+def score(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    ok = [o for o in outcomes if not o.error]
+    selection = [o for o in ok if o.case.expected is not None]
+    irrelevance = [o for o in ok if o.case.expected is None]
+    categories = sorted({o.case.category for o in ok})
+    return {"n": len(ok), "selection_accuracy": _share(selection), "irrelevance_abstention": _share(irrelevance),
+            "n_selection": len(selection), "n_irrelevance": len(irrelevance),
+            "by_category": {c: {"n": sum(o.case.category == c for o in ok),
+                                "accuracy": _share([o for o in ok if o.case.category == c])} for c in categories},
+            "latency_ms": percentiles([o.ms for o in ok]),
+            "model_errors": dict(Counter(o.error for o in outcomes if o.error))}
+
+
+def default_answers(path: Path) -> Path | None:
+    candidate = path.parent / "possible_answer" / path.name
+    return candidate if candidate.is_file() else None
+
+
+def evaluate_tools(bfcl: Sequence[Path], answers: Sequence[Path], selector: Any) -> dict[str, Any]:
+    """The JSON report of `bara eval tools`."""
+    problems: Counter = Counter()
+    missing = [p for p in (*bfcl, *answers) if not p.is_file()]
+    if missing:
+        raise InputError(f"{missing[0]} does not exist: pass BFCL case and possible_answer files")
+    answer_files = list(answers) or [a for a in map(default_answers, bfcl) if a is not None]
+    truth = read_answers(answer_files, problems)
+    cases = [c for path in bfcl for c in read_cases(path, truth, problems)]
+    report = score([run_case(selector, c) for c in cases])
+    return {**report, "model": selector.name, "problems": dict(problems),
+            "data": [{"path": str(p), "sha256": file_sha256(p)} for p in (*bfcl, *answer_files)]}
