@@ -85,7 +85,8 @@ class Retrieved:
     kb: RetrievalOutcome | None = None
     notes: tuple[NoteHit, ...] = ()
     qa: tuple[QAHit, ...] = ()
-    vector: np.ndarray | None = None
+    vector: np.ndarray | None = None  # of ``query`` (the rewrite when there is one)
+    message_vector: np.ndarray | None = None  # of the user's own words, when the gate embedded them
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,7 @@ class Assistant:
         """Search only the tiers the policy opened, with one query vector shared by all of them."""
         if not policy.retrieves:
             return Retrieved()
-        query, rewritten = t.clean.query, False
+        query, rewritten, message_vector = t.clean.query, False, vector
         if policy.needs_rewrite:
             with rec.stage("rewrite"):
                 rw = rewrite_query(t.clean.query, topical_history(t.history),
@@ -245,13 +246,24 @@ class Assistant:
         kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
             query, k=policy.kb_k, floor=policy.kb_floor, vector=vector)) if policy.inject_kb else None
         notes = self._tier("retrieve_notes", rec, lambda: self.notes.search(
-            t.user_id, query, k=policy.notes_k, vector=vector)) if policy.inject_notes else ()
+            t.user_id, query, k=policy.notes_k, vector=vector)) if self._open(t, "notes", policy, rec) else ()
         qa = self._tier("retrieve_qa", rec, lambda: self.qa.search(
             t.user_id, query, t.conversation_id, k=policy.qa_k, floor=policy.qa_floor,
-            vector=vector)) if policy.inject_qa else ()
-        retrieved = Retrieved(query, rewritten, kb, tuple(notes or ()), tuple(qa or ()), vector)
+            vector=vector)) if self._open(t, "qa", policy, rec) else ()
+        retrieved = Retrieved(query, rewritten, kb, tuple(notes or ()), tuple(qa or ()), vector,
+                              message_vector if rewritten else vector)
         self._tier_reasons(retrieved, rec)
         return retrieved
+
+    def _open(self, t: TurnInput, tier: str, policy: PolicyDecision, rec: TurnRecorder) -> bool:
+        """A user tier the policy opened is searched only if it holds anything: searching an
+        empty tier costs a search and can never add context."""
+        if not getattr(policy, f"inject_{tier}"):
+            return False
+        if self.bara.store.count_chunks(owner=t.user_id, collection=tier) == 0:
+            rec.reason(f"{tier}:skipped_empty_tier")
+            return False
+        return True
 
     def _tier(self, stage: str, rec: TurnRecorder, search: Callable[[], Any]) -> Any:
         """Run one timed stage (a tier's search, an embedding); a failure is recorded and yields None."""
@@ -352,7 +364,8 @@ class Assistant:
             facts = self.profile.learn_from_user_turn(t.user_id, plan.user_text) if plan.learn_profile else []
             notes = extract_notes(plan.user_text, reply) if plan.extract_notes else []
             self.notes.add(t.user_id, t.conversation_id, notes)
-            qa = (self.qa.add(t.user_id, t.conversation_id, r.query, plan.assistant_text, r.vector)
+            qa = (self.qa.add(t.user_id, t.conversation_id, t.clean.query, plan.assistant_text,
+                              r.message_vector)  # the user's own words, not the rewrite
                   if plan.add_qa else "")
         rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
                    "persist:qa_added" if qa else "")

@@ -130,10 +130,18 @@ def apply_overlays(d: PolicyDecision, features: ContextFeatures, settings: Setti
     return d
 
 
-def _rewrite(d: PolicyDecision, intent: IntentResult, features: ContextFeatures) -> PolicyDecision:
-    """A follow-up only needs a standalone rewrite when something will be searched with it."""
-    dependent = features.is_followup or intent.intent == "continuation"
-    return _with(d, "rewrite:followup", needs_rewrite=True) if dependent and d.retrieves else d
+def _rewrite(d: PolicyDecision, intent: IntentResult, features: ContextFeatures,
+             settings: Settings) -> PolicyDecision:
+    """A message needs a standalone rewrite only when something will be searched with it: always
+    for a structural follow-up; for any other message in a conversation when the setting says so
+    (most in-conversation questions lean on earlier turns without a pronoun to show it)."""
+    if not d.retrieves:
+        return d
+    if features.is_followup or intent.intent == "continuation":
+        return _with(d, "rewrite:followup", needs_rewrite=True)
+    if settings.gate_rewrite_in_conversation and features.history_length > 0:
+        return _with(d, "rewrite:in_conversation", needs_rewrite=True)
+    return d
 
 
 def resolve_policy(intent: IntentResult, features: ContextFeatures, behavior: BehaviorDecision,
@@ -142,4 +150,4 @@ def resolve_policy(intent: IntentResult, features: ContextFeatures, behavior: Be
     d = base_policy(intent, features, settings)
     d = apply_behavior(d, behavior)
     d = apply_overlays(d, features, settings, profile)
-    return _rewrite(d, intent, features)
+    return _rewrite(d, intent, features, settings)

@@ -120,14 +120,12 @@ def replay(convs: Conversations, store: Any, user: str, cid: str, task: Task, ga
 
 # ------------------------------------------------------------------------- rows
 def retrieval_calls(trace: TurnTrace) -> int:
-    """Store searches the turn ran: agent search calls, the gated policy's tiers, or 1 per retrieval."""
+    """Store searches the turn really ran: agent search calls, else the timed retrieve_* stages."""
     agent = trace.gates.get("agent")
     if isinstance(agent, Mapping):
         return sum(c.get("name") == "search_documents" for c in agent.get("tool_calls", []))
-    policy = trace.gates.get("policy_after_hooks") or trace.gates.get("policy")
-    if isinstance(policy, Mapping):
-        return sum(bool(policy.get(k)) for k in ("inject_kb", "inject_notes", "inject_qa"))
-    return int(trace.retrieved)
+    ran = sum(1 for stage in ("retrieve_kb", "retrieve_notes", "retrieve_qa") if trace.latency_ms.get(stage, 0) > 0)
+    return ran or int(trace.retrieved)
 
 
 def score_row(task: Task, mode: str, shash: str, trace: TurnTrace | None, answer: str, error: str = "") -> dict:
