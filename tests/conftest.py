@@ -24,6 +24,8 @@ def _guarded_connect(self: socket.socket, address: object) -> object:
 
 socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
 
+from pg_fixtures import pg_schema, pg_server_urls, pg_store_factory  # noqa: E402,F401 - embedded PostgreSQL
+
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:

