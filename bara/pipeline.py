@@ -141,12 +141,7 @@ class Assistant:
 
     def open_conversation(self, user_id: str, conversation_id: str | None = None, create: bool = False) -> str:
         """An existing conversation of ``user_id``, or a new one (``None``, or ``create=True``)."""
-        if conversation_id is None or create:
-            return self.conversations.create(user_id, conversation_id)
-        if self.conversations.get(user_id, conversation_id) is None:
-            raise InputError(f"conversation {conversation_id!r} does not exist for user {user_id!r}: "
-                             "pass an id from `bara memory inspect`, or create it (`bara chat --new`)")
-        return conversation_id
+        return self.conversations.open(user_id, conversation_id, create)
 
     # ---------------------------------------------------------------------------- turn
     def turn(self, user_id: str, message: str | bytes, conversation_id: str | None = None) -> TurnResult:

@@ -84,6 +84,15 @@ class Conversations:
                              "(or pass None for a fresh one)")
         return cid
 
+    def open(self, user_id: str, conversation_id: str | None = None, create: bool = False) -> str:
+        """An existing conversation of ``user_id``, or a new one (``None``, or ``create=True``)."""
+        if conversation_id is None or create:
+            return self.create(user_id, conversation_id)
+        if self.get(user_id, conversation_id) is None:
+            raise InputError(f"conversation {conversation_id!r} does not exist for user {user_id!r}: "
+                             "pass an id from `bara memory inspect`, or create it (`bara chat --new`)")
+        return conversation_id
+
     def get(self, user_id: str, conversation_id: str) -> ConversationInfo | None:
         rows = self.store.query(f"SELECT {_INFO_COLUMNS} FROM conversations c WHERE c.user_id=? AND c.id=?",
                                 (user_id, conversation_id))
