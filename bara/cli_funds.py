@@ -6,7 +6,6 @@ Registered on the main app by :func:`register` (see bara/cli.py).
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, List, Optional
 
