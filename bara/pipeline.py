@@ -36,7 +36,7 @@ from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, kb_sources, note_items,
                                  preferred_length, profile_items, qa_items)
 from bara.trace import TurnRecorder, TurnTrace, gate_fields, prompt_fields, retrieval_fields
-from bara.types import RetrievalOutcome, Utterance
+from bara.types import SHARED, RetrievalOutcome, Utterance
 from bara.understand.features import compute_features
 from bara.understand.intent import apply_rules
 from bara.understand.prototypes import PrototypeIndex, load_prototypes
@@ -153,7 +153,7 @@ class Assistant:
         if not clean.text:
             return self._empty_turn(user_id, conversation_id or "", rec)
         cid = self.open_conversation(user_id, conversation_id)
-        with self.conversations.turn_lock(cid):
+        with self.conversations.turn_lock(cid), self.bara.store.scoped((SHARED, user_id)):
             with rec.stage("load"):
                 t = self._load(user_id, clean, cid)
             return self._gated(t, rec) if self.mode == "gated" else self._always(t, rec)

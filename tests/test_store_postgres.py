@@ -229,3 +229,25 @@ def test_concurrent_workers_lose_nothing_and_keep_order(pg_store_factory, pg_ser
         assert mine == list(range(ROUNDS))
         own = [c for c in conv.list(f"user{w}")][0]
         assert [m.text for m in conv.history(f"user{w}", own.id)] == [str(i) for i in range(ROUNDS)]
+
+
+def test_a_turn_runs_under_the_users_database_scope(pg_store_factory, embedder, tmp_path):
+    """Generic SQL inside a gated turn (here: a careless hook) sees only the turn's user's memory rows."""
+    from bara.app import Bara
+    from bara.pipeline import Assistant
+    from bara.settings import Settings
+
+    store = pg_store_factory()
+    bara = Bara(Settings(db="postgresql://unused", cache_dir=tmp_path / "c"), store=store, embedder=embedder)
+    assistant = Assistant(bara)
+    assistant.turn("bob", "hello, I'm Bob")
+    seen: list[set] = []
+
+    def careless(value, ctx):
+        seen.append({r[0] for r in store.query("SELECT user_id FROM messages")})
+        return None
+
+    assistant.hooks.add("before_generation", careless)
+    assistant.turn("alice", "hi there")
+    assert seen == [set()] or seen == [{"alice"}]  # alice's own rows only (none stored yet, or hers)
+    assert {r[0] for r in store.query("SELECT user_id FROM messages")} == {"alice", "bob"}  # unscoped: all

@@ -92,7 +92,7 @@ class AgentAssistant:
             return AgentTurn(TurnResult(EMPTY_INPUT, _empty_trace(user_id, conversation_id or "", rec),
                                         conversation_id or ""), None, ())
         cid = self._open(user_id, conversation_id, persist)
-        with self.conversations.turn_lock(cid or "-"):
+        with self.conversations.turn_lock(cid or "-"), self.bara.store.scoped((SHARED, user_id)):
             return self._turn(user_id, name, clean.text, clean.query, cid, persist, rec)
 
     def user_name(self, user_id: str) -> str:

@@ -66,4 +66,10 @@ class Store(SqlRunner, Protocol):
 
     def count_chunks(self, owner: str | None = None, collection: str | None = None) -> int: ...
 
+    def scoped(self, owners: Sequence[str]) -> AbstractContextManager[None]:
+        """Generic SQL run inside may only see rows of ``owners`` where the backend can enforce it
+        (PostgreSQL: row-level security). SQLite has no such mechanism and relies on the WHERE
+        clauses every query already carries; its ``scoped`` changes nothing."""
+        ...
+
     def close(self) -> None: ...

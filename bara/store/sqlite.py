@@ -83,6 +83,11 @@ class SQLiteStore:
             self._depth -= 1
             self._conn.execute("COMMIT" if outer else f"RELEASE sp{self._depth}")
 
+    @contextmanager
+    def scoped(self, owners: Sequence[str]) -> Iterator[None]:
+        """No database-side row security in SQLite: every query's WHERE clause does the scoping."""
+        yield
+
     # ------------------------------------------------------------------ documents
     def document_hash(self, source: str, owner: str = SHARED, collection: str = "kb") -> str | None:
         rows = self.query("SELECT content_hash FROM documents WHERE owner=? AND collection=? AND source=?",
