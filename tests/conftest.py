@@ -40,3 +40,26 @@ def embedder():
     from bara.retrieval.embedders import OnnxMiniLMEmbedder
 
     return OnnxMiniLMEmbedder()
+
+
+RFC_KB_FILES = ("rfc2119.txt", "rfc2818.txt", "rfc6797.txt")
+
+
+@pytest.fixture(scope="session")
+def rfc_kb(tmp_path_factory, data_dir, embedder):
+    """A factory of private copies of a small RFC knowledge-base store, ingested once per session."""
+    import shutil
+
+    from bara.app import Bara
+    from bara.settings import Settings
+
+    base = tmp_path_factory.getbasetemp() / "rfc_kb.db"
+    with Bara(Settings(db=str(base), cache_dir=base.parent), embedder=embedder) as bara:
+        bara.knowledge.ingest([data_dir / "rfc" / f for f in RFC_KB_FILES])
+
+    def copy(name: str) -> Path:
+        dest = tmp_path_factory.mktemp(name) / "kb.db"
+        shutil.copy(base, dest)
+        return dest
+
+    return copy

@@ -3,38 +3,21 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from bara.app import Bara
 from bara.cli import app
 from bara.cli_chat import parse_script_line
-from bara.settings import Settings
 
-KB_FILES = ("rfc2119.txt", "rfc2818.txt", "rfc6797.txt")
 DEMO = Path(__file__).resolve().parents[1] / "scripts" / "demo_conversation.jsonl"
 runner = CliRunner()
 
 
-def kb_copy(tmp_path_factory, data_dir: Path, embedder, name: str) -> Path:
-    """A private copy of a KB store built once per session (ingest is the slow part)."""
-    base = tmp_path_factory.getbasetemp() / "pipeline_rfc_kb.db"
-    if not base.exists():
-        building = base.with_suffix(".building")
-        with Bara(Settings(db=str(building), cache_dir=base.parent), embedder=embedder) as bara:
-            bara.knowledge.ingest([data_dir / "rfc" / f for f in KB_FILES])
-        building.rename(base)
-    dest = tmp_path_factory.mktemp(name) / "kb.db"
-    shutil.copy(base, dest)
-    return dest
-
-
 @pytest.fixture(scope="module")
-def db(tmp_path_factory, data_dir, embedder) -> str:
-    return str(kb_copy(tmp_path_factory, data_dir, embedder, "chat_cli"))
+def db(rfc_kb) -> str:
+    return str(rfc_kb("chat_cli"))
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -20,26 +19,12 @@ from bara.pipeline import Assistant
 from bara.settings import Settings
 from bara.trace import JSON_KEYS, STAGES
 
-KB_FILES = ("rfc2119.txt", "rfc2818.txt", "rfc6797.txt")
 DEMO = Path(__file__).resolve().parents[1] / "scripts" / "demo_conversation.jsonl"
 
 
-def kb_copy(tmp_path_factory, data_dir: Path, embedder, name: str) -> Path:
-    """A private copy of a KB store built once per session (ingest is the slow part)."""
-    base = tmp_path_factory.getbasetemp() / "pipeline_rfc_kb.db"
-    if not base.exists():
-        building = base.with_suffix(".building")
-        with Bara(Settings(db=str(building), cache_dir=base.parent), embedder=embedder) as bara:
-            bara.knowledge.ingest([data_dir / "rfc" / f for f in KB_FILES])
-        building.rename(base)
-    dest = tmp_path_factory.mktemp(name) / "kb.db"
-    shutil.copy(base, dest)
-    return dest
-
-
 @pytest.fixture(scope="module")
-def bara(tmp_path_factory, data_dir, embedder):
-    db = kb_copy(tmp_path_factory, data_dir, embedder, "pipeline")
+def bara(rfc_kb, embedder):
+    db = rfc_kb("pipeline")
     with Bara(Settings(db=str(db), cache_dir=db.parent), embedder=embedder) as b:
         yield b
 
