@@ -7,6 +7,14 @@ import socket
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+
+# Property tests are derandomised so a CI run is reproducible (a failure reproduces on rerun), and
+# time-independent (the 2-core CI machine is often busy).
+hypothesis_settings.register_profile("bara", derandomize=True, deadline=None, database=None,
+                                     suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("bara")
 
 DATA = Path(os.environ.get("BARA_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")).resolve()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
