@@ -236,7 +236,10 @@ class Assistant:
             query, rewritten = rw.query, rw.changed
             rec.reason(*(c if c.startswith("rewrite:") else f"rewrite:{c}" for c in rw.reasons),
                        "rewrite:applied" if rw.changed else "rewrite:unchanged")
-        if vector is None or rewritten:
+        if rewritten and message_vector is None:  # one batched call for the rewrite and the user's words
+            both = self._embed_many([query, t.clean.query], rec)
+            vector, message_vector = (None, None) if both is None else (both[0], both[1])
+        elif vector is None or rewritten:
             vector = self._embed(query, rec)
         kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
             query, k=policy.kb_k, floor=policy.kb_floor, vector=vector)) if policy.inject_kb else None
