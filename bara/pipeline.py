@@ -14,7 +14,6 @@ reason code in the turn's :class:`~bara.trace.TurnTrace`.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
@@ -41,22 +40,12 @@ from bara.understand.features import compute_features
 from bara.understand.intent import apply_rules
 from bara.understand.prototypes import PrototypeIndex, load_prototypes
 from bara.understand.rewrite import rewrite_query
+from bara.understand.sanitize import CleanInput, sanitize
 from bara.understand.state import ConversationState
 
 MODES = ("gated", "always")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _FORGET = re.compile(r"\b(forget|delete|erase|remove|wipe|clear)\b", re.IGNORECASE)
 _CURATE_SCAN = 4  # continuations look this many recent windows back for older similar turns
-
-
-@dataclass(frozen=True)
-class CleanInput:
-    """The message as stored (``text``, whole) and as gated and searched (``query``, capped)."""
-
-    text: str
-    query: str
-    reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,24 +83,6 @@ class TurnResult:
     answer: str
     trace: TurnTrace
     conversation_id: str
-
-
-def sanitize(message: str | bytes, max_query_chars: int) -> CleanInput:
-    """Decode bytes leniently, replace lone surrogates, drop control characters, cap the search copy."""
-    reasons: list[str] = []
-    text = message.decode("utf-8", errors="replace") if isinstance(message, bytes) else message
-    if "\ufffd" in text and isinstance(message, bytes):
-        reasons.append("input:invalid_utf8_replaced")
-    if _SURROGATE.search(text):
-        text, reasons = _SURROGATE.sub("\ufffd", text), reasons + ["input:invalid_utf8_replaced"]
-    if _CONTROL.search(text):
-        text, reasons = _CONTROL.sub("", text), reasons + ["input:control_chars_removed"]
-    text = unicodedata.normalize("NFC", text).strip()
-    if not text:
-        return CleanInput("", "", tuple(reasons + ["input:empty"]))
-    if len(text) > max_query_chars:
-        reasons.append("input:truncated_for_retrieval")
-    return CleanInput(text, text[:max_query_chars], tuple(dict.fromkeys(reasons)))
 
 
 class Assistant:

@@ -10,7 +10,7 @@ import pytest
 from bara import prompts as P
 from bara.hooks import HOOK_POINTS, HookContext, HookError, Hooks, PersistPlan
 from bara.llm.offline import OfflineGenerator, answer, extractive_answer, split_sentences
-from bara.pipeline import sanitize
+from bara.understand.sanitize import sanitize
 from bara.prompts.frames import (MemorySummary, NoteItem, PromptInputs, QAItem, Source, assemble,
                                  build_frames, estimate_tokens)
 from bara.trace import JSON_KEYS, HitRecord, HookErrorRecord, TurnRecorder, TurnTrace

@@ -34,7 +34,8 @@ from bara.llm.base import Model, build_model
 from bara.llm.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from bara.memory.conversations import Conversations
 from bara.memory.knowledge import KnowledgeBase
-from bara.pipeline import TurnResult, sanitize
+from bara.pipeline import TurnResult
+from bara.understand.sanitize import sanitize
 from bara.prompts import EMPTY_INPUT
 from bara.trace import HitRecord, TurnRecorder, TurnTrace, gate_details
 from bara.types import SHARED, Utterance, text_hash

@@ -29,7 +29,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from bara.decide import GateResult, decide
 from bara.errors import BaraError, InputError
 from bara.eval.stats import percentiles
-from bara.pipeline import sanitize
+from bara.understand.sanitize import sanitize
 from bara.settings import Settings
 from bara.types import Utterance
 from bara.understand.features import compute_features
