@@ -17,6 +17,7 @@ from rich.table import Table
 from bara.app import Bara
 from bara.errors import BaraError
 from bara.settings import load_settings
+from bara.types import SHARED
 
 console = Console()
 err = Console(stderr=True)
@@ -165,7 +166,8 @@ def call_tool(bara: Bara, name: str, user: str, args: str) -> dict[str, Any]:
     if repo.user_name(user) is None:
         return {"ok": False, "error": f"user: {user!r} is not a funds user here; pick one from `bara funds users`"}
     ctx = ToolContext.start(user, bara.store, bara.settings, {"funds": repo, "retriever": bara.retriever})
-    return run_tool(build_fund_tools(), name, args, ctx).envelope()
+    with bara.store.scoped((SHARED, user)):  # as in an agent turn: the database sees only this user
+        return run_tool(build_fund_tools(), name, args, ctx).envelope()
 
 
 # ---------------------------------------------------------------------- golden

@@ -251,3 +251,29 @@ def test_a_turn_runs_under_the_users_database_scope(pg_store_factory, embedder, 
     assistant.turn("alice", "hi there")
     assert seen == [set()] or seen == [{"alice"}]  # alice's own rows only (none stored yet, or hers)
     assert {r[0] for r in store.query("SELECT user_id FROM messages")} == {"alice", "bob"}  # unscoped: all
+
+
+def test_portfolio_transactions_are_row_level_secured_inside_tools(pg_store_factory, data_dir):
+    """A careless tool (no WHERE user_id) run for u_asha sees only u_asha's transactions: the scope set
+    around the call reaches the tool's worker thread, and the database enforces it."""
+    import time
+
+    import pydantic
+
+    from bara.agent.tools import Tool, ToolContext, run_tool
+    from bara.domains.funds import create_demo_users, loader
+    from bara.settings import Settings
+
+    store = pg_store_factory()
+    loader.load_amfi(store, data_dir)
+    users = create_demo_users(store)
+
+    class NoArgs(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="forbid")
+
+    careless = Tool("list_owners", "Lists owners. Do not use in production.", NoArgs,
+                    lambda ctx, _: sorted({r[0] for r in ctx.store.query("SELECT user_id FROM funds_transactions")}))
+    ctx = ToolContext("u_asha", store, Settings(), time.monotonic() + 30)
+    assert len(run_tool({"list_owners": careless}, "list_owners", {}, ctx).data) == len(users)  # unscoped
+    with store.scoped(["", "u_asha"]):
+        assert run_tool({"list_owners": careless}, "list_owners", {}, ctx).data == ["u_asha"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import contextvars
 import threading
 import time
 from dataclasses import dataclass, field
@@ -149,7 +150,8 @@ def _call_with_timeout(tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -
     if limit <= 0:
         return ToolResult(ok=False, error=f"timeout: the run's deadline passed before tool {tool.name} started")
     box: list[ToolResult] = []
-    worker = threading.Thread(target=lambda: box.append(_invoke(tool, args, ctx)),
+    caller = contextvars.copy_context()  # the tool sees the caller's context, e.g. the store's user scope
+    worker = threading.Thread(target=lambda: box.append(caller.run(_invoke, tool, args, ctx)),
                               name=f"bara-tool-{tool.name}", daemon=True)
     worker.start()
     worker.join(limit)
