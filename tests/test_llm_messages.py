@@ -22,6 +22,7 @@ from bara.llm.anthropic import AnthropicModel, anthropic_payload
 from bara.llm.messages import check_tool_pairing, message_to_dict
 from bara.llm.openai_compat import OpenAICompatModel, openai_payload
 from bara.settings import Settings, load_settings
+from llm_fixtures import CALL_A, CALL_B, RESULT_A, RESULT_B, SPEC, transcript
 
 SECRET = "sk-live-abcdefghijklmnop-SECRETTAIL"
 
@@ -228,19 +229,6 @@ def assert_anthropic_request(payload: dict) -> None:
     adapter(MessageCreateParamsNonStreaming).validate_python(payload)
 
 
-# --------------------------------------------------------------------------- fixtures: a transcript
-SPEC = ToolSpec("search_documents", "Search factsheets. Do NOT use for the user's own portfolio figures.",
-                {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})
-CALL_A = ToolCall("call_a", "search_documents", {"query": "exit load"})
-CALL_B = ToolCall("call_b", "get_xirr", {"fund": "F1"})
-RESULT_A = ToolResultMessage("call_a", "search_documents", '{"ok": true, "data": ["1% within a year"]}')
-RESULT_B = ToolResultMessage("call_b", "get_xirr", '{"ok": false, "error": "fund: unknown"}', is_error=True)
-
-
-def transcript() -> list:
-    return [SystemMessage("You are bara."), UserMessage("Exit load and my XIRR?"),
-            AssistantMessage("Checking both.", (CALL_A, CALL_B)), RESULT_A, RESULT_B,
-            AssistantMessage("Exit load is 1%."), UserMessage("Thanks")]
 
 
 # --------------------------------------------------------------------------- the checker can fail

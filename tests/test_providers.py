@@ -22,27 +22,14 @@ from openai.types.chat import ChatCompletion
 
 from bara.agent import Tool, ToolContext, run_agent
 from bara.llm import (AssistantMessage, LLMAuthError, LLMDeadlineError, LLMRequestError, LLMUnavailableError,
-                      SystemMessage, ToolCall, ToolResultMessage, ToolSpec, UserMessage, build_model)
+                      ToolCall, UserMessage, build_model)
 from bara.llm.anthropic import AnthropicModel, anthropic_payload, parse_anthropic_response
 from bara.llm.http import RetryPolicy, _retry_after
 from bara.llm.openai_compat import OpenAICompatModel, openai_payload, parse_openai_response
 from bara.settings import Settings
+from llm_fixtures import SPEC, transcript
 
 SECRET = "sk-test-0123456789abcdefSECRETTAIL"
-
-# --------------------------------------------------------------------------- fixtures: a transcript
-SPEC = ToolSpec("search_documents", "Search factsheets. Do NOT use for the user's own portfolio figures.",
-                {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})
-CALL_A = ToolCall("call_a", "search_documents", {"query": "exit load"})
-CALL_B = ToolCall("call_b", "get_xirr", {"fund": "F1"})
-RESULT_A = ToolResultMessage("call_a", "search_documents", '{"ok": true, "data": ["1% within a year"]}')
-RESULT_B = ToolResultMessage("call_b", "get_xirr", '{"ok": false, "error": "fund: unknown"}', is_error=True)
-
-
-def transcript() -> list:
-    return [SystemMessage("You are bara."), UserMessage("Exit load and my XIRR?"),
-            AssistantMessage("Checking both.", (CALL_A, CALL_B)), RESULT_A, RESULT_B,
-            AssistantMessage("Exit load is 1%."), UserMessage("Thanks")]
 
 
 def openai_body(content: str | None = None, calls: tuple = (), finish: str = "stop", usage=(11, 7)) -> dict:
