@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
@@ -129,13 +130,26 @@ class EmbeddingCache:
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            self._switch_to_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             self._ensure_schema(conn)
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _switch_to_wal(self, conn: sqlite3.Connection) -> None:
+        """SQLite does not call the busy handler for a journal-mode change, so two processes opening a
+        new cache file at once can see "database is locked" here: retry until the busy timeout."""
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         """Refuse a file written by a newer bara rather than misread it."""
