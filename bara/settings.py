@@ -193,6 +193,9 @@ class Settings(BaseModel):
     memory_floor_episodic: float = Field(0.15, ge=-1.0, le=1.0,
                                          description="Cosine floor for episodes: short chat lines score low even "
                                                      "when on topic; only clearly unrelated turns are dropped.")
+    memory_episodic_context_weight: float = Field(0.0, ge=0.0, le=2.0,
+                                                  description="How far a stored turn's vector leans to its "
+                                                              "neighbours' (context_vectors); 0 = its own words.")
     memory_episodic_candidates: int = Field(5, ge=1, le=50,
                                             description="Candidates per kept episode before the speaker boost "
                                                         "reorders them (k * this).")

@@ -40,13 +40,15 @@ from bara.eval.locomo_data import (ADVERSARIAL, CATEGORIES, LocomoConversation, 
                                    evidence_recall, load_locomo)
 from bara.errors import InputError
 from bara.memory.conversations import Conversations
-from bara.memory.episodic import COLLECTION, EpisodicMemory, Turn, episode_text
+from bara.memory.episodic import EpisodicMemory, Turn, context_vectors, episode_text
 from bara.prompts.frames import estimate_tokens
 from bara.retrieval.embedders import Embedder
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
+from bara.types import Chunk, Document, text_hash
 
 MODES = ("turns", "gated", "full")
+BASELINE = "locomo_turns"  # collection of the plain baseline index (eval stores only)
 Progress = Callable[[str], None]
 
 
@@ -105,8 +107,12 @@ def replay(bara: Bara, conv: LocomoConversation, user_id: str) -> Replayed:
         with bara.store.transaction():
             for t in session.turns:
                 conversations.append(user_id, cid, role_of(conv, t.speaker), t.text, {"dia_id": t.dia_id})
-        turns = [Turn(t.speaker, t.text, t.dia_id) for t in session.turns]
-        episodic.add_session(user_id, cid, f"s{session.n}", turns, session.when)
+        turns = [Turn(t.speaker, t.text, t.dia_id) for t in session.turns if t.text.strip()]
+        texts = [episode_text(t.speaker, t.text, session.when) for t in turns]
+        raw = bara.embedder.embed(texts) if texts else np.zeros((0, bara.embedder.dim), dtype=np.float32)
+        episodic.add_session(user_id, cid, f"s{session.n}", turns, session.when,
+                             context_vectors(raw, bara.settings.memory_episodic_context_weight))
+        _baseline_session(bara, user_id, f"{cid}:s{session.n}", session, turns, raw)
         for t in session.turns:
             by_text.setdefault(_norm(t.text), []).append(t.dia_id)
             stored = episode_text(t.speaker, t.text, session.when)
@@ -115,16 +121,30 @@ def replay(bara: Bara, conv: LocomoConversation, user_id: str) -> Replayed:
     return Replayed(conv, user_id, cid, by_text, by_episode, "\n".join(full))
 
 
+def _baseline_session(bara: Bara, user_id: str, source: str, session: Any, turns: list[Turn],
+                      vectors: np.ndarray) -> None:
+    """The ``turns`` baseline's own index, as the issue's reference figures were measured: each turn
+    "[session date] Speaker: text" with its own embedding (no resolved dates, no neighbour context)."""
+    if not turns:
+        return
+    stamp = f"[{session.date_text}] " if session.date_text else ""
+    chunks = tuple(Chunk(text=f"{stamp}{t.speaker}: {t.text}", source=source, ordinal=i, start=i, end=i + 1,
+                         section=t.turn_id, title="") for i, t in enumerate(turns))
+    doc = Document(source=source, content_hash=text_hash("\n".join(c.text for c in chunks)), chunks=chunks,
+                   collection=BASELINE, owner=user_id)
+    bara.store.write_document(doc, vectors)
+
+
 def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
 # ------------------------------------------------------------------------ modes
 def ask_turns(bara: Bara, r: Replayed, q: LocomoQuestion, k: int) -> QuestionRow:
-    """The plain RAG baseline: hybrid search over every stored turn (no speaker boost, no second round)."""
+    """The plain RAG baseline: hybrid search over every past turn, each embedded alone."""
     t0 = time.perf_counter()
     outcome = bara.retriever.search(q.question, k=k, floor=bara.settings.search_floor, owners=(r.user_id,),
-                                    collections=(COLLECTION,), rerank=False)
+                                    collections=(BASELINE,), rerank=False)
     ms = (time.perf_counter() - t0) * 1e3
     texts = [h.chunk.text for h in outcome.hits]
     return _row(r, q, [h.chunk.section for h in outcome.hits], texts, ms, abstained=not outcome.hits)

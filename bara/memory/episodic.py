@@ -91,6 +91,23 @@ def episode_text(speaker: str, text: str, when: datetime | None) -> str:
     return f"{stamp}{speaker}: {body}" if speaker else f"{stamp}{body}"
 
 
+def context_vectors(vectors: np.ndarray, weight: float) -> np.ndarray:
+    """Each turn's vector leaned towards its neighbours in the same batch, re-normalised:
+
+        v'_i = normalise(v_i + weight * (v_{i-1} + v_{i+1}))
+
+    A reply ("Yes, it was amazing!") is found by what it answers; the text shown stays the turn's own.
+    """
+    v = np.asarray(vectors, dtype=np.float32)
+    if weight <= 0 or len(v) < 2:
+        return v
+    ctx = np.zeros_like(v)
+    ctx[1:] += v[:-1]
+    ctx[:-1] += v[1:]
+    out = v + weight * ctx
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
 def joins_facts(question: str) -> bool:
     """True when the question asks for several facts at once (lists, counts, "both", "in common")."""
     return bool(_JOIN.search(question or ""))
@@ -126,7 +143,8 @@ class EpisodicMemory:
         if not turns:
             return source
         texts = [episode_text(t.speaker, t.text, when) for t in turns]
-        vectors = self.embedder.embed(texts) if vectors is None else vectors
+        if vectors is None:
+            vectors = context_vectors(self.embedder.embed(texts), self.settings.memory_episodic_context_weight)
         chunks, pos = [], 0
         for i, (t, text) in enumerate(zip(turns, texts)):
             chunks.append(Chunk(text=text, source=source, ordinal=i, start=pos, end=pos + len(text),
