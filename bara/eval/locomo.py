@@ -7,15 +7,16 @@ assistant's, and every turn (both speakers, with its session date) is written to
 the episodic tier directly, one batch per session (one embedding call; the
 cache makes reruns cheap). The chat pipeline is not run per replayed turn.
 
-Then every question is asked as the next user message of the last session's
-conversation, and the modes differ only in what they put into the prompt:
+Then every question is asked as the user's next message, opening a new
+conversation (the user comes back later and asks), and the modes differ only in
+what they put into the prompt:
 
 - ``turns``: hybrid search (BM25 + MiniLM, RRF) over every past turn, k items,
   the default search floor: the plain RAG baseline.
 - ``gated``: bara's real gated pipeline (``Assistant.turn``): the gate decides
   which tiers to open; the items that reached the prompt are read from the
-  assembled prompt, in frame order (episodes best first, then the recent
-  history, newest first), at most k. The question's own turn is not stored
+  assembled prompt, in frame order (episodes best first, each with the turn
+  that follows it), at most k. The question's own turn is not stored
   (a ``before_persist`` veto), so questions never see each other.
 - ``full``: the whole history in the prompt (tokens only; recall is not scored).
 
@@ -171,7 +172,7 @@ def ask_gated(assistant: Any, r: Replayed, q: LocomoQuestion, k: int) -> Questio
     assistant.hooks.add("before_generation", capture)
     assistant.hooks.add("before_persist", veto)
     try:
-        result = assistant.turn(r.user_id, q.question, r.last_conversation_id)
+        result = assistant.turn(r.user_id, q.question, None)  # a new conversation of the same user
     finally:
         assistant.hooks.remove("before_generation", capture)
         assistant.hooks.remove("before_persist", veto)
@@ -195,7 +196,7 @@ def prompt_items(inputs: Any, r: Replayed) -> tuple[list[str], list[str], int]:
     texts: list[str] = []
     memory = 0
     for text in [e.text for e in getattr(inputs, "episodes", ())]:
-        ids.append(r.by_episode.get(text, ""))
+        ids.append("|".join(r.by_episode.get(line, "") for line in text.split("\n")))
         texts.append(text)
         memory += 1
     for item in [*(s.text for s in inputs.knowledge), *(n.text for n in inputs.notes),

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Sequence
 
@@ -199,7 +199,7 @@ class EpisodicMemory:
         first = self._round(user_id, query, k, floor, vector)
         hops = joins_facts(query) if hops is None else hops
         if not hops or not first or s.memory_episodic_hop_queries == 0:
-            return EpisodicResult(first[:k])
+            return EpisodicResult(self._windows(user_id, first[:k]))
         seeds = self._seeds(query, first)
         lists, weights, queries = [first], [1.0], []
         for seed in seeds:
@@ -207,8 +207,31 @@ class EpisodicMemory:
             lists.append(self._round(user_id, hop_query, k, floor, None, round_no=2))
             weights.append(s.memory_episodic_hop_weight)
             queries.append(hop_query)
-        return EpisodicResult(self._fuse(lists, weights, k), tuple(queries),
+        return EpisodicResult(self._windows(user_id, self._fuse(lists, weights, k)), tuple(queries),
                               (f"episodic:hop2_queries:{len(queries)}",) if queries else ("episodic:hop2_no_seeds",))
+
+    def _windows(self, user_id: str, hits: Sequence[EpisodeHit]) -> tuple[EpisodeHit, ...]:
+        """Each hit with the ``memory_episodic_window`` turns that follow it in its session (the reply
+        that confirms or dates it); a turn already shown by a better hit is not repeated."""
+        n = self.settings.memory_episodic_window
+        if n == 0 or not hits:
+            return tuple(hits)
+        shown = {(h.source, h.turn_id) for h in hits}
+        out = []
+        for h in hits:
+            rows = self.store.query(
+                "SELECT c.section, c.text FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                " WHERE d.owner=? AND c.owner=? AND d.collection=? AND d.source=? AND c.ordinal > "
+                "(SELECT c2.ordinal FROM chunks c2 WHERE c2.doc_id = d.id AND c2.section=?) AND c.ordinal <= "
+                "(SELECT c2.ordinal FROM chunks c2 WHERE c2.doc_id = d.id AND c2.section=?) + ? ORDER BY c.ordinal",
+                (user_id, user_id, COLLECTION, h.source, h.turn_id, h.turn_id, n))
+            extra = [(sec, text) for sec, text in rows if (h.source, sec) not in shown]
+            shown |= {(h.source, sec) for sec, _ in extra}
+            if extra:
+                h = replace(h, turn_id="|".join([h.turn_id, *(sec for sec, _ in extra)]),
+                            text="\n".join([h.text, *(text for _, text in extra)]))
+            out.append(h)
+        return tuple(out)
 
     def _seeds(self, query: str, first: Sequence[EpisodeHit]) -> list[str]:
         """Things the best round-1 hits mention that the query does not (capped by settings)."""
