@@ -185,7 +185,7 @@ class Assistant:
         if self.bara.store.count_chunks(owner=t.user_id, collection="episodic") == 0:
             return gate
         with rec.stage("gate"):
-            policy = apply_episodic(gate.policy, t.clean.query, self.episodic.people(t.user_id), self.settings)
+            policy = apply_episodic(gate.policy, t.clean.query, self.episodic.names(t.user_id), self.settings)
         if policy is gate.policy:
             return gate
         added = policy.reasons[len(gate.policy.reasons):]

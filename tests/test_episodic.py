@@ -64,7 +64,7 @@ def test_gate_opens_the_tier_for_personal_and_when_questions_only():
     s, people = Settings(), frozenset({"Caroline", "Melanie"})
     for question in ("When did Caroline go to the support group?", "What did Melanie paint last year?",
                      "Do you remember what I said about the lake?", "what did we talk about on Friday?",
-                     "Would Caroline's kids like the beach?"):
+                     "Would Caroline's kids like the beach?", "What did Mel and her kids make?"):
         d = apply_episodic(PolicyDecision(), question, people, s)
         assert d.inject_episodic and d.episodic_k == s.memory_episodic_k and d.retrieves, question
         assert any(r.startswith("episodic:") for r in d.reasons)
@@ -75,6 +75,7 @@ def test_gate_opens_the_tier_for_personal_and_when_questions_only():
         assert not d.inject_episodic and d.reasons == (), question
     private = apply_episodic(PolicyDecision(route="privacy", privacy_mode=True), "What did Caroline say?", people, s)
     assert not private.inject_episodic
+    assert episodic_signals("How does TCP work?", {"Howard"}) == ()  # a first word is not a short name
     assert episodic_signals("When did I meet Caroline?", people) == ("episodic:names_known_person",
                                                                         "episodic:recall_cue")
 
@@ -100,6 +101,9 @@ def test_multi_hop_round_is_capped_and_traced(tmp_path, embedder):
             assert all(q.startswith(question) for q in result.hop_queries)
         else:
             assert result.hop_queries == () and result.reasons == ()
+    names = EpisodicMemory(store, embedder, Settings()).names("alice")
+    assert {"Caroline", "Melanie", "Jolene", "Sweden", "Stockholm", "Rockies"} <= names
+    assert not names & {"My", "That", "Jolene and"}  # first words of sentences are not names
     assert "Jolene" in mentioned("My friend Jolene gave me a necklace from Sweden.")
     assert "7 May 2023" in mentioned("I went there yesterday (7 May 2023).")
     store.close()

@@ -165,15 +165,26 @@ _CAPITALISED = re.compile(r"\b([A-Z][a-z][\w\-]*)(?:'s)?\b")
 
 
 def episodic_signals(message: str, people: frozenset[str] | set[str]) -> tuple[str, ...]:
-    """Reason codes of the personal-memory signals in ``message``: a person the user's episodes know
-    is named ("When did Caroline ..."), or a recall cue about the user ("what did I say about ...")."""
+    """Reason codes of the personal-memory signals in ``message``: a name the user's episodes know
+    (a speaker, or a name they mention; a short form such as "Mel" for Melanie counts) is in it
+    ("When did Caroline ..."), or a recall cue about the user ("what did I say about ...")."""
     known = {p.lower() for p in people}
     out = []
-    if any(name.lower() in known for name in _CAPITALISED.findall(message or "")):
+    if any(_names(m, known) for m in _CAPITALISED.finditer(message or "")):
         out.append("episodic:names_known_person")
     if _RECALL_CUE.search(message or ""):
         out.append("episodic:recall_cue")
     return tuple(out)
+
+
+def _names(m: re.Match, known: set[str]) -> bool:
+    """An exact known name anywhere; a short form ("Mel" for Melanie, 3+ letters) only inside the
+    sentence, where a capital marks a name rather than the first word ("How" is not Howard)."""
+    word = m.group(1).lower()
+    if word in known:
+        return True
+    inside = m.start() > 0 and not m.string[:m.start()].rstrip().endswith((".", "!", "?"))
+    return inside and len(word) >= 3 and any(k.startswith(word) for k in known)
 
 
 def apply_episodic(d: PolicyDecision, message: str, people: frozenset[str] | set[str],

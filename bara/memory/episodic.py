@@ -127,6 +127,17 @@ def mentioned(text: str) -> list[str]:
     return out
 
 
+def proper_names(text: str) -> list[str]:
+    """Capitalised words inside a sentence (never its first word): names of people, pets, places."""
+    starts = {m.start(1) for m in _SENTENCE_START.finditer(text)}
+    out = []
+    for m in re.finditer(r"\b[A-Z][a-z]{2,}\b", text):
+        word = m.group(0)
+        if m.start() not in starts and word.lower() not in _GENERIC_CAPS | STOPWORDS and word not in out:
+            out.append(word)
+    return out
+
+
 class EpisodicMemory:
     """Per-user episodes in a Store; every read binds the user."""
 
@@ -156,14 +167,15 @@ class EpisodicMemory:
         doc = Document(source=source, content_hash=text_hash("\n".join(texts)), chunks=tuple(chunks),
                        collection=COLLECTION, owner=user_id, meta=meta)
         speakers = sorted({t.speaker for t in turns if t.speaker})
+        names = sorted({n for t in turns for n in proper_names(t.text)} - set(speakers))
         with self.store.transaction():
             self.store.write_document(doc, np.asarray(vectors, dtype=np.float32))
             self.store.execute("DELETE FROM episodic_sessions WHERE user_id=? AND conversation_id=? AND session=?",
                                (user_id, conversation_id, session))
             self.store.execute("INSERT INTO episodic_sessions (user_id, conversation_id, session, said_at, date_text,"
-                               " speakers, turns) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               " speakers, mentions, turns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                (user_id, conversation_id, session, meta["said_at"], date, json.dumps(speakers),
-                                len(turns)))
+                                json.dumps(names), len(turns)))
         return source
 
     def forget(self, user_id: str) -> int:
@@ -176,6 +188,12 @@ class EpisodicMemory:
         """Every speaker the user's episodes record (what the gate matches questions against)."""
         rows = self.store.query("SELECT speakers FROM episodic_sessions WHERE user_id=?", (user_id,))
         return frozenset(p for (raw,) in rows for p in json.loads(raw or "[]"))
+
+    def names(self, user_id: str) -> frozenset[str]:
+        """Speakers and the names they mention mid-sentence (pets, friends, places): what the gate
+        recognises as "about something this user's memory holds"."""
+        rows = self.store.query("SELECT speakers, mentions FROM episodic_sessions WHERE user_id=?", (user_id,))
+        return frozenset(n for a, b in rows for n in [*json.loads(a or "[]"), *json.loads(b or "[]")])
 
     def sessions(self, user_id: str) -> list[tuple[str, str, str, int]]:
         """(conversation, session, date, turns) of every stored batch, oldest first."""
@@ -252,13 +270,14 @@ class EpisodicMemory:
         s = self.settings
         outcome = self.retriever.search(query, k=k * s.memory_episodic_candidates, floor=floor, owners=(user_id,),
                                         collections=(COLLECTION,), vector=vector, rerank=False)
-        named = {p.lower() for p in _names_in(query)}
+        named = {p.lower() for p in _names_in(query) if len(p) >= 3}
         hits = [self._hit(h, named, round_no) for h in outcome.hits if h.chunk.owner == user_id]
         return sorted(hits, key=lambda h: (-h.score, h.source, h.turn_id))
 
     def _hit(self, hit: Hit, named: set[str], round_no: int) -> EpisodeHit:
         c = hit.chunk
-        boost = self.settings.memory_episodic_speaker_boost if c.title.lower() in named else 0.0
+        said_by_named = any(c.title.lower().startswith(n) for n in named) if c.title else False
+        boost = self.settings.memory_episodic_speaker_boost if said_by_named else 0.0
         return EpisodeHit(source=c.source, turn_id=c.section, speaker=c.title, text=c.text,
                           date=str(c.meta.get("date", "")), similarity=float(hit.similarity),
                           score=float(hit.fused) * (1.0 + boost), round=round_no)

@@ -47,6 +47,7 @@ _EPISODIC_SESSIONS = """CREATE TABLE episodic_sessions (
     said_at DOUBLE PRECISION NOT NULL,
     date_text TEXT NOT NULL DEFAULT '',
     speakers TEXT NOT NULL DEFAULT '[]',
+    mentions TEXT NOT NULL DEFAULT '[]',
     turns INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (user_id, conversation_id, session))"""
 
