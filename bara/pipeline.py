@@ -14,7 +14,6 @@ reason code in the turn's :class:`~bara.trace.TurnTrace`.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
@@ -29,7 +28,7 @@ from bara.llm.errors import LLMError
 from bara.llm.offline import Generator, ModelGenerator, OfflineGenerator
 from bara.decide.policy import apply_episodic
 from bara.memory.conversations import Conversations, StoredMessage
-from bara.memory.episodic import EpisodeHit, EpisodicMemory, Turn
+from bara.memory.episodic import EpisodeHit, EpisodicMemory
 from bara.memory.history import curate_history
 from bara.memory.notes import NoteHit, NotesMemory, extract_notes
 from bara.memory.profile import ProfileMemory, extract_profile_facts
@@ -37,7 +36,7 @@ from bara.memory.qa import QAHit, QAMemory
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, episode_items, kb_sources,
                                  note_items, preferred_length, profile_items, qa_items)
-from bara.trace import HitRecord, TurnRecorder, TurnTrace, gate_fields, prompt_fields, retrieval_fields
+from bara.trace import TurnRecorder, TurnTrace, episodic_hit_records, gate_fields, prompt_fields, retrieval_fields
 from bara.types import SHARED, RetrievalOutcome, Utterance
 from bara.understand.features import compute_features
 from bara.understand.intent import apply_rules
@@ -359,7 +358,9 @@ class Assistant:
             facts = self.profile.learn_from_user_turn(t.user_id, plan.user_text) if plan.learn_profile else []
             notes = extract_notes(plan.user_text, reply) if plan.extract_notes else []
             self.notes.add(t.user_id, t.conversation_id, notes)
-            self._remember_episode(t, plan, r)
+            if self.settings.memory_episodic_record_turns and plan.learn_profile:  # issue 14
+                self.episodic.remember(t.user_id, t.conversation_id, t.turn, str(t.profile.get("name") or "User"),
+                                       plan.user_text, r.message_vector if r.query else None)
             qa = (self.qa.add(t.user_id, t.conversation_id, t.clean.query, plan.assistant_text,
                               r.message_vector)  # the user's own words, not the rewrite
                   if plan.add_qa else "")
@@ -367,15 +368,6 @@ class Assistant:
                    "persist:qa_added" if qa else "")
         return {"turn": True, "profile_facts": {f.key: f.value for f in facts}, "notes": [n.text for n in notes],
                 "qa": bool(qa)}
-
-    def _remember_episode(self, t: TurnInput, plan: PersistPlan, r: Retrieved) -> None:
-        """Issue 14: the user's words become an episode of today (only when the turn learns)."""
-        if not (self.settings.memory_episodic_record_turns and plan.learn_profile and plan.user_text.strip()):
-            return
-        vector = r.message_vector if r.message_vector is not None and r.query else None
-        speaker = str(t.profile.get("name") or "User")
-        self.episodic.add_session(t.user_id, t.conversation_id, f"t{t.turn}", [Turn(speaker, plan.user_text)],
-                                  datetime.now(), None if vector is None else vector.reshape(1, -1))
 
     # ------------------------------------------------------------------ always (baseline)
     def _always(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
@@ -399,8 +391,7 @@ class Assistant:
     def _trace(self, t: TurnInput, gate: GateResult | None, policy: PolicyDecision | None, r: Retrieved,
                prompt: Prompt, answer: str, stored: Mapping[str, Any], rec: TurnRecorder) -> TurnTrace:
         fields = retrieval_fields(r.query, r.rewritten, r.kb, r.notes, r.qa)
-        fields["memory_hits"] += tuple(HitRecord(0, h.source, h.turn_id, round(h.similarity, 4), h.text[:80],
-                                                 round(h.score, 6), tier="episodic") for h in r.episodes)
+        fields["memory_hits"] += episodic_hit_records(r.episodes)
         return TurnTrace(turn=t.turn, user=t.user_id, mode=self.mode, conversation_id=t.conversation_id,
                          answer=answer, generator=self.generator.name, stored=dict(stored),
                          **gate_fields(gate, policy), **fields, **prompt_fields(prompt), **rec.fields())

@@ -178,6 +178,15 @@ class EpisodicMemory:
                                 json.dumps(names), len(turns)))
         return source
 
+    def remember(self, user_id: str, conversation_id: str, turn: int, speaker: str, text: str,
+                 vector: np.ndarray | None = None, when: datetime | None = None) -> str:
+        """One chat turn's words as an episode said now (``vector``: the words' embedding, if known)."""
+        if not text.strip():
+            return ""
+        vectors = None if vector is None else np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        return self.add_session(user_id, conversation_id, f"t{turn}", [Turn(speaker, text)],
+                                when or datetime.now(), vectors)
+
     def forget(self, user_id: str) -> int:
         with self.store.transaction():
             self.store.execute("DELETE FROM episodic_sessions WHERE user_id=?", (user_id,))
