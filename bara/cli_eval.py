@@ -27,6 +27,7 @@ def register(eval_app: typer.Typer) -> None:
     eval_app.command("gate")(eval_gate)
     eval_app.command("tools")(eval_tools)
     eval_app.command("report")(eval_report)
+    eval_app.command("memory")(eval_memory)
 
 
 def _err() -> Console:
@@ -201,3 +202,77 @@ def eval_report(folder: Path = typer.Argument(..., help="Folder of saved runs (a
     except BaraError as exc:
         _fail(str(exc))
     print(path)
+
+
+# ---------------------------------------------------------------------- memory (issue 14)
+def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo conversation files (conv-*.json)."),
+                more: Optional[List[Path]] = typer.Argument(None, help="More LoCoMo files after --locomo."),
+                modes: str = typer.Option("turns,gated,full", "--modes", help="Comma-separated: turns,gated,full."),
+                k: int = typer.Option(10, "--k", min=1, max=100, help="Items counted per question (recall@k)."),
+                json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+                judge: Optional[str] = typer.Option(None, "--judge", help="provider:name of a model that answers "
+                                                                           "and judges (else retrieval only)."),
+                limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only N questions per file."),
+                sessions: Optional[int] = typer.Option(None, "--sessions", min=1,
+                                                       help="Replay only the first N sessions (a quick slice).")) -> None:
+    """LoCoMo long-term memory: evidence recall, context tokens, latency and abstention per mode."""
+    from bara.eval.locomo import MemoryEvalConfig, parse_modes, run_memory_eval, summarise
+    from bara.prompts.locomo import NO_MODEL
+
+    settings = _settings()
+    files = tuple([*locomo, *(more or [])])
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        _fail(f"LoCoMo file(s) not found: {', '.join(missing)}; pass --locomo conv-*.json files")
+    try:
+        config = MemoryEvalConfig(files, parse_modes(modes), k, limit, sessions)
+        model = _judge_model(settings, judge) if judge else None
+        err = _err()
+        rows, n = run_memory_eval(config, settings.override(memory_episodic_k=k), _embedder(settings),
+                                  progress=None if json_out else (lambda text: err.print(text)))
+        result = summarise(rows, n)
+        result["judge"] = _judged(model, judge, rows, files) if model else {"status": "not_run", "reason": NO_MODEL}
+    except BaraError as exc:
+        _fail(str(exc))
+    if json_out:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        _print_memory(result)
+
+
+def _judge_model(settings: Settings, judge: str) -> Any:
+    from bara.llm.base import build_model
+
+    if ":" not in judge:
+        _fail(f"--judge {judge!r} must be provider:name, e.g. openai:gpt-4o-mini")
+    provider, name = judge.split(":", 1)
+    return build_model(settings.override(model=name, llm_provider=provider))
+
+
+def _judged(model: Any, judge: str, rows: dict, files: tuple[Path, ...]) -> dict[str, Any]:
+    from bara.eval.locomo_data import load_locomo
+    from bara.eval.locomo_judge import judge_rows
+
+    convs = [load_locomo(f) for f in files]
+    speakers = {c.sample_id: (c.speaker_a, c.speaker_b) for c in convs}
+    refs = {(c.sample_id, q.question): q.answer for c in convs for q in c.questions}
+    return {"status": "ok", "model": judge,
+            "modes": {m: judge_rows(model, r, speakers, refs) for m, r in rows.items() if m != "full"}}
+
+
+def _print_memory(result: dict) -> None:
+    console = Console(highlight=False)
+    modes = list(result["modes"])
+    table = Table(title=f"LoCoMo: {result['n_questions']} questions")
+    for col in ["metric", *modes]:
+        table.add_column(col)
+    for key in ("evidence_recall@5", "evidence_recall@10", "context_tokens", "abstain_adversarial"):
+        table.add_row(key, *[str(result["modes"][m][key]) for m in modes])
+    table.add_row("latency p50/p95 ms", *[f"{result['modes'][m]['latency_ms']['p50']} / "
+                                           f"{result['modes'][m]['latency_ms']['p95']}" for m in modes])
+    for cat in ("1", "2", "3", "4"):
+        table.add_row(f"recall@10 cat {cat}", *[str(result["by_category"][m][cat]["evidence_recall@10"])
+                                                 for m in modes])
+    console.print(table)
+    judge = result.get("judge", {})
+    console.print(f"judge: {judge.get('reason') if judge.get('status') != 'ok' else judge['modes']}")

@@ -26,15 +26,17 @@ from bara.hooks import HookContext, Hooks, PersistPlan
 from bara.llm.base import Model
 from bara.llm.errors import LLMError
 from bara.llm.offline import Generator, ModelGenerator, OfflineGenerator
+from bara.decide.policy import apply_episodic
 from bara.memory.conversations import Conversations, StoredMessage
+from bara.memory.episodic import EpisodeHit, EpisodicMemory
 from bara.memory.history import curate_history
 from bara.memory.notes import NoteHit, NotesMemory, extract_notes
 from bara.memory.profile import ProfileMemory, extract_profile_facts
 from bara.memory.qa import QAHit, QAMemory
 from bara.prompts import EMPTY_INPUT
-from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, kb_sources, note_items,
-                                 preferred_length, profile_items, qa_items)
-from bara.trace import TurnRecorder, TurnTrace, gate_fields, prompt_fields, retrieval_fields
+from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, episode_items, kb_sources,
+                                 note_items, preferred_length, profile_items, qa_items)
+from bara.trace import TurnRecorder, TurnTrace, episodic_hit_records, gate_fields, prompt_fields, retrieval_fields
 from bara.types import SHARED, RetrievalOutcome, Utterance
 from bara.understand.features import compute_features
 from bara.understand.intent import apply_rules
@@ -76,6 +78,7 @@ class Retrieved:
     qa: tuple[QAHit, ...] = ()
     vector: np.ndarray | None = None  # of ``query`` (the rewrite when there is one)
     message_vector: np.ndarray | None = None  # of the user's own words, when the gate embedded them
+    episodes: tuple[EpisodeHit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class Assistant:
         self.profile = ProfileMemory(bara.store)
         self.notes = NotesMemory(bara.store, bara.embedder, bara.settings)
         self.qa = QAMemory(bara.store, bara.embedder, bara.settings)
+        self.episodic = EpisodicMemory(bara.store, bara.embedder, bara.settings)
         self._prototypes, self._prototype_reason = self._load_prototypes()
 
     def _load_prototypes(self) -> tuple[PrototypeIndex | None, str]:
@@ -147,6 +151,7 @@ class Assistant:
     # --------------------------------------------------------------------------- gated
     def _gated(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
         gate, vector = self._gate(t, rec)
+        gate = self._episodic_gate(t, gate, rec)
         ctx = self._context(t, gate)
         policy = self._hook("policy_override", gate.policy, ctx, rec)
         rec.reason("hook:policy_overridden" if policy != gate.policy else "")
@@ -173,6 +178,18 @@ class Assistant:
                           message_vector=vector)
         rec.reason(*gate.reasons)
         return gate, vector
+
+    def _episodic_gate(self, t: TurnInput, gate: GateResult, rec: TurnRecorder) -> GateResult:
+        """Issue 14: open the episodic tier for personal / "when did" questions (see ``apply_episodic``)."""
+        if self.bara.store.count_chunks(owner=t.user_id, collection="episodic") == 0:
+            return gate
+        with rec.stage("gate"):
+            policy = apply_episodic(gate.policy, t.clean.query, self.episodic.names(t.user_id), self.settings)
+        if policy is gate.policy:
+            return gate
+        added = policy.reasons[len(gate.policy.reasons):]
+        rec.reason(*added)
+        return replace(gate, policy=policy, reasons=gate.reasons + added)
 
     def _embed(self, text: str, rec: TurnRecorder) -> np.ndarray | None:
         vectors = self._embed_many([text], rec)
@@ -219,8 +236,14 @@ class Assistant:
         qa = self._tier("retrieve_qa", rec, lambda: self.qa.search(
             t.user_id, query, t.conversation_id, k=policy.qa_k, floor=policy.qa_floor,
             vector=vector)) if self._open(t, "qa", policy, rec) else ()
+        episodes = self._tier("retrieve_episodic", rec, lambda: self.episodic.search(
+            t.user_id, t.clean.query, k=policy.episodic_k, vector=None if rewritten else vector)) \
+            if self._open(t, "episodic", policy, rec) else None
+        if episodes is not None:
+            rec.reason(*episodes.reasons)
         retrieved = Retrieved(query, rewritten, kb, tuple(notes or ()), tuple(qa or ()), vector,
-                              message_vector if rewritten else vector)
+                              message_vector if rewritten else vector,
+                              episodes=episodes.hits if episodes is not None else ())
         self._tier_reasons(retrieved, rec)
         return retrieved
 
@@ -248,7 +271,8 @@ class Assistant:
         if r.kb is not None:
             rec.reason(f"kb:{r.kb.status.value}", *(f"kb:{code}" for code in r.kb.reasons))
             rec.reason(f"kb:dropped_by_floor:{r.kb.n_dropped}" if r.kb.n_dropped else "")
-        rec.reason(f"notes:{len(r.notes)}_found" if r.notes else "", f"qa:{len(r.qa)}_found" if r.qa else "")
+        rec.reason(f"notes:{len(r.notes)}_found" if r.notes else "", f"qa:{len(r.qa)}_found" if r.qa else "",
+                   f"episodic:{len(r.episodes)}_found" if r.episodes else "")
 
     def _privacy_forget(self, t: TurnInput, policy: PolicyDecision, rec: TurnRecorder) -> str:
         """On the privacy route, an explicit deletion request deletes the user's profile, notes and Q&A."""
@@ -256,6 +280,7 @@ class Assistant:
             return ""
         with rec.stage("persist"), self.bara.store.transaction():
             counts = (self.profile.forget(t.user_id), self.notes.forget(t.user_id), self.qa.forget(t.user_id))
+            self.episodic.forget(t.user_id)
         rec.reason("privacy:memory_forgotten")
         return f"{counts[0]} profile facts, {counts[1]} notes and {counts[2]} remembered answers"
 
@@ -273,7 +298,7 @@ class Assistant:
                 kb_opened=policy.inject_kb, notes_requested=policy.inject_notes, privacy_mode=policy.privacy_mode,
                 greeting_name=policy.greeting_name, profile=profile_items(profile) if policy.inject_profile else (),
                 notes=note_items(r.notes), knowledge=kb_sources(r.kb), qa=qa_items(r.qa), history=history,
-                memory=memory, forgotten=forgotten, retrieval_query=r.query)
+                memory=memory, forgotten=forgotten, retrieval_query=r.query, episodes=episode_items(r.episodes))
 
     @staticmethod
     def _length(gate: GateResult, profile: Mapping[str, str], rec: TurnRecorder) -> str:
@@ -333,6 +358,9 @@ class Assistant:
             facts = self.profile.learn_from_user_turn(t.user_id, plan.user_text) if plan.learn_profile else []
             notes = extract_notes(plan.user_text, reply) if plan.extract_notes else []
             self.notes.add(t.user_id, t.conversation_id, notes)
+            if self.settings.memory_episodic_record_turns and plan.learn_profile:  # issue 14
+                self.episodic.remember(t.user_id, t.conversation_id, t.turn, str(t.profile.get("name") or "User"),
+                                       plan.user_text, r.message_vector if r.query else None)
             qa = (self.qa.add(t.user_id, t.conversation_id, t.clean.query, plan.assistant_text,
                               r.message_vector)  # the user's own words, not the rewrite
                   if plan.add_qa else "")
@@ -362,10 +390,11 @@ class Assistant:
     # -------------------------------------------------------------------------- trace
     def _trace(self, t: TurnInput, gate: GateResult | None, policy: PolicyDecision | None, r: Retrieved,
                prompt: Prompt, answer: str, stored: Mapping[str, Any], rec: TurnRecorder) -> TurnTrace:
+        fields = retrieval_fields(r.query, r.rewritten, r.kb, r.notes, r.qa)
+        fields["memory_hits"] += episodic_hit_records(r.episodes)
         return TurnTrace(turn=t.turn, user=t.user_id, mode=self.mode, conversation_id=t.conversation_id,
                          answer=answer, generator=self.generator.name, stored=dict(stored),
-                         **gate_fields(gate, policy), **retrieval_fields(r.query, r.rewritten, r.kb, r.notes, r.qa),
-                         **prompt_fields(prompt), **rec.fields())
+                         **gate_fields(gate, policy), **fields, **prompt_fields(prompt), **rec.fields())
 
 
 def _per_message(messages: tuple[StoredMessage, ...], question_vectors: np.ndarray) -> np.ndarray:

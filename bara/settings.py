@@ -186,6 +186,40 @@ class Settings(BaseModel):
                               description="HNSW candidate list; pgvector's 40 loses recall at k*3 = 12+ "
                                           "candidates, 100 keeps p50 ~1 ms at 100k chunks.")
 
+    # --- episodic memory & LoCoMo (issue 14; bara/memory/episodic.py) ---
+    memory_episodic_k: int = Field(10, ge=1, le=100,
+                                   description="Episodes shown for a personal question: LoCoMo evidence spans "
+                                               "1-4 turns, 10 one-line turns cost ~400 tokens.")
+    memory_floor_episodic: float = Field(0.30, ge=-1.0, le=1.0,
+                                         description="Cosine floor for episodes: drops turns that only share a name "
+                                                     "with the question (tuned on LoCoMo dev: 0.15 loses 6 points).")
+    memory_episodic_context_weight: float = Field(0.3, ge=0.0, le=2.0,
+                                                  description="How far a stored turn's vector leans to its "
+                                                              "neighbours' (context_vectors); +4 points R@10 on dev.")
+    memory_episodic_window: int = Field(1, ge=0, le=4,
+                                        description="Turns after each hit shown with it (the reply that confirms "
+                                                    "or dates it); a window is one prompt item.")
+    memory_episodic_candidates: int = Field(1, ge=1, le=50,
+                                            description="Candidates per kept episode before the speaker boost "
+                                                        "reorders them (k * this).")
+    memory_episodic_speaker_boost: float = Field(0.25, ge=0.0, le=5.0,
+                                                 description="Relative lift of a turn said by the person the "
+                                                             "question names (fused * (1 + boost)).")
+    memory_episodic_hop_queries: int = Field(3, ge=0, le=10,
+                                             description="Cap on second-round (multi-hop) searches per question; "
+                                                         "0 turns multi-hop off.")
+    memory_episodic_hop_seed_hits: int = Field(3, ge=1, le=20,
+                                               description="Round-1 hits whose mentions seed round 2.")
+    memory_episodic_hop_weight: float = Field(0.5, ge=0.0, le=2.0,
+                                              description="RRF weight of each round-2 list against round 1's 1.0: "
+                                                          "the seeds are guesses, the question is not.")
+    gate_episodic_min_signals: int = Field(1, ge=1, le=5,
+                                           description="Personal-memory signals (a known person named, a when/what-"
+                                                       "did/remember cue, a first-person past statement) needed to "
+                                                       "open the episodic tier.")
+    memory_episodic_record_turns: bool = Field(True, description="Chat turns are remembered as episodes (the "
+                                                                 "user's words with the turn's date).")
+
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""
         try:

@@ -159,6 +159,12 @@ def memory_hit_records(notes: Any, qa: Any) -> tuple[HitRecord, ...]:
     return tuple(out)
 
 
+def episodic_hit_records(hits: Any) -> tuple[HitRecord, ...]:
+    """Episodic hits (:class:`bara.memory.episodic.EpisodeHit`): section = turn id(s), title = the text."""
+    return tuple(HitRecord(0, h.source, h.turn_id, round(float(h.similarity), 4), h.text[:80],
+                           round(float(h.score), 6), tier="episodic") for h in hits)
+
+
 def gate_details(gate: Any) -> dict[str, Any]:
     """Every gate's decision and reasons, JSON-ready (a :class:`bara.decide.GateResult`)."""
     features = {k: v for k, v in asdict(gate.features).items() if k != "normalized"}

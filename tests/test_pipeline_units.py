@@ -11,7 +11,7 @@ from bara import prompts as P
 from bara.hooks import HOOK_POINTS, HookContext, HookError, Hooks, PersistPlan
 from bara.llm.offline import OfflineGenerator, answer, extractive_answer, split_sentences
 from bara.understand.sanitize import sanitize
-from bara.prompts.frames import (MemorySummary, NoteItem, PromptInputs, QAItem, Source, assemble,
+from bara.prompts.frames import (EpisodeItem, MemorySummary, NoteItem, PromptInputs, QAItem, Source, assemble,
                                  build_frames, estimate_tokens)
 from bara.trace import JSON_KEYS, HitRecord, HookErrorRecord, TurnRecorder, TurnTrace
 from bara.types import Utterance
@@ -60,7 +60,8 @@ def _full_inputs(**changes) -> PromptInputs:
                     for n in range(8))
     base = PromptInputs(message="What does the max-age directive do?", profile=(("role", "network engineer"),),
                         notes=(NoteItem("decision", "let's go with TLS 1.2"),), knowledge=(HSTS, MAXAGE),
-                        qa=(QAItem("What is HSTS?", "A policy."),), history=history, kb_opened=True)
+                        qa=(QAItem("What is HSTS?", "A policy."),), history=history, kb_opened=True,
+                        episodes=(EpisodeItem("[8 May 2023] Sam: we moved the cluster to TLS 1.3 yesterday"),))
     return replace(base, **changes)
 
 
@@ -85,7 +86,7 @@ def test_budget_gives_way_in_order_then_cuts_the_message():
     prompt = assemble(inputs, 300)
     codes = list(prompt.reasons)
     expected = ["budget:history_summarised", "budget:history_dropped", "budget:qa_dropped",
-                "budget:notes_dropped", "budget:kb_dropped", "budget:profile_dropped", "budget:user_message_cut"]
+                "budget:episodes_dropped", "budget:notes_dropped", "budget:kb_dropped", "budget:profile_dropped", "budget:user_message_cut"]
     assert [c for c in expected if c in codes] == codes
     assert prompt.tokens <= 300
 

@@ -237,7 +237,7 @@ def test_a_turn_runs_under_the_users_database_scope(pg_store_factory, embedder, 
     from bara.pipeline import Assistant
     from bara.settings import Settings
 
-    store = pg_store_factory()
+    store = pg_store_factory(dim=embedder.dim)  # turns are remembered as episodes: real vectors are written
     bara = Bara(Settings(db="postgresql://unused", cache_dir=tmp_path / "c"), store=store, embedder=embedder)
     assistant = Assistant(bara)
     assistant.turn("bob", "hello, I'm Bob")

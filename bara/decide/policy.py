@@ -9,6 +9,7 @@ carries a reason code so a response can be traced to the branch that made it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Mapping
 
@@ -40,11 +41,13 @@ class PolicyDecision:
     greeting_name: str | None = None
     needs_rewrite: bool = False
     reasons: tuple[str, ...] = ()
+    inject_episodic: bool = False  # issue 14: what was said in earlier conversations
+    episodic_k: int = 0
 
     @property
     def retrieves(self) -> bool:
         """True when any store lookup will run this turn."""
-        return self.inject_kb or self.inject_qa or self.inject_notes
+        return self.inject_kb or self.inject_qa or self.inject_notes or self.inject_episodic
 
 
 def _with(d: PolicyDecision, reason: str, **changes) -> PolicyDecision:
@@ -151,3 +154,49 @@ def resolve_policy(intent: IntentResult, features: ContextFeatures, behavior: Be
     d = apply_behavior(d, behavior)
     d = apply_overlays(d, features, settings, profile)
     return _rewrite(d, intent, features, settings)
+
+
+# --- episodic memory (issue 14) ----------------------------------------------------
+_RECALL_CUE = re.compile(
+    r"\b(do you remember|did (?:i|we) (?:tell|mention|say|talk)|have (?:i|we) (?:told|mentioned)|"
+    r"remind me (?:what|when|where|who|how)|last time (?:i|we)|"
+    r"(?:when|what|where|who|how) (?:did|do|was|were|have|had) (?:i|we|you)\b)", re.I)
+_CAPITALISED = re.compile(r"\b([A-Z][a-z][\w\-]*)(?:'s)?\b")
+
+
+def episodic_signals(message: str, people: frozenset[str] | set[str]) -> tuple[str, ...]:
+    """Reason codes of the personal-memory signals in ``message``: a name the user's episodes know
+    (a speaker, or a name they mention; a short form such as "Mel" for Melanie counts) is in it
+    ("When did Caroline ..."), or a recall cue about the user ("what did I say about ...")."""
+    known = {p.lower() for p in people}
+    out = []
+    if any(_names(m, known) for m in _CAPITALISED.finditer(message or "")):
+        out.append("episodic:names_known_person")
+    if _RECALL_CUE.search(message or ""):
+        out.append("episodic:recall_cue")
+    return tuple(out)
+
+
+def _names(m: re.Match, known: set[str]) -> bool:
+    """An exact known name anywhere; a short form ("Mel" for Melanie, 3+ letters) only inside the
+    sentence, where a capital marks a name rather than the first word ("How" is not Howard)."""
+    word = m.group(1).lower()
+    if word in known:
+        return True
+    inside = m.start() > 0 and not m.string[:m.start()].rstrip().endswith((".", "!", "?"))
+    return inside and len(word) >= 3 and any(k.startswith(word) for k in known)
+
+
+def apply_episodic(d: PolicyDecision, message: str, people: frozenset[str] | set[str],
+                   settings: Settings) -> PolicyDecision:
+    """Open the episodic tier for personal and "when did / what did / do you remember" questions
+    (``gate_episodic_min_signals`` of :func:`episodic_signals`); never on the privacy or
+    profile-update routes, which store or delete rather than recall."""
+    if d.privacy_mode or d.route == "profile_update":
+        return d
+    signals = episodic_signals(message, people)
+    if len(signals) < settings.gate_episodic_min_signals:
+        return d
+    for code in signals[:-1]:
+        d = _with(d, code)
+    return _with(d, signals[-1], inject_episodic=True, episodic_k=settings.memory_episodic_k)

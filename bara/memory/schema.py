@@ -38,6 +38,19 @@ _PROFILE = """CREATE TABLE profile (
     updated_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (user_id, key))"""
 
+# One row per stored batch of episodes (a dialogue session or a chat turn); the turns themselves are
+# Store chunks in collection ``episodic`` (owner = user) so they share hybrid search.
+_EPISODIC_SESSIONS = """CREATE TABLE episodic_sessions (
+    user_id TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    session TEXT NOT NULL,
+    said_at DOUBLE PRECISION NOT NULL,
+    date_text TEXT NOT NULL DEFAULT '',
+    speakers TEXT NOT NULL DEFAULT '[]',
+    mentions TEXT NOT NULL DEFAULT '[]',
+    turns INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (user_id, conversation_id, session))"""
+
 #: ``(name, statements)`` steps picked up by :mod:`bara.store.migrations`.
 #: The profile primary key (user_id, key) is its user_id index.
 MEMORY_MIGRATIONS: list[tuple[str, list[str]]] = [
@@ -48,4 +61,5 @@ MEMORY_MIGRATIONS: list[tuple[str, list[str]]] = [
         "CREATE INDEX messages_user ON messages (user_id, conversation_id, seq)",
         _PROFILE,
     ]),
+    ("0010_episodic", [_EPISODIC_SESSIONS]),
 ]

@@ -10,7 +10,7 @@ live here too, so changing the wording never means touching pipeline code.
 from __future__ import annotations
 
 #: Frame kinds in the order they are assembled; the order is part of the contract.
-FRAME_ORDER = ("system", "behavior", "profile", "notes", "knowledge", "qa", "history", "user")
+FRAME_ORDER = ("system", "behavior", "profile", "notes", "episodes", "knowledge", "qa", "history", "user")
 
 SYSTEM = (
     "You are bara, an assistant that answers from a knowledge base and from what the user has told you.\n"
@@ -32,6 +32,8 @@ NOTES_HEADER = "Research notes from earlier in your work with this user (decisio
 NOTES_LINE = "- ({kind}) {text}"
 KNOWLEDGE_HEADER = "Knowledge-base passages (cite as [n]):"
 KNOWLEDGE_ITEM = "[{n}] {label}\n{text}"
+EPISODES_HEADER = "What was said in earlier conversations with this user (dated, best match first):"
+EPISODES_LINE = "- {text}"
 QA_HEADER = "Earlier questions from this user with the answers given:"
 QA_ITEM = "Q: {question}\nA: {answer}"
 HISTORY_SUMMARY = "Earlier in this conversation (summarised) the user asked: {topics}"

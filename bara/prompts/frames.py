@@ -26,7 +26,7 @@ from bara.types import Utterance
 
 CHARS_PER_TOKEN = 4.0
 _SUMMARY_WORDS = 8  # words kept per summarised user turn
-_CONTEXT_KINDS = ("profile", "notes", "knowledge", "qa", "history")
+_CONTEXT_KINDS = ("profile", "notes", "episodes", "knowledge", "qa", "history")
 _LENGTH_FROM_PROFILE = {"short": "short", "detailed": "long"}  # profile answer_length -> behaviour length
 
 
@@ -58,6 +58,14 @@ class Source:
 @dataclass(frozen=True)
 class NoteItem:
     kind: str  # decision | conclusion | hypothesis | open_question | concept
+    text: str
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class EpisodeItem:
+    """One remembered turn: "[8 May 2023] Caroline: ..." (the episodic tier's stored text)."""
+
     text: str
     score: float = 0.0
 
@@ -104,6 +112,7 @@ class PromptInputs:
     memory: MemorySummary | None = None
     forgotten: str = ""  # what a privacy request just deleted
     retrieval_query: str = ""
+    episodes: tuple[EpisodeItem, ...] = ()
 
     @property
     def history_summary(self) -> str:
@@ -174,6 +183,7 @@ def frame_texts(i: PromptInputs) -> dict[str, str]:
         "behavior": _behavior_text(i),
         "profile": _list_text(P.PROFILE_HEADER, [P.PROFILE_LINE.format(key=k, value=v) for k, v in i.profile]),
         "notes": _list_text(P.NOTES_HEADER, [P.NOTES_LINE.format(kind=n.kind, text=n.text) for n in i.notes]),
+        "episodes": _list_text(P.EPISODES_HEADER, [P.EPISODES_LINE.format(text=e.text) for e in i.episodes]),
         "knowledge": _list_text(P.KNOWLEDGE_HEADER, [P.KNOWLEDGE_ITEM.format(n=s.n, label=s.label, text=s.text)
                                                      for s in i.knowledge]),
         "qa": _list_text(P.QA_HEADER, [P.QA_ITEM.format(question=q.question, answer=q.answer) for q in i.qa]),
@@ -207,7 +217,7 @@ def _step(i: PromptInputs) -> tuple[PromptInputs, str] | None:
         return _drop_oldest_turn(i), "budget:history_summarised"
     if i.summarised:
         return replace(i, summarised=()), "budget:history_dropped"
-    for field, code in (("qa", "qa"), ("notes", "notes"), ("knowledge", "kb"), ("profile", "profile")):
+    for field, code in (("qa", "qa"), ("episodes", "episodes"), ("notes", "notes"), ("knowledge", "kb"), ("profile", "profile")):
         items = getattr(i, field)
         if items:
             return replace(i, **{field: items[:-1]}), f"budget:{code}_dropped"
@@ -265,6 +275,11 @@ def kb_sources(outcome: Any) -> tuple[Source, ...]:
 def note_items(hits: Sequence[Any]) -> tuple[NoteItem, ...]:
     """From :class:`bara.memory.notes.NoteHit` results."""
     return tuple(NoteItem(h.note.kind, h.note.text, float(h.score)) for h in hits)
+
+
+def episode_items(hits: Sequence[Any]) -> tuple[EpisodeItem, ...]:
+    """From :class:`bara.memory.episodic.EpisodeHit` results."""
+    return tuple(EpisodeItem(h.text, float(h.score)) for h in hits)
 
 
 def qa_items(hits: Sequence[Any]) -> tuple[QAItem, ...]:

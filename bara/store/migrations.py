@@ -86,11 +86,13 @@ def sqlite_migrations() -> list[Migration]:
 def postgres_migrations(dim: int = 384) -> list[Migration]:
     """PostgreSQL core (tsvector + ``vector(dim)`` + HNSW + row-level security), the portable domain
     steps, then row-level security on the memory tables and on portfolio transactions. ``dim`` is fixed when the schema is created."""
-    from bara.store.pg_sql import FUNDS_RLS, MEMORY_RLS, core_statements
+    from bara.store.pg_sql import EPISODIC_RLS, FUNDS_RLS, MEMORY_RLS, core_statements
 
     steps = [Migration("0001_core", core_statements(dim)), *_domain_steps()]
     if any(s.name == "0002_memory" for s in steps):
         steps.append(Migration("0003_pg_memory_rls", MEMORY_RLS))
+    if any(s.name == "0010_episodic" for s in steps):
+        steps.append(Migration("0011_pg_episodic_rls", EPISODIC_RLS))
     if any(s.name.startswith("0102_funds") for s in steps):
         steps.append(Migration("0103_pg_funds_rls", FUNDS_RLS))
     return steps

@@ -74,6 +74,8 @@ MEMORY_RLS = (*policy("conversations", "user_id"), *policy("messages", "user_id"
               *policy("profile", "user_id"))
 # Portfolio transactions are per-user data; schemes, NAVs and the user directory are shared.
 FUNDS_RLS = policy("funds_transactions", "user_id")
+# Episodic sessions (issue 14): per-user dates and speakers of remembered dialogue.
+EPISODIC_RLS = policy("episodic_sessions", "user_id")
 
 MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS bara_migrations (
     seq INTEGER GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
