@@ -39,7 +39,7 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def provider_error(exc: LLMError) -> ApiError:
-    if isinstance(exc, LLMDeadlineError):
+    if isinstance(exc, LLMDeadlineError) or "Timeout" in str(exc):  # the text stays internal
         return ApiError(504, "provider_timeout", "the model provider did not answer in time; retry later")
     return ApiError(502, "provider_error", f"the model provider failed ({type(exc).__name__}); retry later "
                     "or ask the operator to check the model configuration")
