@@ -68,6 +68,11 @@ def install(app: FastAPI) -> None:
     async def _input(_: Request, exc: InputError) -> JSONResponse:
         return error_json(400, "invalid_input", str(exc))
 
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, exc: Exception) -> JSONResponse:
+        return error_json(500, "internal_error", "the server failed on this request (a bug); it was not "
+                          "completed: retry, and report it if it persists")
+
     @app.exception_handler(BaraError)
     async def _bara(_: Request, exc: BaraError) -> JSONResponse:
         return error_json(503, "unavailable", f"the service cannot serve this now ({type(exc).__name__}); "
