@@ -253,3 +253,34 @@ def test_extra_mounts_come_before_the_static_timeline(tmp_path, embedder):
             assert "<html" in c.get("/").text.lower()
     finally:
         runtime.close()
+
+
+def test_a_key_over_its_concurrency_limit_gets_429(tmp_path, embedder):
+    """Two requests at once on a key allowed one: the second is refused while the first (held by a
+    slow model provider) is in flight; another key is unaffected."""
+    import concurrent.futures
+
+    import httpx
+    from serve_helpers import live_server
+
+    handler = type("Slow", (_Provider,), {"delay": 1.5})
+    provider = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=provider.serve_forever, daemon=True).start()
+    runtime = sqlite_runtime(tmp_path / "c.db", embedder, model="openai:m", serve_max_concurrent_per_key=1,
+                             llm_base_url=f"http://127.0.0.1:{provider.server_address[1]}/v1",
+                             llm_max_retries=0, llm_timeout_s=5)
+    key, other = runtime.keys.create("alice").key, runtime.keys.create("bob").key
+    body = {"message": "What is HSTS?"}
+    try:
+        with live_server(make_app(runtime)) as url, concurrent.futures.ThreadPoolExecutor(2) as pool:
+            slow = pool.submit(httpx.post, f"{url}/api/turns", json=body, headers=bearer(key), timeout=30)
+            time.sleep(0.7)
+            second = httpx.post(f"{url}/api/turns", json=body, headers=bearer(key), timeout=30)
+            unrelated = httpx.get(f"{url}/api/conversations", headers=bearer(other), timeout=30)
+            assert second.status_code == 429 and "wait" in second.json()["error"]["message"]
+            assert unrelated.status_code == 200
+            assert slow.result().status_code == 502
+            assert httpx.get(f"{url}/api/conversations", headers=bearer(key), timeout=30).status_code == 200
+    finally:
+        provider.shutdown()
+        runtime.close()

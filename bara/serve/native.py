@@ -45,7 +45,16 @@ def run_turn(request: Request, user: str, message: str, cid: str | None, mode: s
 @router.get("/health", response_model=HealthOut, tags=["service"])
 def health(request: Request) -> HealthOut:
     """Liveness: no key needed."""
-    return HealthOut(status="ok", mode=runtime(request).mode)
+    return HealthOut(status="ok", mode=runtime(request).mode, version=_version())
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bara")
+    except PackageNotFoundError:
+        return ""
 
 
 @router.post("/turns", response_model=TurnOut, tags=["turns"])
