@@ -47,6 +47,8 @@ def serve(db: Optional[str] = DbOption,
         settings = load_settings(db=db)
     except BaraError as exc:
         _fail(str(exc))
+    _check_store(settings)
+    _check_port(host, port)
     if workers > 1 and not settings.db.startswith(("postgresql://", "postgres://")):
         err.print("[yellow]note:[/yellow] several workers on one SQLite file serialise their writes; "
                   "use PostgreSQL (`bara db start`) to scale")
@@ -59,6 +61,26 @@ def serve(db: Optional[str] = DbOption,
     os.environ[ENV_MODE] = mode
     err.print(f"bara serve: http://{host}:{port}  (docs /docs, mode {mode}, {workers} worker(s), db {_safe(settings.db)})")
     uvicorn.run("bara.serve.app:factory", factory=True, host=host, port=port, workers=workers, log_level="warning")
+
+
+def _check_store(settings) -> None:
+    """Open (and migrate) the store once before any worker starts, so a bad --db is a clear error."""
+    from bara.store import open_store
+
+    try:
+        open_store(settings.db).close()
+    except BaraError as exc:
+        _fail(str(exc))
+
+
+def _check_port(host: str, port: int) -> None:
+    import socket
+
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port} ({exc.strerror or exc}): pass another --port or --host")
 
 
 def _safe(location: str) -> str:

@@ -222,6 +222,14 @@ def test_keys_cli(tmp_path):
     assert runner.invoke(cli_app, ["keys", "revoke", listed[0]["key_id"], "--db", db]).exit_code == 2
     r = runner.invoke(cli_app, ["serve", "--mode", "fast", "--db", db])
     assert r.exit_code == 2 and "--mode must be one of" in r.output
+    (tmp_path / "not-a-db.db").write_text("hello, I am a text file")
+    r = runner.invoke(cli_app, ["serve", "--db", str(tmp_path / "not-a-db.db")])
+    assert r.exit_code == 2 and "error" in r.output and "Traceback" not in r.output
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        r = runner.invoke(cli_app, ["serve", "--db", db, "--port", str(busy.getsockname()[1])])
+    assert r.exit_code == 2 and "another --port" in r.output
 
 
 def test_docs_and_schema_are_served(api):
