@@ -220,7 +220,7 @@ def test_trace_to_json_has_every_key_and_is_serialisable():
     assert all(k in data for k in JSON_KEYS)
     assert data["reasons"] == ["a", "b", "hook:before_persist_failed"]
     assert data["hits"][0] == {"id": 1, "source": "f.txt", "section": "2", "score": 0.5, "title": "",
-                               "fused": 0.0, "tier": "kb"}
+                               "fused": 0.0, "tier": "kb", "lexical_rank": None, "dense_rank": None}
     assert data["latency_ms"]["total"] >= data["latency_ms"]["gate"] >= 0.0
 
 
