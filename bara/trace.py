@@ -73,7 +73,6 @@ class TurnTrace:
     hits: tuple[HitRecord, ...] = ()
     memory_hits: tuple[HitRecord, ...] = ()
     dropped_by_floor: int = 0
-    dropped: tuple[HitRecord, ...] = ()  # the best knowledge-base candidates the floor removed (up to k)
     context_tokens: int = 0
     prompt_tokens: int = 0
     answer: str = ""
@@ -147,10 +146,9 @@ class TurnRecorder:
 
 # --- building blocks the pipeline uses --------------------------------------------
 
-def kb_hit_records(outcome: Any, dropped: bool = False) -> tuple[HitRecord, ...]:
-    """Hits (or, with ``dropped``, the floor's best rejects) of a :class:`~bara.types.RetrievalOutcome`
-    (None = the tier stayed closed)."""
-    return () if outcome is None else tuple(HitRecord.from_hit(h) for h in (outcome.dropped if dropped else outcome.hits))
+def kb_hit_records(outcome: Any) -> tuple[HitRecord, ...]:
+    """Hits of a :class:`~bara.types.RetrievalOutcome` (None = the tier stayed closed)."""
+    return () if outcome is None else tuple(HitRecord.from_hit(h) for h in outcome.hits)
 
 
 def memory_hit_records(notes: Any, qa: Any) -> tuple[HitRecord, ...]:
@@ -186,7 +184,7 @@ def retrieval_fields(query: str, rewritten: bool, kb: Any, notes: Any, qa: Any) 
     """What was searched (``query`` is "" when no tier was searched) and what came back."""
     return {"retrieved": bool(query), "retrieval_query": query, "rewritten": rewritten,
             "hits": kb_hit_records(kb), "memory_hits": memory_hit_records(notes, qa),
-            "dropped_by_floor": kb.n_dropped if kb is not None else 0, "dropped": kb_hit_records(kb, dropped=True)}
+            "dropped_by_floor": kb.n_dropped if kb is not None else 0}
 
 
 def prompt_fields(prompt: Any) -> dict[str, Any]:
