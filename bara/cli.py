@@ -198,6 +198,8 @@ register_eval(eval_app)
 from bara.cli_db import register as register_db  # noqa: E402 - db start/stop/migrate
 register_db(app)
 
+from bara.cli_serve import register as register_serve  # noqa: E402 - serve and keys
+register_serve(app)
 
 
 def main() -> None:
