@@ -64,21 +64,43 @@ async function loadConversations() {
   }
   const list = clear($("conversations"));
   if (!conversations.length) list.append(h("li", { class: "muted empty" }, "No conversations yet."));
+  const baselineIds = new Set(Object.values(baselines()));
   for (const c of conversations) {
     const current = c.id === state.conversationId;
     const turns = c.turn_count ?? c.turns ?? 0;
+    const title = h("span", { class: "conv-title" }, titles.get(c.id) || c.title || `Conversation ${c.id.slice(0, 6)}`);
     list.append(h("li", {},
       h("button", { type: "button", class: `conv${current ? " current" : ""}`, "aria-current": current ? "true" : null,
                     onclick: () => openConversation(c.id) },
-        h("span", { class: "conv-title" }, c.title || `Conversation ${c.id.slice(0, 6)}`),
-        h("span", { class: "conv-meta" }, `${turns} turn${turns === 1 ? "" : "s"}${c.updated_at ? ` · ${when(c.updated_at)}` : ""}`))));
+        title,
+        h("span", { class: "conv-meta" }, `${turns} turn${turns === 1 ? "" : "s"}${c.updated_at ? ` · ${when(c.updated_at)}` : ""}`,
+          baselineIds.has(c.id) ? h("span", { class: "tag tag-always" }, "baseline") : null))));
+    if (!titles.has(c.id) && turns) nameConversation(c.id, title);
   }
+}
+
+/** A conversation's title is its first message (fetched once per conversation and kept). */
+const titles = new Map();
+async function nameConversation(id, el) {
+  titles.set(id, "");
+  try {
+    const first = listOf(await api(`/api/conversations/${encodeURIComponent(id)}/turns`), "turns")[0];
+    const text = (first?.user || first?.message || "").trim();
+    if (!text) return;
+    const short = text.length > 42 ? `${text.slice(0, 40)}…` : text;
+    titles.set(id, short);
+    el.textContent = short;
+  } catch { titles.delete(id); }
+}
+
+function baselines() {
+  try { return JSON.parse(sessionStorage.getItem("bara.baselines") || "{}"); } catch { return {}; }
 }
 
 async function openConversation(id) {
   state.conversationId = id;
   const turnsEl = clear($("turns"));
-  $("chat-heading").textContent = `Conversation ${id.slice(0, 6)}`;
+  $("chat-heading").textContent = titles.get(id) || `Conversation ${id.slice(0, 6)}`;
   try {
     const data = await api(`/api/conversations/${encodeURIComponent(id)}/turns`);
     const turns = listOf(data, "turns");
@@ -88,6 +110,8 @@ async function openConversation(id) {
       fillTurn(el, t.assistant ?? t.answer ?? "", t.trace, { open: i === turns.length - 1 });
     });
     $("chat-meta").textContent = `${turns.length} turn${turns.length === 1 ? "" : "s"}`;
+    const first = (turns[0]?.user || "").trim();
+    if (first) $("chat-heading").textContent = first.length > 60 ? `${first.slice(0, 58)}…` : first;
   } catch (err) {
     setStatus(`Could not open the conversation: ${err.message}`, true);
   }
@@ -183,7 +207,7 @@ async function send(message, mode) {
   const trace = await traceFor(result);
   state.conversationId = result.conversationId || trace?.conversation_id || state.conversationId;
   fillTurn(el, result.answer, trace);
-  $("chat-heading").textContent = `Conversation ${String(state.conversationId || "").slice(0, 6)}`;
+  if ($("turns").children.length === 1) $("chat-heading").textContent = message.length > 60 ? `${message.slice(0, 58)}…` : message;
   $("chat-meta").textContent = `${turnsEl.children.length} turn${turnsEl.children.length === 1 ? "" : "s"}`;
   el.scrollIntoView({ block: "start" });
 }
