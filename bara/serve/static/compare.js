@@ -55,6 +55,32 @@ function costTable(gated, always) {
       cells.map((c) => h("td", {}, c))))));
 }
 
+function label(hit) {
+  return `${(hit.source || "").replace(/\.txt$/, "")} §${hit.section || "–"}`;
+}
+
+/** Which knowledge-base chunks each mode put in front of the model, and what gated decided differently. */
+function differences(gated, always) {
+  const g = new Map((gated.hits || []).map((x) => [x.id, x]));
+  const a = new Map((always.hits || []).map((x) => [x.id, x]));
+  const both = [...g.keys()].filter((id) => a.has(id));
+  const onlyG = [...g.values()].filter((x) => !a.has(x.id));
+  const onlyA = [...a.values()].filter((x) => !g.has(x.id));
+  const items = [
+    h("li", {}, h("strong", {}, `${both.length} chunk${both.length === 1 ? "" : "s"}`), " retrieved by both"),
+    h("li", {}, h("strong", {}, `${onlyG.length} only by gated`), onlyG.length ? `: ${onlyG.map(label).join(", ")}` : ""),
+    h("li", {}, h("strong", {}, `${onlyA.length} only by always`), onlyA.length ? `: ${onlyA.map(label).join(", ")}` : ""),
+  ];
+  if (!gated.retrieved) items.push(h("li", {}, "Gated skipped retrieval: ", (gated.reasons || []).filter((r) => /^(route|behavior):/.test(r)).join(", ")));
+  if (gated.rewritten) items.push(h("li", {}, "Gated searched a rewritten query; always searched the message as typed."));
+  if ((gated.memory_hits || []).length) items.push(h("li", {}, `Gated also used ${gated.memory_hits.length} memory item${gated.memory_hits.length === 1 ? "" : "s"} (notes, Q&A).`));
+  if ((gated.dropped_hits || []).length || gated.dropped_by_floor) {
+    items.push(h("li", {}, `Gated's floor (${Number(gated.kb_floor ?? 0).toFixed(2)}) dropped ${gated.dropped_by_floor || gated.dropped_hits.length}; always has no floor.`));
+  }
+  return h("section", { class: "differences", "aria-labelledby": "diff-title" },
+    h("h3", { id: "diff-title" }, "What differs"), h("ul", {}, items));
+}
+
 function column(mode, trace, message, note) {
   return h("section", { class: `compare-col compare-${mode}`, dataset: { testid: `compare-${mode}` },
                         "aria-label": `${mode} answer` },
@@ -89,7 +115,7 @@ export async function openCompare(message, trace, conversationId) {
   };
   clear(body).append(
     h("p", { class: "compare-message" }, h("span", { class: "q-label" }, "Message"), h("q", {}, message)),
-    costTable(gated, always),
+    h("div", { class: "compare-top" }, costTable(gated, always), differences(gated, always)),
     h("div", { class: "compare-cols" },
       column("gated", gated, message, notes.gated), column("always", always, message, notes.always)));
 }
