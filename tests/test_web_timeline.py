@@ -12,6 +12,7 @@ stays free of errors. Screenshots of every step go to $BARA_ARTEFACTS (default .
 from __future__ import annotations
 
 import json
+import re
 import os
 import socket
 import subprocess
@@ -269,3 +270,44 @@ def test_timeline_in_a_real_browser(server):
 def test_forgetting_an_unknown_profile_fact_is_a_404(server):
     status, body = _api(server, "/api/memory/profile/no_such_fact", method="DELETE")
     assert status == 404 and body["error"]["type"] == "not_found"
+
+
+def test_failed_and_degraded_stages_are_styled_apart(server):
+    """A real turn's trace with a failed embedding, a degraded search, a fallback answer and a failing
+    hook (the reason codes the pipeline writes for them) renders those stages and codes distinctly."""
+    from playwright.sync_api import expect, sync_playwright
+
+    req = urllib.request.Request(server.url + "/api/turns", method="POST", data=json.dumps({"message": QUESTION}).encode(),
+                                 headers={"Authorization": f"Bearer {server.key}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        trace = json.loads(r.read())["trace"]
+    trace["reasons"] += ["embed:failed:EmbedderError", "kb:degraded", "generate:model_failed_offline_used:LLMTimeout",
+                         "hook:before_persist_failed"]
+    trace["hook_errors"] = [{"point": "before_persist", "hook": "audit", "error": "RuntimeError: disk full"}]
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 1000})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(server.url + "/")
+            page.evaluate("""async ([trace, message]) => {
+                const { renderTimeline } = await import('/timeline.js');
+                document.getElementById('welcome').replaceChildren(renderTimeline(trace, message));
+            }""", [trace, QUESTION])
+            timeline = page.get_by_test_id("timeline")
+            expect(timeline).to_have_class(re.compile(r"\bhas-problems\b"))
+            stage = 'li[data-testid="stage"][data-stage="{}"]'
+            expect(timeline.locator(stage.format("embed"))).to_have_attribute("data-status", "error")
+            expect(timeline.locator(stage.format("retrieve_kb"))).to_have_attribute("data-status", "degraded")
+            expect(timeline.locator(stage.format("generate"))).to_have_attribute("data-status", "degraded")
+            expect(timeline.locator(stage.format("persist"))).to_have_attribute("data-status", "error")
+            failed = timeline.locator(".reason-error")
+            expect(failed).to_have_count(4)
+            expect(timeline).to_contain_text("Hook audit failed at before_persist: RuntimeError: disk full")
+            assert _axe(page) == []
+            _shot(page, "09-failures", timeline)
+        finally:
+            browser.close()
+    assert errors == []

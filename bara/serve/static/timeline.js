@@ -55,7 +55,7 @@ function stageBars(t) {
     const label = STAGE_LABELS[stage] || stage.replace(/_/g, " ");
     const note = status === "skipped" ? "not run" : status === "ok" ? "" : status;
     return h("li", { class: `stage stage-${status}`, dataset: { testid: "stage", stage, status } },
-      h("span", { class: "stage-name" }, label),
+      h("span", { class: "stage-name", title: label }, label),
       h("span", { class: "stage-track", "aria-hidden": "true" },
         status === "skipped" ? null
           : h("span", { class: "stage-bar", style: { left: `${left}%`, width: `max(${width}%, 3px)` } })),
@@ -198,7 +198,7 @@ function effectsBlock(t) {
   const hookReasons = (t.reasons || []).filter((r) => r.startsWith("hook:") && !r.endsWith("_failed"));
   for (const r of hookReasons) items.push(h("li", { class: "effect-hook" }, `Hook effect: ${r.slice(5).replace(/_/g, " ")}`));
   for (const e of t.hook_errors || []) {
-    items.push(h("li", { class: "effect-error", role: "note" }, `Hook ${e.hook} failed at ${e.point}: ${e.error}`));
+    items.push(h("li", { class: "effect-error" }, `Hook ${e.hook} failed at ${e.point}: ${e.error}`));
   }
   if (!hookReasons.length && !(t.hook_errors || []).length) items.push(h("li", { class: "muted" }, "No hook changed this turn."));
   if (t.generator) items.push(h("li", { class: "muted" }, `Answer by ${t.generator}`));
@@ -208,7 +208,8 @@ function effectsBlock(t) {
 /** The timeline element of one turn. ``message`` is the user's own words (for the query comparison). */
 export function renderTimeline(trace, message, { label } = {}) {
   const t = trace || {};
-  const problems = (t.reasons || []).filter((r) => reasonKind(r) === "error").length + (t.hook_errors || []).length;
+  const failedHooks = (t.hook_errors || []).filter((e) => !(t.reasons || []).includes(`hook:${e.point}_failed`)).length;
+  const problems = (t.reasons || []).filter((r) => reasonKind(r) === "error").length + failedHooks;
   const id = uid("tl");
   return h("section", { class: `timeline${problems ? " has-problems" : ""}`, dataset: { testid: "timeline" },
                         "aria-labelledby": id },
