@@ -160,6 +160,9 @@ def test_timeline_in_a_real_browser(server):
             page = browser.new_page(viewport={"width": 1440, "height": 1000})
             page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(f"page: {e}"))
+            streams: list[str] = []
+            page.on("response", lambda r: streams.append(r.headers.get("content-type", ""))
+                    if r.url.endswith("/v1/chat/completions") else None)
             page.goto(server.url + "/")
 
             # Sign in: the key field is labelled; Enter signs in; the key stays in session storage.
@@ -189,6 +192,7 @@ def test_timeline_in_a_real_browser(server):
             expect(greet.locator('[data-testid="stage"][data-stage="retrieve_kb"]')).to_have_attribute(
                 "data-status", "skipped")
             _shot(page, "02-greeting", timeline)
+            assert streams and all(c.startswith("text/event-stream") for c in streams)  # the answer was streamed
 
             # An RFC question: hits with RFC sections and scores, a bar per stage that ran.
             ask = _send(page, QUESTION)
@@ -223,7 +227,8 @@ def test_timeline_in_a_real_browser(server):
             _shot(page, "04-follow-up", follow.get_by_test_id("timeline"))
 
             # Side by side: the same message by gated and by always, each with a timeline, cost and hits.
-            follow.get_by_test_id("open-compare").click()
+            follow.get_by_test_id("open-compare").focus()  # keyboard only: focus, Enter, and Escape closes
+            page.keyboard.press("Enter")
             compare = page.get_by_test_id("compare")
             expect(compare.get_by_test_id("timeline")).to_have_count(2, timeout=STEP_MS)
             expect(compare.get_by_test_id("compare-gated")).to_contain_text("mode gated")
