@@ -106,7 +106,12 @@ function gateBlock(t) {
     rows.push(["Gates", "none (always-retrieve baseline)"]);
     rows.push(["Floors", `knowledge ${num(kbFloor(t), 2)}`]);
   }
-  if (t.gates?.policy_after_hooks) rows.push(["Policy", "changed by a hook"]);
+  const after = t.gates?.policy_after_hooks;
+  if (after) {
+    const before = t.gates.policy || {};
+    const changed = Object.keys(after).filter((k) => JSON.stringify(after[k]) !== JSON.stringify(before[k]));
+    rows.push(["Hook changed", changed.map((k) => `${k}: ${JSON.stringify(before[k])} → ${JSON.stringify(after[k])}`).join("; ") || "policy"]);
+  }
   const reasons = (t.reasons || []).map((code) =>
     h("li", { class: `reason reason-${reasonKind(code)}`, dataset: { testid: "reason" } }, code));
   return h("section", { class: "tl-block tl-gate" },
