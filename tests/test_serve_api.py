@@ -222,3 +222,34 @@ def test_keys_cli(tmp_path):
     assert runner.invoke(cli_app, ["keys", "revoke", listed[0]["key_id"], "--db", db]).exit_code == 2
     r = runner.invoke(cli_app, ["serve", "--mode", "fast", "--db", db])
     assert r.exit_code == 2 and "--mode must be one of" in r.output
+
+
+def test_docs_and_schema_are_served(api):
+    c, _ = api
+    assert c.get("/docs").status_code == 200
+    paths = c.get("/openapi.json").json()["paths"]
+    assert {"/v1/chat/completions", "/v1/models", "/api/turns", "/api/search", "/api/memory"} <= set(paths)
+    assert "ErrorBody" in paths["/api/turns"]["post"]["responses"]["401"]["content"]["application/json"]["schema"]["$ref"]
+
+
+def test_extra_mounts_come_before_the_static_timeline(tmp_path, embedder):
+    from starlette.responses import JSONResponse
+
+    from bara.serve.app import extend, user_for_key
+
+    async def echo(scope, receive, send):
+        token = dict(scope["headers"]).get(b"authorization", b"").decode().removeprefix("Bearer ")
+        key = user_for_key(outer, token)
+        await JSONResponse({"path": scope["path"], "user": key.user_id if key else None})(scope, receive, send)
+
+    runtime = sqlite_runtime(tmp_path / "m.db", embedder)
+    key = runtime.keys.create("mcp-user").key
+    outer = make_app(runtime, mounts={"/mcp": echo}, warm=False)
+    extend(outer, "/late", echo)
+    try:
+        with TestClient(outer) as c:
+            assert c.get("/mcp/tools", headers=bearer(key)).json() == {"path": "/mcp/tools", "user": "mcp-user"}
+            assert c.get("/late/x").json()["user"] is None
+            assert "<html" in c.get("/").text.lower()
+    finally:
+        runtime.close()

@@ -136,3 +136,33 @@ def test_errors_are_json_the_sdk_understands(server):
     with pytest.raises(openai.APIStatusError) as e:
         c.chat.completions.create(model="bara-gated", messages=[{"role": "user", "content": "y" * 1_100_000}])
     assert e.value.status_code == 413
+
+
+def test_bara_serve_command_starts_and_stops(tmp_path):
+    """`bara serve` itself (the uvicorn import-string factory) on a free loopback port."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db = tmp_path / "cli.db"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "bara.cli", "serve", "--db", str(db), "--port", str(port),
+                             "--mode", "always"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline, health = time.monotonic() + 90, None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).json()
+                break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        assert health == {"status": "ok", "mode": "always", "version": ""}
+    finally:
+        proc.terminate()
+        proc.wait(30)
