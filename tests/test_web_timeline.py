@@ -272,9 +272,30 @@ def test_timeline_in_a_real_browser(server):
     assert errors == []
 
 
-def test_forgetting_an_unknown_profile_fact_is_a_404(server):
-    status, body = _api(server, "/api/memory/profile/no_such_fact", method="DELETE")
+def _post_turn(server, key: str, message: str) -> dict:
+    req = urllib.request.Request(server.url + "/api/turns", method="POST", data=json.dumps({"message": message}).encode(),
+                                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def test_forgetting_a_profile_fact_touches_only_the_callers(server, tmp_path):
+    """DELETE /api/memory/profile/{fact} (the inspector's Forget) removes the caller's fact and no one
+    else's; a fact the caller does not have is a 404, like any unknown id."""
+    made = subprocess.run([*BARA, "keys", "create", "--user", "eve", "--db", server.db, "--json"], env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    eve = SimpleNamespace(url=server.url, key=json.loads(made.stdout)["key"], db=server.db)
+    for who, name in ((server, "Dana"), (eve, "Eve")):
+        trace = _post_turn(who, who.key, f"Hello! My name is {name}.")["trace"]
+        assert trace["stored"]["profile_facts"] == {"name": name}
+    status, body = _api(eve, "/api/memory/profile/name", method="DELETE")
+    assert status == 200 and body["deleted"] == {"profile": 1}
+    assert _api(eve, "/api/memory")[1]["profile"] == {}
+    assert _api(server, "/api/memory")[1]["profile"] == {"name": "Dana"}
+    status, body = _api(eve, "/api/memory/profile/name", method="DELETE")
     assert status == 404 and body["error"]["type"] == "not_found"
+    assert _api(server, "/api/memory")[1]["profile"] == {"name": "Dana"}
 
 
 def test_failed_and_degraded_stages_are_styled_apart(server):
