@@ -9,7 +9,7 @@ DEMO_DB ?= .bara/demo.db
 export BARA_DATA := $(abspath $(DATA))
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install demo test bench eval clean
+.PHONY: install demo test bench eval clean chromium
 
 install: $(STAMP)
 
@@ -29,8 +29,15 @@ demo: $(STAMP)
 	$(BIN)/bara funds load --sheets held --db $(DEMO_DB)
 	$(BIN)/bara chat --mode agent --user u_esha --script scripts/demo_agent.jsonl --db $(DEMO_DB)
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
+
+# The web timeline's browser test drives Debian's Chromium; install it (as root) when it is missing.
+chromium:
+	@test -x /usr/bin/chromium || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_retrieval.py

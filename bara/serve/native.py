@@ -159,6 +159,18 @@ def delete_memory(request: Request, conversations: bool = Query(False, descripti
     return ForgetOut(deleted=deleted)
 
 
+@router.delete("/memory/profile/{fact}", response_model=ForgetOut, tags=["memory"])
+def delete_profile_fact(fact: str, request: Request, key: ApiKey = Depends(caller)) -> ForgetOut:
+    """Forget one profile fact of the caller (e.g. ``name``); 404 when the caller has no such fact."""
+    rt = runtime(request)
+    profile = ProfileMemory(rt.bara.store)
+    with rt.store.scoped((key.user_id,)), rt.store.transaction():
+        deleted = profile.forget(key.user_id, fact)
+    if not deleted:
+        raise not_found("profile fact")
+    return ForgetOut(deleted={"profile": deleted})
+
+
 @router.post("/ingest", response_model=IngestOut, tags=["knowledge"])
 def ingest(request: Request, file: UploadFile = File(..., description="a UTF-8 text file"),
            key: ApiKey = Depends(admin_caller)) -> IngestOut:

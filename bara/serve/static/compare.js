@@ -1,0 +1,126 @@
+// Side by side: one message answered by gated and by always-retrieve, each with timeline, cost and hits.
+//
+// The turn as it was answered keeps its own trace; the other mode answers the same message in a
+// baseline conversation kept per source conversation (so it never adds turns to the user's own
+// conversation). Always-retrieve searches the message itself, so its hits do not depend on history.
+import { api } from "./api.js";
+import { clear, h, ms } from "./dom.js";
+import { cost, renderTimeline } from "./timeline.js";
+
+const BASELINES = "bara.baselines";
+
+function baselines() {
+  try { return JSON.parse(sessionStorage.getItem(BASELINES) || "{}"); } catch { return {}; }
+}
+
+async function answerIn(mode, message, sourceConversation) {
+  const map = baselines();
+  const key = `${sourceConversation || "none"}:${mode}`;
+  const body = { message, mode };
+  if (map[key]) body.conversation_id = map[key];
+  let out;
+  try {
+    out = await api("/api/turns", { method: "POST", body });
+  } catch (err) {
+    if (err.status !== 404 || !body.conversation_id) throw err;
+    delete body.conversation_id; // the baseline conversation was deleted: start another
+    out = await api("/api/turns", { method: "POST", body });
+  }
+  map[key] = out.conversation_id;
+  sessionStorage.setItem(BASELINES, JSON.stringify(map));
+  return out.trace;
+}
+
+function ratio(a, b) {
+  if (!b) return a ? "∞" : "–";
+  return `${(a / b).toFixed(2)}×`;
+}
+
+function costTable(gated, always) {
+  const g = cost(gated);
+  const a = cost(always);
+  const rows = [
+    ["Total latency", ms(g.total), ms(a.total), ratio(g.total, a.total)],
+    ["Embedding", ms(g.embed), ms(a.embed), ratio(g.embed, a.embed)],
+    ["Searches run", String(g.searches), String(a.searches), ratio(g.searches, a.searches)],
+    ["Hits", String(g.hits), String(a.hits), ratio(g.hits, a.hits)],
+    ["Tokens added", String(g.context), String(a.context), ratio(g.context, a.context)],
+    ["Prompt tokens", String(g.prompt), String(a.prompt), ratio(g.prompt, a.prompt)],
+  ];
+  return h("table", { class: "cost" },
+    h("caption", {}, "Cost of this message"),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Measure"), h("th", { scope: "col" }, "gated"),
+      h("th", { scope: "col" }, "always"), h("th", { scope: "col" }, "gated ÷ always"))),
+    h("tbody", {}, rows.map(([name, ...cells]) => h("tr", {}, h("th", { scope: "row" }, name),
+      cells.map((c) => h("td", {}, c))))));
+}
+
+function label(hit) {
+  return `${(hit.source || "").replace(/\.txt$/, "")} §${hit.section || "–"}`;
+}
+
+/** Which knowledge-base chunks each mode put in front of the model, and what gated decided differently. */
+function differences(gated, always) {
+  const g = new Map((gated.hits || []).map((x) => [x.id, x]));
+  const a = new Map((always.hits || []).map((x) => [x.id, x]));
+  const both = [...g.keys()].filter((id) => a.has(id));
+  const onlyG = [...g.values()].filter((x) => !a.has(x.id));
+  const onlyA = [...a.values()].filter((x) => !g.has(x.id));
+  const items = [
+    h("li", {}, h("strong", {}, `${both.length} chunk${both.length === 1 ? "" : "s"}`), " retrieved by both"),
+    h("li", {}, h("strong", {}, `${onlyG.length} only by gated`), onlyG.length ? `: ${onlyG.map(label).join(", ")}` : ""),
+    h("li", {}, h("strong", {}, `${onlyA.length} only by always`), onlyA.length ? `: ${onlyA.map(label).join(", ")}` : ""),
+  ];
+  if (!gated.retrieved) items.push(h("li", {}, "Gated skipped retrieval: ", (gated.reasons || []).filter((r) => /^(route|behavior):/.test(r)).join(", ")));
+  if (gated.rewritten) items.push(h("li", {}, "Gated searched a rewritten query; always searched the message as typed."));
+  if ((gated.memory_hits || []).length) items.push(h("li", {}, `Gated also used ${gated.memory_hits.length} memory item${gated.memory_hits.length === 1 ? "" : "s"} (notes, Q&A).`));
+  if ((gated.dropped_hits || []).length || gated.dropped_by_floor) {
+    items.push(h("li", {}, `Gated's floor (${Number(gated.kb_floor ?? 0).toFixed(2)}) dropped ${gated.dropped_by_floor || gated.dropped_hits.length}; always has no floor.`));
+  }
+  return h("section", { class: "differences", "aria-labelledby": "diff-title" },
+    h("h3", { id: "diff-title" }, "What differs"), h("ul", {}, items));
+}
+
+function column(mode, trace, message, note) {
+  return h("section", { class: `compare-col compare-${mode}`, dataset: { testid: `compare-${mode}` },
+                        "aria-label": `${mode} answer` },
+    h("h3", {}, mode === "gated" ? "Gated (bara)" : "Always retrieve (baseline)"),
+    h("p", { class: "muted small" }, note),
+    h("div", { class: "msg msg-bot" }, h("p", { class: "answer" }, trace.answer || "")),
+    renderTimeline(trace, message, { label: `${mode} timeline` }));
+}
+
+export async function openCompare(message, trace, conversationId) {
+  const dialog = document.getElementById("compare-dialog");
+  const body = clear(document.getElementById("compare-body"));
+  body.append(h("p", { class: "compare-message" }, h("span", { class: "q-label" }, "Message"), h("q", {}, message)),
+    h("p", { role: "status", class: "muted" }, "Answering the same message in the other mode…"));
+  if (!dialog.open) dialog.showModal();
+  document.getElementById("compare-close").focus();
+  const own = trace.mode === "always" ? "always" : "gated";
+  const other = own === "gated" ? "always" : "gated";
+  let otherTrace;
+  try {
+    otherTrace = await answerIn(other, message, conversationId);
+  } catch (err) {
+    clear(body).append(h("p", { class: "error", role: "alert" }, `The ${other} answer failed: ${err.message}`));
+    return;
+  }
+  const gated = own === "gated" ? trace : otherTrace;
+  const always = own === "always" ? trace : otherTrace;
+  const notes = {
+    [own]: "As answered in your conversation.",
+    [other]: other === "always" ? "Answered now in a baseline conversation (it searches the message itself; no gates)."
+      : "Answered now in a baseline conversation (without your conversation's history).",
+  };
+  clear(body).append(
+    h("p", { class: "compare-message" }, h("span", { class: "q-label" }, "Message"), h("q", {}, message)),
+    h("div", { class: "compare-top" }, costTable(gated, always), differences(gated, always)),
+    h("div", { class: "compare-cols" },
+      column("gated", gated, message, notes.gated), column("always", always, message, notes.always)));
+}
+
+export function initCompare() {
+  const dialog = document.getElementById("compare-dialog");
+  document.getElementById("compare-close").addEventListener("click", () => dialog.close());
+}

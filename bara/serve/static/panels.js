@@ -1,0 +1,146 @@
+// The memory inspector (profile facts, notes by kind, Q&A, with forget) and the search playground.
+import { api } from "./api.js";
+import { clear, h, num } from "./dom.js";
+
+const $ = (id) => document.getElementById(id);
+
+// ------------------------------------------------------------------ memory
+function announce(panel, text, error = false) {
+  const el = panel.querySelector(".panel-status");
+  if (el) {
+    el.textContent = text;
+    el.className = `panel-status${error ? " error" : ""}`;
+  }
+}
+
+async function forget(path, what) {
+  const panel = $("panel-memory");
+  try {
+    await api(path, { method: "DELETE" });
+    await refreshMemory();
+    announce(panel, `Forgot ${what}.`);
+  } catch (err) {
+    announce(panel, `Could not forget ${what}: ${err.message}`, true);
+  }
+}
+
+function profileSection(profile) {
+  const entries = Object.entries(profile || {});
+  const body = entries.length
+    ? h("ul", { class: "mem-list" }, entries.map(([key, value]) => h("li", { class: "mem-item", dataset: { testid: "profile-fact" } },
+        h("span", { class: "mem-key" }, key.replace(/_/g, " ")),
+        h("span", { class: "mem-value" }, String(value)),
+        h("button", { type: "button", class: "btn btn-small btn-danger", "aria-label": `Forget ${key}`,
+                      dataset: { testid: "forget-fact" },
+                      onclick: () => forget(`/api/memory/profile/${encodeURIComponent(key)}`, `your ${key.replace(/_/g, " ")}`) },
+          "Forget"))))
+    : h("p", { class: "muted empty", dataset: { testid: "profile-empty" } }, "No profile facts.");
+  return h("section", { class: "mem-section", dataset: { testid: "memory-profile" } },
+    h("h3", {}, `Profile facts (${entries.length})`), body);
+}
+
+function notesSection(notes) {
+  const byKind = {};
+  for (const n of notes || []) (byKind[n.kind || "note"] ||= []).push(n);
+  const kinds = Object.keys(byKind).sort();
+  const body = kinds.length
+    ? kinds.map((kind) => h("div", { class: "mem-group" }, h("h4", {}, `${kind} (${byKind[kind].length})`),
+        h("ul", { class: "mem-list" }, byKind[kind].map((n) => h("li", { class: "mem-note" }, n.text || "")))))
+    : h("p", { class: "muted empty" }, "No notes.");
+  return h("section", { class: "mem-section", dataset: { testid: "memory-notes" } },
+    h("h3", {}, `Notes (${(notes || []).length})`), body);
+}
+
+function qaSection(qa) {
+  const body = (qa || []).length
+    ? h("ul", { class: "mem-list" }, qa.map((item) => h("li", { class: "mem-qa" },
+        h("details", {}, h("summary", {}, item.question || ""), h("p", { class: "small" }, item.answer || "")))))
+    : h("p", { class: "muted empty" }, "No remembered answers.");
+  return h("section", { class: "mem-section", dataset: { testid: "memory-qa" } },
+    h("h3", {}, `Q&A history (${(qa || []).length})`), body);
+}
+
+export async function refreshMemory() {
+  const panel = $("panel-memory");
+  let memory;
+  try {
+    memory = await api("/api/memory");
+  } catch (err) {
+    clear(panel).append(h("p", { class: "error" }, `Memory unavailable: ${err.message}`));
+    return;
+  }
+  const total = Object.keys(memory.profile || {}).length + (memory.notes || []).length + (memory.qa || []).length;
+  clear(panel).append(
+    h("div", { class: "panel-head" }, h("h2", {}, "Memory"),
+      h("button", { type: "button", class: "btn btn-small btn-danger", disabled: total ? null : true,
+                    onclick: () => forget("/api/memory", "everything you taught bara") }, "Forget all")),
+    h("p", { class: "muted small" }, `What bara remembers about ${memory.user || "you"}. Only you can see it.`),
+    profileSection(memory.profile), notesSection(memory.notes), qaSection(memory.qa),
+    h("p", { class: "panel-status", role: "status", "aria-live": "polite" }));
+}
+
+// ------------------------------------------------------------------ search
+function arm(rank, score) {
+  if (rank === null || rank === undefined) return h("span", { class: "muted" }, "—");
+  return [h("strong", {}, `#${rank}`), score === null || score === undefined ? "" : h("span", { class: "muted" }, ` ${num(score, 3)}`)];
+}
+
+async function runSearch(event) {
+  event.preventDefault();
+  const q = $("search-input").value.trim();
+  const k = Math.max(1, Math.min(50, Number($("search-k").value) || 8));
+  const out = clear($("search-results"));
+  if (!q) {
+    out.append(h("p", { class: "error" }, "Type a query first."));
+    $("search-input").focus();
+    return;
+  }
+  out.append(h("p", { class: "muted" }, "Searching…"));
+  let data;
+  try {
+    data = await api(`/api/search?q=${encodeURIComponent(q)}&k=${k}`);
+  } catch (err) {
+    clear(out).append(h("p", { class: "error" }, `Search failed: ${err.message}`));
+    return;
+  }
+  const hits = data.hits || [];
+  const rows = hits.map((hit, i) => h("tr", { dataset: { testid: "search-hit" } },
+    h("td", {}, String(i + 1)),
+    h("th", { scope: "row" }, h("span", { class: "hit-src" }, `${(hit.source || "").replace(/\.txt$/, "")} §${hit.section || "–"}`),
+      h("span", { class: "hit-title" }, hit.title || "")),
+    h("td", {}, arm(hit.lexical_rank ?? hit.lexical?.rank, hit.lexical_score ?? hit.lexical?.score)),
+    h("td", {}, arm(hit.dense_rank ?? hit.dense?.rank, hit.dense_score ?? hit.dense?.score)),
+    h("td", {}, num(hit.fused ?? hit.score, 4)),
+    h("td", {}, num(hit.similarity, 3))));
+  clear(out).append(
+    h("p", { class: "muted small" }, `${hits.length} hit${hits.length === 1 ? "" : "s"} · ${data.status || ""}`
+      + ((data.reasons || []).length ? ` · ${data.reasons.join(", ")}` : "")),
+    h("table", { class: "search-table" },
+      h("caption", { class: "visually-hidden" }, `Hybrid search results for ${q}`),
+      h("thead", {}, h("tr", {}, ["#", "Chunk", "Lexical rank", "Dense rank", "Fused (RRF)", "Cosine"].map((c) =>
+        h("th", { scope: "col" }, c)))),
+      h("tbody", {}, rows)));
+}
+
+// ------------------------------------------------------------------ tabs
+function selectTab(tab) {
+  for (const t of document.querySelectorAll('[role="tab"]')) {
+    const on = t === tab;
+    t.setAttribute("aria-selected", String(on));
+    t.tabIndex = on ? 0 : -1;
+    $(t.getAttribute("aria-controls")).hidden = !on;
+  }
+  tab.focus();
+}
+
+export function initPanels() {
+  const tabs = [...document.querySelectorAll('[role="tab"]')];
+  tabs.forEach((tab, i) => {
+    tab.addEventListener("click", () => selectTab(tab));
+    tab.addEventListener("keydown", (e) => {
+      const step = { ArrowRight: 1, ArrowLeft: -1 }[e.key];
+      if (step) selectTab(tabs[(i + step + tabs.length) % tabs.length]);
+    });
+  });
+  $("search-form").addEventListener("submit", runSearch);
+}
