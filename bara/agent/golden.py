@@ -20,6 +20,7 @@ unchanged, with any model configured through ``BARA_MODEL``.
 from __future__ import annotations
 
 import calendar
+import json
 import re
 import time
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from bara.agent.assistant import AgentAssistant, AgentTurn
 from bara.agent.golden_cases import CASES
 from bara.errors import InputError
 from bara.llm.base import Model
+from bara.prompts.frames import estimate_tokens
 
 CATEGORIES = ("numeric", "retrieval", "refusal", "tool_selection")
 #: Allowed distance between an expected figure and one in the answer (answers show 2-3 decimals).
@@ -68,6 +70,8 @@ class CaseOutcome:
     tools: tuple[str, ...] = ()
     model_calls: int = 0
     tool_specs_offered: int = 0
+    split: str = ""
+    spec_tokens: int = 0  # tokens of the tool specs sent with every model call of the case
 
 
 @dataclass(frozen=True)
@@ -77,22 +81,29 @@ class GoldenReport:
     outcomes: tuple[CaseOutcome, ...]
     seconds: float = 0.0
 
-    def categories(self) -> dict[str, dict[str, int]]:
-        return {c: {"passed": sum(o.passed for o in self.outcomes if o.category == c),
-                    "total": sum(o.category == c for o in self.outcomes)} for c in CATEGORIES}
+    def categories(self, split: str | None = None) -> dict[str, dict[str, int]]:
+        """Passed/total per category, over every case or one split's."""
+        rows = [o for o in self.outcomes if split is None or o.split == split]
+        return {c: {"passed": sum(o.passed for o in rows if o.category == c),
+                    "total": sum(o.category == c for o in rows)} for c in CATEGORIES}
+
+    def splits(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Category scores per split (dev, test), in case order."""
+        return {s: self.categories(s) for s in dict.fromkeys(o.split for o in self.outcomes if o.split)}
 
     def totals(self) -> dict[str, Any]:
         o = self.outcomes
         return {"cases": len(o), "passed": sum(x.passed for x in o), "model_calls": sum(x.model_calls for x in o),
                 "tool_calls": sum(len(x.tools) for x in o),
                 "searches": sum(x.tools.count("search_documents") for x in o),
-                "tool_specs_offered": sum(x.tool_specs_offered for x in o), "seconds": round(self.seconds, 3)}
+                "tool_specs_offered": sum(x.tool_specs_offered for x in o),
+                "tool_spec_tokens": sum(x.spec_tokens for x in o), "seconds": round(self.seconds, 3)}
 
     def to_json(self) -> dict[str, Any]:
-        return {"categories": self.categories(), "model": self.model, "gate_tools": self.gate_tools,
-                "totals": self.totals(),
-                "failures": [{"id": x.id, "category": x.category, "detail": x.detail} for x in self.outcomes
-                             if not x.passed]}
+        return {"categories": self.categories(), "splits": self.splits(), "model": self.model,
+                "gate_tools": self.gate_tools, "totals": self.totals(),
+                "failures": [{"id": x.id, "split": x.split, "category": x.category, "detail": x.detail}
+                             for x in self.outcomes if not x.passed]}
 
 
 # ------------------------------------------------------------ independent facts
@@ -115,7 +126,7 @@ class Facts:
     def lookup(self, key: str, user: str | None) -> Any:
         fn = getattr(self, f"f_{key}", None)
         if fn is None:
-            raise InputError(f"golden case uses unknown placeholder {{{key}}}; fix bara/agent/golden_cases.py")
+            raise InputError(f"golden case uses unknown placeholder {{{key}}}; fix bara/agent/data/golden_*.jsonl")
         return fn(user)
 
     def require_data(self) -> None:
@@ -170,6 +181,16 @@ class Facts:
 
     def f_top_code(self, user: str) -> str:
         return self.holdings(user)[0].code
+
+    def f_top_scheme_lc(self, user: str) -> str:
+        """The top scheme as a user types it in a hurry: lower case."""
+        return short_name(self.holdings(user)[0].name).lower()
+
+    def f_second_scheme(self, user: str) -> str:
+        return short_name(self.holdings(user)[1].name)
+
+    def f_second_code(self, user: str) -> str:
+        return self.holdings(user)[1].code
 
     def f_top_house(self, user: str) -> str:
         return self.holdings(user)[0].fund_house
@@ -281,8 +302,18 @@ def run_case(assistant: AgentAssistant, raw: Mapping[str, Any], facts: Facts) ->
     passed, detail = CHECKS[case.category](case, turn, facts)
     run = turn.run
     tools = tuple(c.name for c in run.tool_calls) if run else ()
+    iterations = run.iterations if run else 0
     return CaseOutcome(case.id, case.category, passed, detail, case.user, case.message, turn.result.answer, tools,
-                       run.model_calls if run else 0, len(turn.offered) * (run.iterations if run else 0))
+                       run.model_calls if run else 0, len(turn.offered) * iterations, str(raw.get("split", "")),
+                       spec_tokens(assistant.tools[n] for n in turn.offered) * iterations)
+
+
+def spec_tokens(tools: Iterable[Any]) -> int:
+    """Estimated tokens of the tool specs as sent (name, description, JSON schema), chars/token as the
+    prompt budget estimates them (:func:`bara.prompts.frames.estimate_tokens`)."""
+    specs = [{"name": s.name, "description": s.description, "parameters": s.parameters}
+             for s in (t.spec() for t in tools)]
+    return estimate_tokens(json.dumps(specs, separators=(",", ":"))) if specs else 0
 
 
 def answer_numbers(answer: str) -> list[float]:
