@@ -364,6 +364,7 @@ class Assistant:
                prompt: Prompt, answer: str, stored: Mapping[str, Any], rec: TurnRecorder) -> TurnTrace:
         return TurnTrace(turn=t.turn, user=t.user_id, mode=self.mode, conversation_id=t.conversation_id,
                          answer=answer, generator=self.generator.name, stored=dict(stored),
+                         kb_floor=float(policy.kb_floor) if policy is not None and r.kb is not None else 0.0,
                          **gate_fields(gate, policy), **retrieval_fields(r.query, r.rewritten, r.kb, r.notes, r.qa),
                          **prompt_fields(prompt), **rec.fields())
 

@@ -186,6 +186,22 @@ class Settings(BaseModel):
                               description="HNSW candidate list; pgvector's 40 loses recall at k*3 = 12+ "
                                           "candidates, 100 keeps p50 ~1 ms at 100k chunks.")
 
+    # --- serve (HTTP service: bara serve) -----------------------------------
+    serve_max_body_bytes: int = Field(1_000_000, ge=1024, description="1 MB holds a long chat history; "
+                                      "bigger bodies are refused before parsing (memory safety).")
+    serve_max_upload_bytes: int = Field(20_000_000, ge=1024, description="/api/ingest uploads: the largest "
+                                        "RFC is ~1 MB; 20 MB allows big manuals, not archives.")
+    serve_max_message_chars: int = Field(8000, ge=10, description="One user message; 8k chars is ~2k tokens "
+                                         "(the retrieval query is cut further by max_query_chars).")
+    serve_max_messages: int = Field(200, ge=1, description="Messages in one chat-completions request; longer "
+                                    "histories are refused rather than silently cut.")
+    serve_max_k: int = Field(50, ge=1, le=1000, description="/api/search k: beyond 50 the tail is noise "
+                                "and the response grows linearly.")
+    serve_max_concurrent_per_key: int = Field(8, ge=1, description="In-flight requests per API key: one key "
+                                              "cannot take every worker thread (fairness between users).")
+    serve_threads: int = Field(16, ge=1, le=256, description="Worker threads per process for sync turns: "
+                               "turns wait on the DB or the model, so more threads than cores pays.")
+
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""
         try:

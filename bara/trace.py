@@ -38,12 +38,15 @@ class HitRecord:
     title: str = ""
     fused: float = 0.0
     tier: str = "kb"
+    lexical_rank: int | None = None  # 1-based rank in each arm; None = the arm did not find it
+    dense_rank: int | None = None
 
     @classmethod
     def from_hit(cls, hit: Hit, tier: str = "kb") -> "HitRecord":
         return cls(id=hit.id, source=Path(hit.chunk.source).name, section=hit.chunk.section,
                    score=round(float(hit.similarity), 4), title=hit.chunk.title,
-                   fused=round(float(hit.fused), 6), tier=tier)
+                   fused=round(float(hit.fused), 6), tier=tier, lexical_rank=hit.lexical.rank,
+                   dense_rank=hit.dense.rank)
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ class TurnTrace:
     hits: tuple[HitRecord, ...] = ()
     memory_hits: tuple[HitRecord, ...] = ()
     dropped_by_floor: int = 0
+    dropped_hits: tuple[HitRecord, ...] = ()  # the best knowledge hits the floor removed (up to k)
+    kb_floor: float = 0.0  # the cosine floor applied to knowledge hits (0 = none)
     context_tokens: int = 0
     prompt_tokens: int = 0
     answer: str = ""
@@ -184,7 +189,8 @@ def retrieval_fields(query: str, rewritten: bool, kb: Any, notes: Any, qa: Any) 
     """What was searched (``query`` is "" when no tier was searched) and what came back."""
     return {"retrieved": bool(query), "retrieval_query": query, "rewritten": rewritten,
             "hits": kb_hit_records(kb), "memory_hits": memory_hit_records(notes, qa),
-            "dropped_by_floor": kb.n_dropped if kb is not None else 0}
+            "dropped_by_floor": kb.n_dropped if kb is not None else 0,
+            "dropped_hits": () if kb is None else tuple(HitRecord.from_hit(h) for h in kb.dropped)}
 
 
 def prompt_fields(prompt: Any) -> dict[str, Any]:

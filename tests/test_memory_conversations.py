@@ -55,10 +55,13 @@ def test_create_get_list_are_scoped(convs):
     b = convs.create("bob", "fixed-id")
     assert len(a) == 32 and b == "fixed-id"
     assert convs.create("alice", a) == a  # idempotent for the owner
-    with pytest.raises(InputError, match="already in use"):
-        convs.create("alice", "fixed-id")
     assert convs.get("alice", a).user_id == "alice"
     assert convs.get("alice", b) is None
+    assert convs.create("carol", "fixed-id") == "fixed-id"  # ids are per user: carol's is her own
+    convs.append("carol", "fixed-id", "user", "carol's words")
+    assert convs.history("bob", "fixed-id") == [] and convs.get("bob", "fixed-id").message_count == 0
+    convs.delete("carol", "fixed-id")
+    assert convs.get("bob", "fixed-id") is not None
     assert [c.id for c in convs.list("alice")] == [a]
     assert [c.id for c in convs.list("bob")] == [b]
 

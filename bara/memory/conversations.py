@@ -2,7 +2,8 @@
 
 Scoping: every query binds the caller's ``user_id``. A conversation that belongs
 to another user behaves exactly like one that does not exist (``get`` returns
-None, ``history`` is empty), except that ``create`` refuses to reuse its id.
+None, ``history`` is empty); conversation ids are per user (the key is ``(user_id, id)``, migration
+``0005_owner_keys``), so two users may hold the same id without ever meeting.
 
 Ordering: a message's ``seq`` is ``max(seq) + 1`` computed inside a write
 transaction that first updates the conversation row. On SQLite the transaction
@@ -74,14 +75,10 @@ class Conversations:
         """Create (or, for the same user, reuse) a conversation; returns its id."""
         cid = conversation_id or uuid.uuid4().hex
         now = time.time()
-        with self.store.transaction():
+        with self.store.transaction():  # ids are per user (key (user_id, id)): another user's never collide
             self.store.execute(
                 "INSERT INTO conversations (id, user_id, created_at, updated_at) VALUES (?,?,?,?)"
-                " ON CONFLICT (id) DO NOTHING", (cid, user_id, now, now))
-            owner = self.store.query("SELECT user_id FROM conversations WHERE id=?", (cid,))[0][0]
-        if owner != user_id:
-            raise InputError(f"conversation id {cid!r} is already in use: the caller must pick another id "
-                             "(or pass None for a fresh one)")
+                " ON CONFLICT (user_id, id) DO NOTHING", (cid, user_id, now, now))
         return cid
 
     def open(self, user_id: str, conversation_id: str | None = None, create: bool = False) -> str:

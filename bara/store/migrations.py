@@ -79,8 +79,17 @@ def _funds_steps() -> list[Migration]:
 _DOMAIN_LOADERS: tuple[Callable[[], list[Migration]], ...] = (_memory_steps, _funds_steps)
 
 
+def _serve_steps(backend: str) -> list[Migration]:
+    """API keys, stored traces, history threads, and owner-first keys on conversations/messages."""
+    try:
+        from bara.serve.schema import serve_migrations
+    except ImportError:
+        return []
+    return [Migration(name, tuple(sql)) for name, sql in serve_migrations(backend)]
+
+
 def sqlite_migrations() -> list[Migration]:
-    return [SQLITE_CORE, *_domain_steps()]
+    return [SQLITE_CORE, *_domain_steps(), *_serve_steps("sqlite")]
 
 
 def postgres_migrations(dim: int = 384) -> list[Migration]:
@@ -93,4 +102,9 @@ def postgres_migrations(dim: int = 384) -> list[Migration]:
         steps.append(Migration("0003_pg_memory_rls", MEMORY_RLS))
     if any(s.name.startswith("0102_funds") for s in steps):
         steps.append(Migration("0103_pg_funds_rls", FUNDS_RLS))
+    serve = _serve_steps("postgres")
+    if serve:
+        from bara.serve.schema import SERVE_RLS
+
+        steps += [*serve, Migration("0006_pg_serve_rls", SERVE_RLS)]
     return steps

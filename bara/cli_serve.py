@@ -1,0 +1,139 @@
+"""`bara serve` (the HTTP service on uvicorn) and `bara keys create|list|revoke` (its API keys)."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from typing import NoReturn, Optional
+
+import typer
+from rich.console import Console
+
+from bara.errors import BaraError
+
+out, err = Console(soft_wrap=True, highlight=False), Console(stderr=True, soft_wrap=True, highlight=False)
+keys_app = typer.Typer(help="API keys of `bara serve` (stored only as hashes).", no_args_is_help=True)
+SERVE_MODES = ("gated", "always", "agent")
+
+DbOption = typer.Option(None, "--db", help="Store location (SQLite file or postgresql:// URL). Default: $BARA_DB.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+    app.add_typer(keys_app, name="keys")
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def serve(db: Optional[str] = DbOption,
+          host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback unless told otherwise)."),
+          port: int = typer.Option(8000, "--port", help="TCP port."),
+          workers: int = typer.Option(1, "--workers", help="Worker processes (use PostgreSQL for more than one)."),
+          mode: str = typer.Option("gated", "--mode", help="Default mode: gated, always or agent.")) -> None:
+    """Serve the OpenAI-compatible /v1 API, the native /api, /metrics, /docs and the web timeline."""
+    if mode not in SERVE_MODES:
+        _fail(f"--mode must be one of {', '.join(SERVE_MODES)}, not {mode!r}")
+    if workers < 1:
+        _fail("--workers must be 1 or more")
+    if not 0 < port < 65536:
+        _fail("--port must be between 1 and 65535")
+    from bara.settings import load_settings
+
+    try:
+        settings = load_settings(db=db)
+    except BaraError as exc:
+        _fail(str(exc))
+    if workers > 1 and not settings.db.startswith(("postgresql://", "postgres://")):
+        err.print("[yellow]note:[/yellow] several workers on one SQLite file serialise their writes; "
+                  "use PostgreSQL (`bara db start`) to scale")
+    import uvicorn
+
+    from bara.serve.app import ENV_MODE
+
+    if db:
+        os.environ["BARA_DB"] = db
+    os.environ[ENV_MODE] = mode
+    err.print(f"bara serve: http://{host}:{port}  (docs /docs, mode {mode}, {workers} worker(s), db {_safe(settings.db)})")
+    uvicorn.run("bara.serve.app:factory", factory=True, host=host, port=port, workers=workers, log_level="warning")
+
+
+def _safe(location: str) -> str:
+    """A database location without its password."""
+    if "://" in location and "@" in location:
+        scheme, rest = location.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return location
+
+
+def _keys(db: Optional[str]):
+    from bara.app import Bara
+    from bara.serve.keys import KeyStore
+    from bara.settings import load_settings
+
+    bara = Bara(load_settings(db=db))
+    return bara, KeyStore(bara.store)
+
+
+@keys_app.command("create")
+def create(user: str = typer.Option(..., "--user", help="The user this key acts as."),
+           admin: bool = typer.Option(False, "--admin", help="May also add to the shared knowledge base."),
+           db: Optional[str] = DbOption,
+           json_out: bool = typer.Option(False, "--json", help='Print {"user": ..., "key": ...}.')) -> None:
+    """Create an API key and print it once (only its hash is stored)."""
+    from bara.serve.keys import check_user_id
+
+    try:
+        check_user_id(user)
+        bara, keys = _keys(db)
+        with bara:
+            new = keys.create(user, admin=admin)
+    except BaraError as exc:
+        _fail(str(exc))
+    if json_out:
+        print(json.dumps({"user": user, "key": new.key, "key_id": new.info.key_id, "admin": admin}))
+        return
+    out.print(new.key)
+    err.print(f"key {new.info.key_id} for user {user!r}{' (admin)' if admin else ''}: store it now, it is not shown again")
+
+
+@keys_app.command("list")
+def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this user's keys."),
+              db: Optional[str] = DbOption,
+              json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List keys (ids, users, admin flag, created/revoked times; never the secrets)."""
+    try:
+        bara, keys = _keys(db)
+        with bara:
+            rows = keys.list(user)
+    except BaraError as exc:
+        _fail(str(exc))
+    if json_out:
+        print(json.dumps([{"key_id": k.key_id, "user": k.user_id, "admin": k.admin, "created_at": k.created_at,
+                           "revoked_at": k.revoked_at} for k in rows]))
+        return
+    for k in rows:
+        state = "revoked " + _when(k.revoked_at) if k.revoked_at else "active"
+        out.print(f"{k.key_id}  {k.user_id}  {'admin' if k.admin else 'user'}  created {_when(k.created_at)}  {state}")
+
+
+@keys_app.command("revoke")
+def revoke(key_id: str = typer.Argument(..., help="A key id from `bara keys list` (or the whole key)."),
+           db: Optional[str] = DbOption) -> None:
+    """Revoke a key: requests with it get 401 from then on."""
+    try:
+        bara, keys = _keys(db)
+        with bara:
+            n = keys.revoke(key_id)
+    except BaraError as exc:
+        _fail(str(exc))
+    if not n:
+        _fail(f"no active key {key_id!r}: see `bara keys list`")
+    out.print(f"revoked {key_id}")
+
+
+def _when(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts or 0, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,0 +1,75 @@
+"""JSON errors: every refusal is ``{"error": {"type", "message"}}`` and says what to change.
+
+Provider faults become 502 (the model failed) or 504 (it did not answer in time) with a fixed
+message that names neither the provider's URL nor any key.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from bara.errors import BaraError, InputError
+from bara.llm.errors import LLMDeadlineError, LLMError
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, type_: str, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.type, self.message, self.headers = status, type_, message, headers
+
+
+def not_found(what: str = "conversation") -> ApiError:
+    """The one answer for unknown ids and other users' ids alike."""
+    return ApiError(404, "not_found", f"no such {what}: use an id returned to this API key")
+
+
+def error_json(status: int, type_: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"type": type_, "message": message}}, status_code=status, headers=headers)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for e in exc.errors()[:5]:
+        loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{loc}: {e.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(parts) + " (fix these fields and retry)"
+
+
+def provider_error(exc: LLMError) -> ApiError:
+    if isinstance(exc, LLMDeadlineError):
+        return ApiError(504, "provider_timeout", "the model provider did not answer in time; retry later")
+    return ApiError(502, "provider_error", f"the model provider failed ({type(exc).__name__}); retry later "
+                    "or ask the operator to check the model configuration")
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api(_: Request, exc: ApiError) -> JSONResponse:
+        return error_json(exc.status, exc.type, exc.message, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_json(422, "invalid_request", _validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_json(exc.status_code, kind, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(LLMError)
+    async def _llm(_: Request, exc: LLMError) -> JSONResponse:
+        err = provider_error(exc)
+        return error_json(err.status, err.type, err.message)
+
+    @app.exception_handler(InputError)
+    async def _input(_: Request, exc: InputError) -> JSONResponse:
+        return error_json(400, "invalid_input", str(exc))
+
+    @app.exception_handler(BaraError)
+    async def _bara(_: Request, exc: BaraError) -> JSONResponse:
+        return error_json(503, "unavailable", f"the service cannot serve this now ({type(exc).__name__}); "
+                          "retry later or ask the operator")
+

@@ -1,0 +1,70 @@
+"""Request-size limits enforced before any parsing, as JSON 413 errors that say what to change.
+
+:class:`BodyLimit` is pure ASGI: it refuses a declared ``Content-Length`` over the limit at once and
+counts streamed bytes otherwise (chunked uploads cannot sneak past). Uploads to ``/api/ingest``
+get their own, larger limit.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Awaitable, Callable
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class TooLarge(Exception):
+    pass
+
+
+def _refusal(limit: int, what: str) -> bytes:
+    return json.dumps({"error": {"type": "request_too_large", "message":
+                                 f"the {what} is larger than {limit} bytes: send less (fewer or shorter "
+                                 "messages, a smaller file) or ask the operator to raise the limit"}}).encode()
+
+
+class BodyLimit:
+    def __init__(self, app: Any, max_bytes: int, upload_bytes: int, upload_paths: tuple[str, ...] = ("/api/ingest",)):
+        self.app, self.max_bytes, self.upload_bytes, self.upload_paths = app, max_bytes, upload_bytes, upload_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        upload = scope.get("path", "") in self.upload_paths
+        limit = self.upload_bytes if upload else self.max_bytes
+        what = "upload" if upload else "request body"
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _send_413(send, limit, what)
+            return
+        seen, started = 0, False
+
+        async def counted() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise TooLarge
+            return message
+
+        async def tracking_send(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracking_send)
+        except TooLarge:
+            if not started:
+                await _send_413(send, limit, what)
+
+
+async def _send_413(send: Send, limit: int, what: str) -> None:
+    body = _refusal(limit, what)
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

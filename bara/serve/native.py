@@ -1,0 +1,170 @@
+"""The native API under ``/api``: turns with full traces, conversations, search, memory, ingest.
+
+Every route but ``/api/health`` needs a key; the user is the key's. An id that is unknown and an id
+that belongs to another user get the same 404. Sync handlers run in FastAPI's thread pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import APIRouter, Depends, File, Query, Request, Response, UploadFile
+
+from bara.memory.notes import NotesMemory
+from bara.memory.profile import ProfileMemory
+from bara.memory.qa import QAMemory
+from bara.serve.auth import admin_caller, caller
+from bara.serve.errors import ApiError, not_found
+from bara.serve.keys import ApiKey
+from bara.serve.schemas import (ConversationList, ConversationOut, ForgetOut, HealthOut, IngestOut, MemoryOut,
+                                SearchHit, SearchOut, TurnIn, TurnList, TurnOut, TurnRecord)
+
+router = APIRouter(prefix="/api")
+
+
+def runtime(request: Request) -> Any:
+    return request.app.state.runtime
+
+
+def check_message(request: Request, message: str) -> None:
+    limit = request.app.state.runtime.settings.serve_max_message_chars
+    if len(message) > limit:
+        raise ApiError(413, "message_too_long", f"the message has {len(message)} characters; the limit is "
+                       f"{limit}: shorten it or split it into several turns")
+
+
+def run_turn(request: Request, user: str, message: str, cid: str | None, mode: str | None,
+             create: bool = False) -> Any:
+    rt = runtime(request)
+    outcome = rt.run_turn(user, message, cid, mode, create=create)
+    request.app.state.metrics.observe_turn(outcome.trace)
+    return outcome
+
+
+@router.get("/health", response_model=HealthOut, tags=["service"])
+def health(request: Request) -> HealthOut:
+    """Liveness: no key needed."""
+    return HealthOut(status="ok", mode=runtime(request).mode)
+
+
+@router.post("/turns", response_model=TurnOut, tags=["turns"])
+def post_turn(body: TurnIn, request: Request, response: Response, key: ApiKey = Depends(caller)) -> TurnOut:
+    """Answer one message. ``conversation_id`` omitted starts a conversation; ``mode`` runs this one
+    message as gated, always (the sliding-window RAG baseline) or agent. The ``trace`` is the turn's
+    full trace (see TraceOut); its id is also in the ``X-Bara-Trace-Id`` header."""
+    check_message(request, body.message)
+    if body.conversation_id is not None and runtime(request).conversations.get(key.user_id, body.conversation_id) is None:
+        raise not_found()
+    out = run_turn(request, key.user_id, body.message, body.conversation_id, body.mode)
+    response.headers["X-Bara-Trace-Id"] = out.trace["trace_id"]
+    return TurnOut(answer=out.answer, conversation_id=out.conversation_id, trace=out.trace)
+
+
+@router.get("/conversations", response_model=ConversationList, tags=["conversations"])
+def list_conversations(request: Request, key: ApiKey = Depends(caller)) -> ConversationList:
+    """The caller's conversations, most recently updated first."""
+    infos = runtime(request).conversations.list(key.user_id)
+    return ConversationList(conversations=[ConversationOut(id=c.id, created_at=c.created_at, updated_at=c.updated_at,
+                                                           turn_count=c.turn_count, message_count=c.message_count)
+                                           for c in infos])
+
+
+@router.get("/conversations/{conversation_id}/turns", response_model=TurnList, tags=["conversations"])
+def conversation_turns(conversation_id: str, request: Request, key: ApiKey = Depends(caller)) -> TurnList:
+    """Every turn of one conversation in order, each with its stored trace (None for turns not made
+    through this server, e.g. a history imported from chat-completions messages)."""
+    rt = runtime(request)
+    if rt.conversations.get(key.user_id, conversation_id) is None:
+        raise not_found()
+    traces = rt.traces.for_conversation(key.user_id, conversation_id)
+    turns: list[TurnRecord] = []
+    for m in rt.conversations.history(key.user_id, conversation_id):
+        if m.role == "user":
+            n = len(turns) + 1
+            turns.append(TurnRecord(turn=n, user=m.text, assistant="", created_at=m.created_at, trace=traces.get(n)))
+        elif m.role == "assistant" and turns:
+            turns[-1].assistant = m.text
+    return TurnList(conversation_id=conversation_id, turns=turns)
+
+
+@router.get("/traces/{trace_id}", tags=["conversations"])
+def get_trace(trace_id: str, request: Request, key: ApiKey = Depends(caller)) -> dict[str, Any]:
+    """One stored trace by id (the ``X-Bara-Trace-Id`` header of a turn)."""
+    trace = runtime(request).traces.get(key.user_id, trace_id)
+    if trace is None:
+        raise not_found("trace")
+    return trace
+
+
+@router.get("/search", response_model=SearchOut, tags=["search"])
+def search(request: Request, q: str = Query(..., max_length=2000, description="query text"),
+           k: int = Query(10, ge=1, description="hits to return (at most serve_max_k)"),
+           floor: float = Query(0.0, ge=-1.0, le=1.0, description="cosine floor (0 shows everything)"),
+           key: ApiKey = Depends(caller)) -> SearchOut:
+    """Hybrid search over the shared knowledge base, with each hit's BM25 rank, dense rank and fused score."""
+    rt = runtime(request)
+    limit = rt.settings.serve_max_k
+    if k > limit:
+        raise ApiError(422, "k_too_large", f"k={k} is above the limit {limit}: ask for at most {limit} hits")
+    outcome = rt.bara.retriever.search(q, k=k, floor=floor)
+    hits = [SearchHit(id=h.id, source=h.chunk.source.rsplit("/", 1)[-1], section=h.chunk.section,
+                      title=h.chunk.title, text=h.chunk.text, similarity=round(float(h.similarity), 4),
+                      fused=round(float(h.fused), 6), lexical_rank=h.lexical.rank, lexical_score=h.lexical.score,
+                      dense_rank=h.dense.rank, dense_score=h.dense.score) for h in outcome.hits]
+    return SearchOut(query=q, k=k, status=outcome.status.value, reasons=list(outcome.reasons), hits=hits,
+                     latency_ms={k_: round(float(v), 3) for k_, v in outcome.timings_ms.items()})
+
+
+def _memories(rt: Any) -> tuple[ProfileMemory, NotesMemory, QAMemory]:
+    b = rt.bara
+    return ProfileMemory(b.store), NotesMemory(b.store, b.embedder, b.settings), QAMemory(b.store, b.embedder, b.settings)
+
+
+@router.get("/memory", response_model=MemoryOut, tags=["memory"])
+def get_memory(request: Request, key: ApiKey = Depends(caller)) -> MemoryOut:
+    """The caller's profile facts, research notes and remembered Q&A."""
+    rt = runtime(request)
+    profile, notes, qa = _memories(rt)
+    user = key.user_id
+    with rt.store.scoped((user,)):
+        note_rows = [{k: v for k, v in asdict(n).items() if k != "user_id"} for n in notes.list(user)]
+        qa_rows = [{"source": h.source, "conversation_id": h.conversation_id, "question": h.question,
+                    "answer": h.answer, "created_at": h.created_at} for h in qa.list(user)]
+        return MemoryOut(user=user, profile=profile.get(user), notes=note_rows, qa=qa_rows,
+                         conversations=len(rt.conversations.list(user)))
+
+
+@router.delete("/memory", response_model=ForgetOut, tags=["memory"])
+def delete_memory(request: Request, conversations: bool = Query(False, description="also delete every "
+                  "conversation and its traces"), key: ApiKey = Depends(caller)) -> ForgetOut:
+    """Forget the caller's profile, notes and Q&A (and, with ``conversations=true``, conversations)."""
+    rt = runtime(request)
+    profile, notes, qa = _memories(rt)
+    user = key.user_id
+    with rt.store.scoped((user,)), rt.store.transaction():
+        deleted = {"profile": profile.forget(user), "notes": notes.forget(user), "qa": qa.forget(user)}
+        if conversations:
+            deleted["conversations"] = rt.conversations.delete(user)
+            deleted["traces"] = rt.traces.forget(user)
+    return ForgetOut(deleted=deleted)
+
+
+@router.post("/ingest", response_model=IngestOut, tags=["knowledge"])
+def ingest(request: Request, file: UploadFile = File(..., description="a UTF-8 text file"),
+           key: ApiKey = Depends(admin_caller)) -> IngestOut:
+    """Add one text file to the shared knowledge base (admin keys only); a file of the same name is replaced."""
+    rt = runtime(request)
+    raw = file.file.read(rt.settings.serve_max_upload_bytes + 1)
+    if len(raw) > rt.settings.serve_max_upload_bytes:
+        raise ApiError(413, "request_too_large", f"the upload is larger than {rt.settings.serve_max_upload_bytes} "
+                       "bytes: split the file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(415, "not_utf8", f"the file is not UTF-8 text (invalid byte at offset {exc.start}): "
+                       "convert it to UTF-8 text first") from exc
+    name = (file.filename or "upload.txt").replace("\\", "/").rsplit("/", 1)[-1][:200] or "upload.txt"
+    outcome = rt.bara.knowledge.add_text(f"upload/{name}", text)
+    return IngestOut(source=outcome.path, status=outcome.status, chunks=outcome.chunks, reason=outcome.reason)
+

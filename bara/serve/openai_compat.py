@@ -1,0 +1,208 @@
+"""OpenAI-compatible ``/v1/chat/completions`` and ``/v1/models``.
+
+Which conversation a request continues:
+
+1. ``X-Bara-Conversation: <id>`` names it (created for this user on first use; ids are per user).
+   The server's stored history is then the conversation; earlier ``messages`` are not re-read.
+2. Without the header, the ``messages`` history is the conversation. After every answered turn the
+   server records a fingerprint of the whole exchange (every user and assistant text so far,
+   whitespace-normalised; system and tool messages are left out because clients rewrite them) under
+   the caller's user. A request whose history (all messages before the last user message) matches a
+   fingerprint continues that conversation. A history the server has never seen (edited, or made
+   elsewhere) starts a new conversation seeded with that history, so the gate still sees context;
+   an empty history starts a fresh one. Re-sending the same history (regenerate) continues the same
+   conversation again.
+
+The reply is a standard ``chat.completion`` (or ``chat.completion.chunk`` events ending with
+``data: [DONE]`` when ``stream`` is true) plus ``"bara": {"conversation_id", "trace"}`` and the
+``X-Bara-Trace-Id`` / ``X-Bara-Conversation`` headers. The ``user`` field is never used as identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from typing import Any, Iterator, Literal
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from bara.serve.auth import caller
+from bara.serve.errors import ApiError
+from bara.serve.keys import ApiKey
+from bara.serve.native import check_message, run_turn
+
+router = APIRouter(prefix="/v1", tags=["openai"])
+MODELS = {"bara-gated": "gated", "bara-always": "always", "bara-agent": "agent"}
+_SPACE = re.compile(r"\s+")
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+
+
+class ChatRequest(BaseModel):
+    """OpenAI's request body; unknown sampling parameters are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = Field(description="bara-gated | bara-always | bara-agent")
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    user: str | None = Field(None, description="ignored for identity: the user is the API key's")
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: dict[str, Any]
+    finish_reason: str
+    logprobs: None = None
+
+
+class BaraExtra(BaseModel):
+    conversation_id: str
+    trace: dict[str, Any] = Field(description="the turn's full trace (TraceOut in the native API)")
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: dict[str, int]
+    system_fingerprint: str | None = None
+    bara: BaraExtra
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "bara"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+def text_of(m: ChatMessage) -> str:
+    if isinstance(m.content, str):
+        return m.content
+    parts = m.content or []
+    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+
+
+def thread_hash(turns: list[tuple[str, str]]) -> str:
+    """sha256 of the user/assistant texts in order (whitespace-normalised)."""
+    body = json.dumps([(r, _SPACE.sub(" ", t).strip()) for r, t in turns], ensure_ascii=False)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def dialogue(messages: list[ChatMessage]) -> list[tuple[str, str]]:
+    return [(m.role, text_of(m)) for m in messages if m.role in ("user", "assistant") and text_of(m).strip()]
+
+
+@router.get("/models", response_model=ModelList)
+def list_models(key: ApiKey = Depends(caller)) -> ModelList:
+    """The three modes as models."""
+    return ModelList(data=[ModelCard(id=name, created=0) for name in MODELS])
+
+
+@router.post("/chat/completions", response_model=ChatCompletion,
+             responses={200: {"content": {"text/event-stream": {}}}})
+def chat_completions(body: ChatRequest, request: Request, key: ApiKey = Depends(caller),
+                     x_bara_conversation: str | None = Header(None, max_length=200)) -> Any:
+    """One turn for the last user message (see the module docstring for how the conversation is found)."""
+    mode = MODELS.get(body.model)
+    if mode is None:
+        raise ApiError(404, "model_not_found", f"model {body.model!r} does not exist: use one of "
+                       f"{', '.join(MODELS)} (GET /v1/models)")
+    settings = request.app.state.runtime.settings
+    if len(body.messages) > settings.serve_max_messages:
+        raise ApiError(413, "too_many_messages", f"{len(body.messages)} messages; the limit is "
+                       f"{settings.serve_max_messages}: send fewer (or use X-Bara-Conversation and only the new one)")
+    last = body.messages[-1]
+    message = text_of(last)
+    if last.role != "user" or not message.strip():
+        raise ApiError(422, "invalid_request", "the last message must be a user message with text content")
+    check_message(request, message)
+    user = key.user_id
+    if x_bara_conversation is not None:
+        if not x_bara_conversation.strip():
+            raise ApiError(422, "invalid_request", "X-Bara-Conversation must not be empty: omit it or send an id")
+        cid, create, prior = x_bara_conversation, True, []
+    else:
+        prior = dialogue(body.messages[:-1])
+        cid, create = _continue(request, user, prior), False
+    out = run_turn(request, user, message, cid, mode, create=create)
+    if x_bara_conversation is None and out.trace.get("stored", {}).get("turn"):
+        _remember(request, user, [*prior, ("user", message), ("assistant", out.answer)], out.conversation_id)
+    headers = {"X-Bara-Trace-Id": out.trace["trace_id"], "X-Bara-Conversation": out.conversation_id}
+    extra = {"conversation_id": out.conversation_id, "trace": out.trace}
+    cmpl_id, created = f"chatcmpl-{out.trace['trace_id']}", int(time.time())
+    if body.stream:
+        usage = bool((body.stream_options or {}).get("include_usage"))
+        return StreamingResponse(_chunks(cmpl_id, created, body.model, out.answer, extra, out.trace, usage),
+                                 media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+    payload = ChatCompletion(id=cmpl_id, created=created, model=body.model, bara=BaraExtra(**extra),
+                             choices=[ChatChoice(index=0, message={"role": "assistant", "content": out.answer},
+                                                 finish_reason="stop")], usage=_usage(out.trace, out.answer))
+    return JSONResponse(payload.model_dump(), headers=headers)
+
+
+def _usage(trace: dict[str, Any], answer: str) -> dict[str, int]:
+    """Token counts as the pipeline's prompt budget counts them; completion tokens are words (estimate)."""
+    prompt, completion = int(trace.get("prompt_tokens") or 0), len(answer.split())
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _continue(request: Request, user: str, prior: list[tuple[str, str]]) -> str | None:
+    """The conversation this history continues; a new one seeded with ``prior`` when unseen; None if empty."""
+    if not prior:
+        return None
+    rt = request.app.state.runtime
+    rows = rt.store.query("SELECT conversation_id FROM serve_threads WHERE user_id=? AND thread_hash=?",
+                          (user, thread_hash(prior)))
+    if rows and rt.conversations.get(user, rows[0][0]) is not None:
+        return str(rows[0][0])
+    cid = rt.conversations.create(user)
+    with rt.store.transaction():
+        for role, text in prior:
+            rt.conversations.append(user, cid, role, text, {"imported": True})
+    return cid
+
+
+def _remember(request: Request, user: str, turns: list[tuple[str, str]], cid: str) -> None:
+    store = request.app.state.runtime.store
+    with store.transaction():
+        store.execute("INSERT INTO serve_threads (user_id, thread_hash, conversation_id, created_at) VALUES (?,?,?,?)"
+                      " ON CONFLICT (user_id, thread_hash) DO UPDATE SET conversation_id=excluded.conversation_id",
+                      (user, thread_hash(turns), cid, time.time()))
+
+
+def _chunks(cmpl_id: str, created: int, model: str, answer: str, extra: dict[str, Any], trace: dict[str, Any],
+            usage: bool) -> Iterator[str]:
+    """OpenAI ``chat.completion.chunk`` events: role, the answer in word-sized pieces, stop, [DONE]."""
+    def event(delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
+        chunk = {"id": cmpl_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                 "system_fingerprint": None,
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **more}
+        return f"data: {json.dumps(chunk)}\n\n"
+
+    yield event({"role": "assistant", "content": ""})
+    for piece in re.findall(r"\S+\s*|\s+", answer):
+        yield event({"content": piece})
+    yield event({}, "stop", bara=extra)
+    if usage:
+        chunk = {"id": cmpl_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                 "choices": [], "usage": _usage(trace, answer)}
+        yield f"data: {json.dumps(chunk)}\n\n"
+    yield "data: [DONE]\n\n"

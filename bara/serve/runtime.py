@@ -1,0 +1,122 @@
+"""What one server process holds: the Bara object, one assistant per mode, keys and stored traces.
+
+Every request is served by a worker thread (FastAPI runs these sync calls in its thread pool); the
+pipeline serialises turns on one conversation (``Conversations.turn_lock``, shared by every mode
+here) and the database orders writes across processes. Nothing else is held between requests, so
+any number of processes over one PostgreSQL serve the same users (docs/scaling.md).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from bara.app import Bara
+from bara.llm.base import build_model
+from bara.memory.conversations import Conversations
+from bara.pipeline import Assistant
+from bara.serve.keys import KeyStore
+from bara.settings import Settings
+from bara.trace import TurnTrace
+
+MODES = ("gated", "always", "agent")
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    answer: str
+    conversation_id: str
+    trace: dict[str, Any]  # TurnTrace.to_json() plus trace_id, message, degraded, errors
+
+
+class TraceStore:
+    """Per-user stored traces (``serve_traces``), one per answered turn."""
+
+    def __init__(self, store: Any):
+        self.store = store
+
+    def save(self, user_id: str, trace: dict[str, Any]) -> None:
+        with self.store.transaction():
+            self.store.execute("INSERT INTO serve_traces (user_id, trace_id, conversation_id, turn, mode,"
+                               " created_at, trace) VALUES (?,?,?,?,?,?,?)",
+                               (user_id, trace["trace_id"], trace["conversation_id"], int(trace["turn"]),
+                                trace["mode"], time.time(), json.dumps(trace, sort_keys=True)))
+
+    def for_conversation(self, user_id: str, conversation_id: str) -> dict[int, dict[str, Any]]:
+        rows = self.store.query("SELECT turn, trace FROM serve_traces WHERE user_id=? AND conversation_id=?"
+                                " ORDER BY turn, created_at", (user_id, conversation_id))
+        return {int(t): json.loads(body) for t, body in rows}
+
+    def get(self, user_id: str, trace_id: str) -> dict[str, Any] | None:
+        rows = self.store.query("SELECT trace FROM serve_traces WHERE user_id=? AND trace_id=?", (user_id, trace_id))
+        return json.loads(rows[0][0]) if rows else None
+
+    def forget(self, user_id: str) -> int:
+        with self.store.transaction():
+            return self.store.execute("DELETE FROM serve_traces WHERE user_id=?", (user_id,))
+
+
+def trace_json(trace: TurnTrace, message: str) -> dict[str, Any]:
+    """The trace as the API shows it: every TurnTrace field, plus ``trace_id``, the user's own words
+    (``message``; compare with ``retrieval_query`` for the rewrite), ``errors`` (reason codes of failed
+    stages and hooks) and ``degraded`` (any error, or an answer produced by a fallback)."""
+    out = trace.to_json()
+    errors = [r for r in out["reasons"] if "failed" in r or ":degraded" in r]
+    out.update(trace_id=uuid.uuid4().hex, message=message, errors=errors, degraded=bool(errors))
+    return out
+
+
+class Runtime:
+    """One per process: ``run_turn`` is thread-safe; assistants are built on first use per mode."""
+
+    def __init__(self, settings: Settings, mode: str = "gated", bara: Bara | None = None):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        self.settings, self.mode = settings, mode
+        self.bara = bara or Bara(settings)
+        self.store = self.bara.store
+        self.keys = KeyStore(self.store)
+        self.traces = TraceStore(self.store)
+        self.conversations = Conversations(self.store)
+        self._assistants: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def assistant(self, mode: str) -> Any:
+        with self._lock:
+            if mode not in self._assistants:
+                self._assistants[mode] = self._build(mode)
+            return self._assistants[mode]
+
+    def _build(self, mode: str) -> Any:
+        if mode == "agent":
+            from bara.agent.assistant import AgentAssistant
+
+            built: Any = AgentAssistant(self.bara)
+        else:
+            built = Assistant(self.bara, model=build_model(self.settings), mode=mode)
+        built.conversations = self.conversations  # one turn lock per conversation across modes
+        return built
+
+    def warm(self) -> None:
+        """Load the embedder and the default assistant before the first request."""
+        self.assistant(self.mode)
+        self.bara.embedder.embed(["warm up"])
+
+    def run_turn(self, user_id: str, message: str, conversation_id: str | None, mode: str | None = None,
+                 create: bool = False) -> TurnOutcome:
+        """One turn. ``conversation_id`` None starts a conversation; an unknown id raises InputError
+        unless ``create`` (then it is created for this user; ids are per user)."""
+        if conversation_id is not None and create:
+            self.conversations.open(user_id, conversation_id, create=True)
+        result = self.assistant(mode or self.mode).turn(user_id, message, conversation_id)
+        trace = trace_json(result.trace, message)
+        if trace.get("stored", {}).get("turn"):
+            self.traces.save(user_id, trace)
+        return TurnOutcome(result.answer, result.conversation_id, trace)
+
+    def close(self) -> None:
+        self.bara.close()
