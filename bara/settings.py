@@ -202,6 +202,19 @@ class Settings(BaseModel):
     serve_threads: int = Field(16, ge=1, le=256, description="Worker threads per process for sync turns: "
                                "turns wait on the DB or the model, so more threads than cores pays.")
 
+    # --- agent router (offline tool selection; bara/agent/router*.py) ----------
+    router_scheme_min_score: float = Field(85.0, ge=0.0, le=100.0, description="rapidfuzz ratio a message "
+                                           "window needs against a scheme's short name: one typo or a missing "
+                                           "'fund' passes, a different scheme of the same house does not.")
+    router_scheme_token_score: float = Field(85.0, ge=0.0, le=100.0, description="Per-word ratio for a held "
+                                             "scheme named without its fund house ('my flexi cap'): one typo in "
+                                             "a 7+ letter word.")
+    router_keyword_score: float = Field(85.0, ge=0.0, le=100.0, description="Per-word ratio at which a "
+                                        "misspelt keyword is read as the keyword ('transcations').")
+    router_sim_min: float = Field(0.25, ge=-1.0, le=1.0, description="With no rule firing, the best "
+                                  "cosine(message, tool's 'use for' text) must reach this for the tool to be "
+                                  "called; below it no tool fits (tuned on the BFCL dev half).")
+
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""
         try:

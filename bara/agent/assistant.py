@@ -70,7 +70,8 @@ class AgentAssistant:
 
     def __init__(self, bara: Any, model: Model | None = None, gate_tools: bool | None = None) -> None:
         self.bara, self.settings = bara, bara.settings
-        self.model: Model = model or build_model(self.settings) or RuleRouter(bara.embedder, self.settings)
+        self.model: Model = model or build_model(self.settings) or RuleRouter.for_store(bara.store, bara.embedder,
+                                                                                        self.settings)
         self.gate_tools = self.settings.agent_gate_tools if gate_tools is None else gate_tools
         self.tools: dict[str, Tool] = build_fund_tools()
         self.conversations = Conversations(bara.store)

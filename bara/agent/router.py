@@ -29,13 +29,15 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from bara.agent import router_intent as I
 from bara.agent import router_text as T
+from bara.agent.router_schemes import SchemeCatalogue
 from bara.decide import decide
-from bara.domains.funds.users import REFUSE_ADVICE, detect_refusal
+from bara.domains.funds.users import REFUSE_ADVICE, REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, detect_refusal
 from bara.errors import BaraError
 from bara.llm.base import STOP_END, STOP_TOOL_CALLS, ModelResponse
 from bara.llm.messages import (AssistantMessage, Message, SystemMessage, ToolCall, ToolResultMessage, ToolSpec,
@@ -50,7 +52,6 @@ THIN_MIN_HITS = 2
 #: Best fused (RRF) score a hit found by one arm only can reach is 1/(rrf_k + 1) ~ 0.0164 at k=60.
 THIN_SCORE = 0.02
 SIM_WEIGHT = 1.0  # cosine to a tool's "use for" text, added to the rule score
-SIM_MIN = 0.25  # with no rule firing, a best score below this means no tool fits the message
 MAX_COMPARE = 5
 _SIGNED_IN = re.compile(r"Signed-in user: (.+?) \(([^)\s]+)\)")
 
@@ -105,10 +106,20 @@ class RuleRouter:
     fallback and tool-description similarity; without it only rules decide."""
 
     def __init__(self, embedder: Any = None, settings: Settings | None = None,
-                 prototypes: PrototypeIndex | None = None, name: str = ROUTER_NAME) -> None:
+                 prototypes: PrototypeIndex | None = None, name: str = ROUTER_NAME,
+                 schemes: SchemeCatalogue | None = None, people: Sequence[str] = ()) -> None:
         self.name, self.embedder, self.settings = name, embedder, settings or Settings()
         self.prototypes = prototypes if prototypes is not None else prototypes_for(embedder)
+        self.schemes, self.people = schemes, tuple(people)  # scheme names to match; other users' names
         self._vectors: dict[str, np.ndarray] = {}  # text -> unit vector; descriptions and messages
+
+    @classmethod
+    def for_store(cls, store: Any, embedder: Any = None, settings: Settings | None = None) -> "RuleRouter":
+        """A router that knows the store's scheme names (fuzzy matching) and its users' names (refusals)."""
+        s = settings or Settings()
+        catalogue = SchemeCatalogue.from_store(store, s.router_scheme_min_score, s.router_scheme_token_score)
+        people = [r[0] for r in store.query("SELECT name FROM funds_users ORDER BY id")]
+        return cls(embedder, s, schemes=catalogue, people=people)
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = (), *,
                  deadline: float | None = None) -> ModelResponse:
@@ -127,18 +138,45 @@ class RuleRouter:
         low = T.normal(text)
         if not low.strip():
             return Plan("chitchat", note="testing", reasons=("router:empty",))
+        norm = I.normalise(text, self.settings.router_keyword_score)
         refusal = detect_refusal(text, tuple(n for n in own if n))
+        if refusal is None and I.other_person(norm, tuple(n for n in own if n), self.people):
+            refusal = REFUSE_OTHER_USER
+        if refusal is None and I.advice(norm):
+            refusal = REFUSE_ADVICE
         if refusal and refusal != REFUSE_ADVICE:
             return Plan("refuse", note=refusal, reasons=(f"router:refuse_{refusal}",))
-        chitchat = self.chitchat_kind(text)
+        chitchat = "thanks" if I.thanks(norm) else self.chitchat_kind(text)
         if chitchat and not refusal:
             return Plan("chitchat", note=chitchat, reasons=(f"router:chitchat_{chitchat}",))
-        spans = extract_schemes(text)
+        spans = self.scheme_codes(text, own[0] if own else "")
         if refusal:
-            return Plan("advice", advice_calls(spans, low), note=refusal, reasons=("router:advice_facts_only",))
-        if T.WHY_FALL.search(low):
-            return Plan("explain", explain_calls(spans, low), reasons=("router:compute_then_search",))
-        return self.choose(text, low, spans, tools)
+            return Plan("advice", advice_calls(spans, norm, self.label), note=refusal, reasons=("router:advice_facts_only",))
+        if T.WHY_FALL.search(norm) or (I.fall_question(norm) and (spans or I.personal(norm))):
+            return Plan("explain", explain_calls(spans, norm), reasons=("router:compute_then_search",))
+        if not spans and not I.on_topic(norm):
+            return Plan("refuse", note=REFUSE_OUT_OF_SCOPE, reasons=("router:no_tool_fits_off_topic",))
+        if len(spans) >= 2 and I.compares(norm):
+            return Plan("tools", (Call("compare_funds", {"schemes": spans[:MAX_COMPARE]}),),
+                        reasons=("router:compare_named",))
+        if I.fund_house_split(norm):
+            return Plan("tools", (Call("asset_allocation", {"by": "fund_house"}),), reasons=("router:by_fund_house",))
+        if I.concept(norm):
+            return Plan("tools", (Call(SEARCH, {"query": search_query(text), "limit": 5}),),
+                        reasons=("router:concept_search",))
+        return self.choose(text, norm, spans, tools)
+
+    def label(self, span: str) -> str:
+        """How to write a scheme in a search query: its name when the catalogue knows the code."""
+        return self.schemes.label(span) if self.schemes is not None else span
+
+    def scheme_codes(self, text: str, user: str) -> list[str]:
+        """Schemes named in ``text`` (codes, held ones resolved to the user's plan), in message order;
+        without a catalogue, the capitalised runs of the text."""
+        if self.schemes is None:
+            return extract_schemes(text)
+        found = T.CODE.findall(text) + T.ISIN.findall(text)
+        return list(dict.fromkeys(found + [m.code for m in self.schemes.find(text, user)]))
 
     def chitchat_kind(self, text: str) -> str | None:
         vector = self._embed(text) if self.embedder is not None else None
@@ -148,24 +186,25 @@ class RuleRouter:
         return "low_entropy" if gate.features.low_entropy else None
 
     def choose(self, text: str, low: str, spans: list[str], tools: Sequence[ToolSpec]) -> Plan:
-        scores = self.scores(text, low, tools)
+        scores = self.scores(text, low, tools, spans)
         rules = {n: T.rule_score(n, low, spans) for n in scores}
         picked = sorted((n for n, r in rules.items() if r >= 1.0), key=lambda n: -rules[n])
         if not picked:
             best = max(scores, key=scores.__getitem__, default=None)
-            if best is None or scores[best] < SIM_MIN:
+            if best is None or scores[best] < self.settings.router_sim_min:
                 return Plan("chitchat", note="low_entropy", reasons=("router:no_tool_fits",))
             picked = [best]
         picked = _drop_search(picked, rules, low)
         if "compare_funds" in picked and len(spans) < 2:
-            return _compare_fallback(text, low, spans, picked)
+            return _compare_fallback(text, low, [self.label(c) for c in spans], picked)
         calls = tuple(Call(n, tool_args(n, text, low, spans)) for n in picked[:3])
         return Plan("tools", calls, reasons=tuple(f"router:pick_{n}" for n in picked[:3]))
 
-    def scores(self, text: str, low: str, tools: Sequence[ToolSpec]) -> dict[str, float]:
+    def scores(self, text: str, low: str, tools: Sequence[ToolSpec], spans: list[str] | None = None
+               ) -> dict[str, float]:
         """Rule score plus SIM_WEIGHT x cosine(message, tool's "use for" text), per offered tool."""
         names = [t.name for t in tools] or list(T.RULES)
-        spans = extract_schemes(text)
+        spans = extract_schemes(text) if spans is None else spans
         out = {n: T.rule_score(n, low, spans) for n in names}
         if self.embedder is not None and tools:
             message = self._embed(text)
@@ -304,11 +343,11 @@ def informed_query(seen: Sequence[Seen]) -> str:
 
 
 # ------------------------------------------------------------------ arguments
-def advice_calls(spans: list[str], low: str) -> tuple[Call, ...]:
+def advice_calls(spans: list[str], low: str, label: Callable[[str], str] = str) -> tuple[Call, ...]:
     if len(spans) >= 2:
         return (Call("compare_funds", {"schemes": spans[:MAX_COMPARE]}),)
     if spans:
-        return (Call(SEARCH, {"query": f"{spans[0]} category, fund house and trailing returns", "limit": 3}),)
+        return (Call(SEARCH, {"query": f"{label(spans[0])} category, fund house and trailing returns", "limit": 3}),)
     return (Call("get_holdings", {}),) if T.PERSONAL.search(low) else ()
 
 
