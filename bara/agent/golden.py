@@ -72,6 +72,7 @@ class CaseOutcome:
     tool_specs_offered: int = 0
     split: str = ""
     spec_tokens: int = 0  # tokens of the tool specs sent with every model call of the case
+    input_tokens: int = 0  # as the provider reported them (0 for the offline router)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ class GoldenReport:
                 "tool_calls": sum(len(x.tools) for x in o),
                 "searches": sum(x.tools.count("search_documents") for x in o),
                 "tool_specs_offered": sum(x.tool_specs_offered for x in o),
-                "tool_spec_tokens": sum(x.spec_tokens for x in o), "seconds": round(self.seconds, 3)}
+                "tool_spec_tokens": sum(x.spec_tokens for x in o), "input_tokens": sum(x.input_tokens for x in o),
+                "seconds": round(self.seconds, 3)}
 
     def to_json(self) -> dict[str, Any]:
         return {"categories": self.categories(), "splits": self.splits(), "model": self.model,
@@ -305,7 +307,8 @@ def run_case(assistant: AgentAssistant, raw: Mapping[str, Any], facts: Facts) ->
     iterations = run.iterations if run else 0
     return CaseOutcome(case.id, case.category, passed, detail, case.user, case.message, turn.result.answer, tools,
                        run.model_calls if run else 0, len(turn.offered) * iterations, str(raw.get("split", "")),
-                       spec_tokens(assistant.tools[n] for n in turn.offered) * iterations)
+                       spec_tokens(assistant.tools[n] for n in turn.offered) * iterations,
+                       run.usage.input_tokens if run else 0)
 
 
 def spec_tokens(tools: Iterable[Any]) -> int:
