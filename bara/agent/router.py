@@ -107,7 +107,8 @@ class RuleRouter:
             return Plan("chitchat", note=chitchat, reasons=(f"router:chitchat_{chitchat}",))
         spans = self.scheme_codes(text, own[0] if own else "")
         if refusal:
-            return Plan("advice", advice_calls(spans, norm, self.label), note=refusal, reasons=("router:advice_facts_only",))
+            return Plan("advice", advice_calls(spans, norm, self.label), note=refusal,
+                        reasons=("router:advice_facts_only",))
         if T.WHY_FALL.search(norm) or (I.fall_question(norm) and (spans or I.personal(norm))):
             return Plan("explain", explain_calls(spans, norm), reasons=("router:compute_then_search",))
         if not spans and not I.on_topic(norm):

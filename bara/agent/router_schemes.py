@@ -98,7 +98,7 @@ class SchemeCatalogue:
         for entry in self.entries:
             self.by_first.setdefault(entry.short[0], []).append(entry)
         self.firsts = list(self.by_first)
-        self.labels = {c: e.name for e in self.entries for c in e.codes}
+        self.entries_by_code = {c: e for e in self.entries for c in e.codes}
         self._held = held
         self.min_score, self.token_score = min_score, token_score
 
@@ -115,7 +115,8 @@ class SchemeCatalogue:
 
     def label(self, code: str) -> str:
         """The scheme's AMFI name for a code it knows, else the code itself."""
-        return self.labels.get(code, code)
+        entry = self.entries_by_code.get(code)
+        return entry.name if entry else code
 
     def held_codes(self, user: str) -> set[str]:
         return set(self._held(user)) if self._held and user else set()
