@@ -16,8 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
 from bara.mcp.server import mcp_http_app, mcp_lifespan
-
-NOT_READY = {"error": "the MCP endpoint is not ready: the server is starting or stopping; retry shortly"}
+from bara.prompts.mcp import NOT_READY
 
 
 class McpMount:
@@ -30,7 +29,7 @@ class McpMount:
         if self.app is None:
             if scope["type"] != "http":
                 return
-            body = json.dumps(NOT_READY).encode()
+            body = json.dumps({"error": NOT_READY}).encode()
             await send({"type": "http.response.start", "status": 503,
                         "headers": [(b"content-type", b"application/json")]})
             await send({"type": "http.response.body", "body": body})

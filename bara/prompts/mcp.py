@@ -36,3 +36,4 @@ NO_USER = ("no user is bound to this MCP session; the operator must start `bara 
 NO_STORE = "this MCP server has no store; the operator must configure one (--db or $BARA_DB)"
 UNKNOWN_KEY = "missing or unknown API key: send 'Authorization: Bearer <key>' with a key issued for a bara user"
 EMPTY_USER = "--user must name a user (got an empty value); pass the id the memory belongs to, e.g. --user u_asha"
+NOT_READY = "the MCP endpoint is not ready: the server is starting or stopping; retry shortly"
