@@ -88,10 +88,12 @@ class TurnResult:
 class Assistant:
     """A multi-turn assistant over one :class:`~bara.app.Bara`; hooks live on ``self.hooks``."""
 
-    def __init__(self, bara: Bara, model: Model | None = None, mode: str = "gated", strict: bool = False):
+    def __init__(self, bara: Bara, model: Model | None = None, mode: str = "gated", strict: bool = False,
+                 fallback_offline: bool = True):
         if mode not in MODES:
             raise InputError(f"unknown mode {mode!r}: the caller must pass one of {', '.join(MODES)}")
         self.bara, self.settings, self.mode, self.strict = bara, bara.settings, mode, strict
+        self.fallback_offline = fallback_offline  # False: a model failure raises (HTTP answers 502/504)
         self.hooks = Hooks()
         self.offline = OfflineGenerator()
         self.generator: Generator = ModelGenerator(model) if model is not None else self.offline
@@ -311,6 +313,8 @@ class Assistant:
             try:
                 answer = self.generator.generate(prompt)
             except LLMError as exc:
+                if not self.fallback_offline:
+                    raise
                 rec.reason(f"generate:model_failed_offline_used:{type(exc).__name__}")
                 answer = self.offline.generate(prompt)
         shown = self._hook("after_generation", answer, ctx, rec)

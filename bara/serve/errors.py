@@ -39,7 +39,7 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def provider_error(exc: LLMError) -> ApiError:
-    if isinstance(exc, LLMDeadlineError):
+    if isinstance(exc, LLMDeadlineError) or "Timeout" in str(exc):  # the text stays internal
         return ApiError(504, "provider_timeout", "the model provider did not answer in time; retry later")
     return ApiError(502, "provider_error", f"the model provider failed ({type(exc).__name__}); retry later "
                     "or ask the operator to check the model configuration")
@@ -67,6 +67,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(InputError)
     async def _input(_: Request, exc: InputError) -> JSONResponse:
         return error_json(400, "invalid_input", str(exc))
+
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, exc: Exception) -> JSONResponse:
+        return error_json(500, "internal_error", "the server failed on this request (a bug); it was not "
+                          "completed: retry, and report it if it persists")
 
     @app.exception_handler(BaraError)
     async def _bara(_: Request, exc: BaraError) -> JSONResponse:

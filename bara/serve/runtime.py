@@ -97,7 +97,7 @@ class Runtime:
 
             built: Any = AgentAssistant(self.bara)
         else:
-            built = Assistant(self.bara, model=build_model(self.settings), mode=mode)
+            built = Assistant(self.bara, model=build_model(self.settings), mode=mode, fallback_offline=False)
         built.conversations = self.conversations  # one turn lock per conversation across modes
         return built
 

@@ -4,9 +4,12 @@ Portable SQL (SQLite and PostgreSQL). Every table is per-user: its primary key a
 constraint start with ``user_id``, so a Citus cluster can distribute it by owner (docs/scaling.md).
 API keys are looked up by hash before the user is known, through a plain (non-unique) index.
 
-``0005_owner_keys`` also re-keys the memory tables that predate this rule: ``conversations`` by
-``(user_id, id)`` and ``messages`` by ``(user_id, conversation_id, seq)``, so two users may hold the
-same conversation id without ever meeting (the id space is per user, like every other row).
+``0005_owner_keys`` also re-keys the tables that predate this rule: ``conversations`` by
+``(user_id, id)``, ``messages`` by ``(user_id, conversation_id, seq)`` (so two users may hold the same
+conversation id without ever meeting), ``funds_transactions`` by ``(user_id, id)``, and on PostgreSQL
+``documents`` / ``chunks`` by ``(owner, id)``. SQLite's ``documents`` / ``chunks`` keep their rowid
+keys: FTS5 rows point at the chunk rowid, which a composite key would stop aliasing, and Citus (the
+reason for the rule) is a PostgreSQL plan.
 """
 
 from __future__ import annotations
@@ -88,12 +91,52 @@ _PG_REKEY = [
     " ON DELETE CASCADE",
 ]
 
+# PostgreSQL only: the store's tables. SQLite keeps its rowid ids there (FTS5 rows are keyed by the
+# chunk's rowid, which a composite key would stop aliasing); Citus is a PostgreSQL plan.
+_PG_REKEY_STORE = [
+    "ALTER TABLE chunks DROP CONSTRAINT chunks_doc_id_fkey",
+    "ALTER TABLE documents DROP CONSTRAINT documents_pkey",
+    "ALTER TABLE documents ADD PRIMARY KEY (owner, id)",
+    "ALTER TABLE chunks DROP CONSTRAINT chunks_pkey",
+    "ALTER TABLE chunks ADD PRIMARY KEY (owner, id)",
+    "ALTER TABLE chunks ADD FOREIGN KEY (owner, doc_id) REFERENCES documents(owner, id) ON DELETE CASCADE",
+    "CREATE INDEX documents_id ON documents (id)",
+    "CREATE INDEX chunks_id ON chunks (id)",
+]
+
+_PG_REKEY_FUNDS = [
+    "ALTER TABLE funds_transactions DROP CONSTRAINT funds_transactions_pkey",
+    "ALTER TABLE funds_transactions ADD PRIMARY KEY (user_id, id)",
+]
+
+_SQLITE_REKEY_FUNDS = [
+    "ALTER TABLE funds_transactions RENAME TO funds_transactions_0102",
+    """CREATE TABLE funds_transactions (
+        id TEXT NOT NULL,
+        user_id TEXT NOT NULL REFERENCES funds_users (id),
+        scheme_code TEXT NOT NULL REFERENCES funds_schemes (scheme_code),
+        date TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('SIP', 'LUMPSUM', 'REDEMPTION')),
+        amount DOUBLE PRECISION NOT NULL CHECK (amount > 0),
+        units DOUBLE PRECISION NOT NULL CHECK (units > 0),
+        nav DOUBLE PRECISION NOT NULL CHECK (nav > 0),
+        memo TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (user_id, id))""",
+    "INSERT INTO funds_transactions SELECT id, user_id, scheme_code, date, kind, amount, units, nav, memo"
+    " FROM funds_transactions_0102",
+    "DROP TABLE funds_transactions_0102",
+    "CREATE INDEX funds_tx_user ON funds_transactions (user_id, scheme_code, date)",
+]
+
 STEP = "0005_owner_keys"
 
 
-def serve_migrations(backend: str) -> list[tuple[str, list[str]]]:
-    """``(name, statements)`` for ``backend`` ("sqlite" or "postgres")."""
-    rekey = _PG_REKEY if backend == "postgres" else _SQLITE_REKEY
+def serve_migrations(backend: str, funds: bool = True) -> list[tuple[str, list[str]]]:
+    """``(name, statements)`` for ``backend`` ("sqlite" or "postgres"); ``funds``: the funds tables exist."""
+    if backend == "postgres":
+        rekey = [*_PG_REKEY, *_PG_REKEY_STORE, *(_PG_REKEY_FUNDS if funds else [])]
+    else:
+        rekey = [*_SQLITE_REKEY, *(_SQLITE_REKEY_FUNDS if funds else [])]
     return [(STEP, [*_SERVE, *rekey])]
 
 

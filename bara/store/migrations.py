@@ -80,12 +80,13 @@ _DOMAIN_LOADERS: tuple[Callable[[], list[Migration]], ...] = (_memory_steps, _fu
 
 
 def _serve_steps(backend: str) -> list[Migration]:
-    """API keys, stored traces, history threads, and owner-first keys on conversations/messages."""
+    """API keys, stored traces, history threads, and owner-first keys on every per-user table."""
     try:
         from bara.serve.schema import serve_migrations
     except ImportError:
         return []
-    return [Migration(name, tuple(sql)) for name, sql in serve_migrations(backend)]
+    funds = any(s.name.startswith("0102_funds") for s in _funds_steps())
+    return [Migration(name, tuple(sql)) for name, sql in serve_migrations(backend, funds)]
 
 
 def sqlite_migrations() -> list[Migration]:

@@ -1,0 +1,154 @@
+"""Bounded loopback load test of `bara serve`: N concurrent users x T turns each, then a check that
+every turn of every conversation is stored, in order (results go to docs/benchmarks.md).
+
+    python bench/bench_serve_load.py --db /tmp/load.db                       # SQLite, 1 worker
+    python bench/bench_serve_load.py --db postgresql://... --workers 2       # after `bara db start`
+
+It creates one API key per user in --db, ingests a few RFCs into the shared knowledge base when it is
+empty (--kb-files), starts `bara serve` on a free loopback port as a subprocess, drives it with an
+asyncio httpx client (each user's turns are sequential, users run concurrently), verifies, and stops
+the server. It stops by itself: every request has a timeout and the whole run a deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+MESSAGES = ["What does the HSTS max-age directive specify?", "and what about includeSubDomains?",
+            "thanks, that helps!", "My name is {name} and I work as a site reliability engineer.",
+            "What does MUST mean in RFC 2119?", "how is SHOULD different?", "We decided to use {name}-plan for TLS.",
+            "What is HTTP over TLS?", "what did we decide?", "How does a client check the server certificate?",
+            "ok", "remind me what my name is", "Which port does HTTPS use by default?"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def prepare(db: str, users: int, kb_files: list[str]) -> list[str]:
+    from bara.app import Bara
+    from bara.serve.keys import KeyStore
+    from bara.settings import load_settings
+
+    with Bara(load_settings(db=db)) as bara:
+        if kb_files and bara.store.count_chunks(owner="", collection="kb") == 0:
+            bara.knowledge.ingest(kb_files)
+        keys = KeyStore(bara.store)
+        return [keys.create(f"load-{os.getpid()}-{i}").key for i in range(users)]
+
+
+async def user_session(client: httpx.AsyncClient, key: str, n: int, turns: int, lat: list[float],
+                       errors: list[str]) -> tuple[str | None, list[str]]:
+    headers, cid, sent = {"Authorization": f"Bearer {key}"}, None, []
+    for t in range(turns):
+        message = MESSAGES[(n + t) % len(MESSAGES)].format(name=f"User{n}") + f" [{t}]"
+        body = {"message": message, **({"conversation_id": cid} if cid else {})}
+        t0 = time.perf_counter()
+        try:
+            r = await client.post("/api/turns", json=body, headers=headers)
+        except httpx.HTTPError as exc:
+            errors.append(type(exc).__name__)
+            continue
+        lat.append(time.perf_counter() - t0)
+        if r.status_code != 200:
+            errors.append(f"HTTP {r.status_code}")
+            continue
+        cid = r.json()["conversation_id"]
+        sent.append(message)
+    return cid, sent
+
+
+async def verify(client: httpx.AsyncClient, key: str, cid: str | None, sent: list[str]) -> bool:
+    if cid is None:
+        return not sent
+    r = await client.get(f"/api/conversations/{cid}/turns", headers={"Authorization": f"Bearer {key}"})
+    turns = r.json()["turns"] if r.status_code == 200 else []
+    return [t["user"] for t in turns] == sent and all(t["assistant"] and t["trace"] for t in turns)
+
+
+async def drive(url: str, keys: list[str], turns: int, deadline_s: float) -> dict:
+    lat: list[float] = []
+    errors: list[str] = []
+    limits = httpx.Limits(max_connections=len(keys) + 4)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+        t0 = time.perf_counter()
+        sessions = await asyncio.wait_for(asyncio.gather(
+            *(user_session(client, k, n, turns, lat, errors) for n, k in enumerate(keys))), deadline_s)
+        wall = time.perf_counter() - t0
+        checks = await asyncio.gather(*(verify(client, k, cid, sent) for k, (cid, sent) in zip(keys, sessions)))
+    ms = sorted(x * 1e3 for x in lat)
+    return {"users": len(keys), "turns_per_user": turns, "turns_ok": len(lat) - sum(e.startswith("HTTP") for e in errors),
+            "errors": len(errors), "error_kinds": sorted(set(errors)), "wall_s": round(wall, 2),
+            "turns_per_s": round(len(ms) / wall, 2), "p50_ms": round(statistics.median(ms), 1) if ms else None,
+            "p95_ms": round(ms[int(0.95 * (len(ms) - 1))], 1) if ms else None,
+            "conversations_complete_in_order": sum(checks), "conversations": len(keys),
+            "stored_turns_expected": sum(len(s) for _, s in sessions)}
+
+
+def start_server(db: str, port: int, workers: int, mode: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "bara.cli", "serve", "--db", db, "--port", str(port), "--workers", str(workers),
+           "--mode", mode]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 180) -> None:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited: {proc.stderr.read()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit("server did not become ready")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--db", required=True)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--users", type=int, default=32)
+    ap.add_argument("--turns", type=int, default=25)
+    ap.add_argument("--mode", default="gated")
+    ap.add_argument("--deadline", type=float, default=900, help="seconds for the whole load phase")
+    ap.add_argument("--kb-files", nargs="*", default=[str(Path(os.environ.get("BARA_DATA", "../shared/data")) / "rfc" / f)
+                                                      for f in ("rfc2119.txt", "rfc2818.txt", "rfc6797.txt")])
+    args = ap.parse_args()
+    keys = prepare(args.db, args.users, args.kb_files)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start_server(args.db, port, args.workers, args.mode)
+    try:
+        wait_ready(url, proc)
+        result = asyncio.run(drive(url, keys, args.turns, args.deadline))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    backend = "postgresql" if args.db.startswith("postgres") else "sqlite"
+    print(json.dumps({"backend": backend, "workers": args.workers, "mode": args.mode,
+                      "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+                      "load_avg": [round(x, 2) for x in os.getloadavg()], **result}))
+
+
+if __name__ == "__main__":
+    main()
