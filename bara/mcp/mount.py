@@ -39,12 +39,30 @@ class McpMount:
         await self.app(dict(scope), receive, send)
 
 
+class ExactPath:
+    """``/mcp`` without the trailing slash: served as ``/mcp/`` (the static files at ``/`` would take it)."""
+
+    def __init__(self, mount: McpMount, path: str) -> None:
+        self.mount, self.path = mount, path
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        root = scope.get("root_path", "")
+        inner = {**scope, "path": f"{root}{self.path}/", "raw_path": f"{root}{self.path}/".encode(),
+                 "root_path": f"{root}{self.path}"}
+        await self.mount(inner, receive, send)
+
+
 def mount_mcp(app: Any, path: str = "/mcp") -> McpMount:
-    """Mount the MCP server at ``path`` on a ``bara.serve`` app; the user comes from each request's key."""
+    """Mount the MCP server at ``path`` (and ``path/``) on a ``bara.serve`` app; the user comes from each
+    request's API key."""
+    from starlette.routing import Route
+
     from bara.serve.app import extend, user_for_key
 
     mount = McpMount()
     extend(app, path, mount, name="mcp")
+    at = next(i for i, r in enumerate(app.router.routes) if getattr(r, "name", None) == "mcp")
+    app.router.routes.insert(at, Route(path, endpoint=ExactPath(mount, path), name="mcp-exact"))
     host_lifespan = app.router.lifespan_context
 
     def resolve_user(key: str) -> str | None:
