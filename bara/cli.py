@@ -198,6 +198,9 @@ register_eval(eval_app)
 from bara.cli_db import register as register_db  # noqa: E402 - db start/stop/migrate
 register_db(app)
 
+from bara.cli_mcp import register as register_mcp  # noqa: E402 - bara mcp (MCP over stdio)
+register_mcp(app)
+
 from bara.cli_serve import register as register_serve  # noqa: E402 - serve and keys
 register_serve(app)
 

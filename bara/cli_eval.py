@@ -174,7 +174,7 @@ def eval_tools(bfcl: List[Path] = typer.Option(..., "--bfcl", help="BFCL cases .
     if json_out:
         print(json.dumps(result, sort_keys=True))
         return
-    keys = ("n", "selection_accuracy", "irrelevance_abstention", "by_category", "model", "problems")
+    keys = ("n", "selection_accuracy", "irrelevance_abstention", "by_category", "splits", "model", "problems")
     Console(highlight=False).print({k: result[k] for k in keys})
 
 

@@ -176,17 +176,25 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
                                                      help="Override agent_gate_tools for this run."),
            case: Optional[List[str]] = typer.Option(None, "--case", help="Only cases whose id starts with this "
                                                                          "(repeatable)."),
+           split: str = typer.Option("all", "--split", help="dev (tuned on), test (held out) or all."),
+           model: Optional[str] = typer.Option(None, "--model", help="LLM as provider:name (openai:..., "
+                                               "anthropic:..., or openai:<name> with llm_base_url for a local "
+                                               "server); default: BARA_MODEL, else the offline rule router."),
            verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every case, not only failures.")) -> None:
     """Golden set of the portfolio assistant: numeric, retrieval, refusal and tool-selection scores."""
-    from bara.agent.golden import CASES
+    from bara.agent.golden_cases import SPLITS, cases_for
 
-    picked = [c for c in CASES if not case or c["id"].startswith(tuple(case))]
+    if split not in (*SPLITS, "all"):
+        err.print(f"[red]error:[/red] --split must be dev, test or all, not {split!r}")
+        raise typer.Exit(2)
+    picked = [c for c in cases_for(split) if not case or c["id"].startswith(tuple(case))]
     if not picked:
-        err.print(f"[red]error:[/red] no golden case id starts with {case}; see bara/agent/golden_cases.py")
+        err.print(f"[red]error:[/red] no golden case id starts with {case}; see bara/agent/data/golden_*.jsonl")
         raise typer.Exit(2)
     try:
-        with _open(db) as bara:
-            report = _run_golden(bara, gate_tools, picked, quiet=json_out)
+        with Bara(load_settings(db=db, **({"model": model} if model else {}))) as bara:
+            chosen = _golden_model(bara)
+            report = _run_golden(bara, chosen, gate_tools, picked, quiet=json_out)
     except BaraError as exc:
         _fail(exc)
     if json_out:
@@ -195,14 +203,25 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
     _print_golden(report, verbose)
 
 
-def _run_golden(bara: Bara, gate_tools: Optional[bool], cases: list, quiet: bool) -> Any:
+def _golden_model(bara: Bara) -> Any:
+    """The configured model, or None (the offline router) after saying so on stderr."""
+    from bara.llm.base import build_model
+
+    model = build_model(bara.settings)
+    if model is None:
+        err.print("no model configured (pass --model provider:name or set BARA_MODEL): running the offline "
+                  "rule router")
+    return model
+
+
+def _run_golden(bara: Bara, model: Any, gate_tools: Optional[bool], cases: list, quiet: bool) -> Any:
     from bara.agent.golden import run_golden
 
     columns = (TextColumn("[bold]golden"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[case]}"))
     with Progress(*columns, console=err, disable=quiet) as bar:
         task = bar.add_task("golden", total=len(cases), case="")
-        return run_golden(bara, gate_tools=gate_tools, cases=cases,
+        return run_golden(bara, model=model, gate_tools=gate_tools, cases=cases,
                           progress=lambda o: bar.update(task, advance=1, case=o.id))
 
 
@@ -210,8 +229,12 @@ def _print_golden(report: Any, verbose: bool) -> None:
     table = Table(title=f"golden set: model {report.model}, gate_tools {report.gate_tools}")
     for col in ("category", "passed", "total"):
         table.add_column(col)
+    splits = report.splits()
+    for col in splits:
+        table.add_column(f"{col} passed/total")
     for name, score in report.categories().items():
-        table.add_row(name, str(score["passed"]), str(score["total"]))
+        table.add_row(name, str(score["passed"]), str(score["total"]),
+                      *[f"{v[name]['passed']}/{v[name]['total']}" for v in splits.values()])
     console.print(table)
     for o in report.outcomes:
         if verbose or not o.passed:
@@ -219,4 +242,5 @@ def _print_golden(report: Any, verbose: bool) -> None:
             console.print(f"{mark} {o.id} ({o.category}) tools={list(o.tools)}: {o.detail}")
     t = report.totals()
     console.print(f"{t['passed']}/{t['cases']} passed; {t['model_calls']} model calls, {t['tool_calls']} tool calls "
-                  f"({t['searches']} searches), {t['tool_specs_offered']} tool specs offered, {t['seconds']:.1f} s")
+                  f"({t['searches']} searches), {t['tool_specs_offered']} tool specs offered "
+                  f"(~{t['tool_spec_tokens']} tokens), {t['input_tokens']} input tokens reported, {t['seconds']:.1f} s")

@@ -235,6 +235,28 @@ class Settings(BaseModel):
     serve_threads: int = Field(16, ge=1, le=256, description="Worker threads per process for sync turns: "
                                "turns wait on the DB or the model, so more threads than cores pays.")
 
+    # --- agent router (offline tool selection; bara/agent/router*.py) ----------
+    router_scheme_min_score: float = Field(85.0, ge=0.0, le=100.0, description="rapidfuzz ratio a message "
+                                           "window needs against a scheme's short name: one typo or a missing "
+                                           "'fund' passes, a different scheme of the same house does not.")
+    router_scheme_token_score: float = Field(85.0, ge=0.0, le=100.0, description="Per-word ratio for a held "
+                                             "scheme named without its fund house ('my flexi cap'): one typo in "
+                                             "a 7+ letter word.")
+    router_keyword_score: float = Field(85.0, ge=0.0, le=100.0, description="Per-word ratio at which a "
+                                        "misspelt keyword is read as the keyword ('transcations').")
+    router_sim_min: float = Field(0.4, ge=-1.0, le=1.0, description="With no rule firing, the best "
+                                  "cosine(message, tool's 'use for' text) that calls the tool on its own; "
+                                  "below, no tool fits (tuned on the BFCL dev half: 0.25 called a tool for "
+                                  "most near-miss requests).")
+    router_sim_floor: float = Field(0.3, ge=-1.0, le=1.0, description="Lowest cosine at which a tool whose "
+                                    "name the message mentions (router_name_cover_min) is still called.")
+    router_name_cover_min: float = Field(0.34, ge=0.0, le=1.0, description="Share of a tool name's content "
+                                         "words the message must mention to accept a cosine in [floor, min): "
+                                         "one of its (up to three) task words.")
+    router_name_weight: float = Field(0.2, ge=0.0, le=1.0, description="Weight of the name coverage when "
+                                      "ranking tools by cosine: breaks near ties towards the tool named for "
+                                      "the task ('search_book' over 'reserve_book').")
+
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""
         try:

@@ -24,8 +24,9 @@ from bara.llm.base import ModelResponse
 from bara.llm.messages import AssistantMessage
 from bara.settings import Settings
 
-#: Per-category pass rate the offline router must keep (it scored 1.0 in every category when written).
-FLOOR = 0.9
+#: Per-category pass rate the offline router must keep on the dev split (tuned on; 1.0 everywhere when
+#: written) and on the held-out test split (0.83-1.0 per category at the first honest run: a regression guard).
+FLOOR = {"dev": 0.9, "test": 0.75}
 DISTRACTOR_EVERY = 100  # every n-th scheme fact sheet and ...
 FIQA_EVERY = 10 # ... every n-th FiQA passage are indexed besides the relevant ones
 
@@ -50,23 +51,25 @@ def golden(world):
     return run_golden(world[0])
 
 
-def test_the_set_has_at_least_40_cases_in_four_categories():
-    assert len(CASES) >= 40
+def test_the_set_has_at_least_150_cases_in_four_categories():
+    assert len(CASES) >= 150
     for category in CATEGORIES:
         assert sum(c["category"] == category for c in CASES) >= 10, category
     assert len({c["id"] for c in CASES}) == len(CASES)
 
 
 def test_golden_scores_with_the_offline_router(golden):
-    scores = golden.categories()
-    print("\ngolden:", json.dumps(scores), json.dumps(golden.totals()))
+    splits = golden.splits()
+    print("\ngolden:", json.dumps(splits), json.dumps(golden.totals()))
     for outcome in golden.outcomes:
         if not outcome.passed:
-            print(f"FAIL {outcome.id}: {outcome.detail}")
-    assert set(scores) == set(CATEGORIES)
-    for category, score in scores.items():
-        assert score["total"] >= 10
-        assert score["passed"] / score["total"] >= FLOOR, (category, golden.to_json()["failures"])
+            print(f"FAIL {outcome.split} {outcome.id}: {outcome.detail}")
+    assert set(splits) == {"dev", "test"}
+    for split, scores in splits.items():
+        assert set(scores) == set(CATEGORIES)
+        for category, score in scores.items():
+            assert score["total"] >= 10
+            assert score["passed"] / score["total"] >= FLOOR[split], (split, category, golden.to_json()["failures"])
 
 
 def test_portfolio_figures_never_reach_for_search(golden):

@@ -24,6 +24,7 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 
 from bara.agent.loop import AgentRun, ToolCallRecord, run_agent
 from bara.agent.router import SEARCH, RuleRouter, prototypes_for
+from bara.agent.router_intent import normalise, other_person
 from bara.agent.tools import Tool, ToolContext
 from bara.decide import GateResult, decide
 from bara.domains.funds import (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, FundsRepo, build_fund_tools, detect_refusal,
@@ -70,7 +71,8 @@ class AgentAssistant:
 
     def __init__(self, bara: Any, model: Model | None = None, gate_tools: bool | None = None) -> None:
         self.bara, self.settings = bara, bara.settings
-        self.model: Model = model or build_model(self.settings) or RuleRouter(bara.embedder, self.settings)
+        self.model: Model = model or build_model(self.settings) or RuleRouter.for_store(bara.store, bara.embedder,
+                                                                                        self.settings)
         self.gate_tools = self.settings.agent_gate_tools if gate_tools is None else gate_tools
         self.tools: dict[str, Tool] = build_fund_tools()
         self.conversations = Conversations(bara.store)
@@ -155,9 +157,16 @@ class AgentAssistant:
         if gate.intent.intent == "chitchat":
             return {}, "agent:tools_none_chitchat"
         refusal = detect_refusal(text, tuple(own))
+        if refusal is None and other_person(normalise(text, self.settings.router_keyword_score), tuple(own),
+                                            self._people()):
+            refusal = REFUSE_OTHER_USER
         if refusal in (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE):
             return {}, f"agent:tools_none_{refusal}"
         return self.tools, "agent:tools_all"
+
+    def _people(self) -> list[str]:
+        """Names of the store's users: naming one of them (not oneself) asks about someone else."""
+        return [r[0] for r in self.bara.store.query("SELECT name FROM funds_users ORDER BY id")]
 
     def messages(self, user_id: str, name: str, history: Sequence[tuple[str, str]], text: str) -> list[Message]:
         out: list[Message] = [SystemMessage(AGENT_SYSTEM.format(name=name, user_id=user_id))]

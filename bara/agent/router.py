@@ -7,97 +7,54 @@ results since) and returns either the next tool calls or a templated answer.
 It never does arithmetic: every figure in an answer is copied from a tool
 result (wording and formatters: :mod:`bara.agent.router_text`).
 
-Routing, first match wins:
+Every message is first normalised (:mod:`bara.agent.router_intent`: Hinglish
+words mapped to English, misspelt keywords corrected) and its scheme names
+resolved by fuzzy matching over the catalogue, the user's own schemes first
+(:mod:`bara.agent.router_schemes`). Routing, first match wins:
 
-1. refusals (:func:`~bara.domains.funds.detect_refusal`): another user's data
-   or an out-of-scope request get no tools; investment advice gets facts only,
-   then a decline;
-2. bara's gate (:func:`bara.decide.decide`): chit-chat gets no tools;
+1. refusals: another person's portfolio (by name, id, relation such as "my
+   brother", "his holdings", in bulk) or an out-of-scope request get no tools;
+   investment advice gets facts only, then a decline;
+2. chit-chat and thanks (bara's gate, :func:`bara.decide.decide`) get no tools;
 3. "why did X fall": compute first (holdings + XIRR, or compare_funds), THEN
    search_documents with a query built from the computed figures;
-4. otherwise keyword rules plus cosine similarity between the message and the
+4. nothing about money or a named scheme: no tool fits, none is called;
+5. two or more schemes with a comparison cue or a performance question: compare_funds;
+6. the user's money by fund house: asset_allocation by fund house;
+7. a question about a concept ("what is", "explain", "why does"), not the
+   user's own figures: search_documents, even when it names a metric;
+8. otherwise keyword rules plus cosine similarity between the message and the
    "use for" half of each tool description; search is never chosen for the
-   user's own figures.
+   user's own figures; with no rule firing a tool is called only when it fits
+   (:meth:`RuleRouter.best_fit`, :mod:`bara.agent.router_fit`).
 
-A search that comes back thin (fewer than :data:`THIN_MIN_HITS` hits, or no
-hit that both retrieval arms agree on) is reformulated once, in the corpus's
-vocabulary, and run again.
+Follow-up steps (thin-search reformulation, compute-then-search) live in
+:mod:`bara.agent.router_steps`.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from bara.agent import router_intent as I
 from bara.agent import router_text as T
+from bara.agent.router_fit import fillable, name_coverage
+from bara.agent.router_schemes import SchemeCatalogue
+from bara.agent.router_steps import (MAX_COMPARE, SEARCH, THIN_MIN_HITS, THIN_SCORE, Call, Plan,  # noqa: F401
+                                     Seen, Turn, informed_query, is_thin, next_calls, read_turn)  # re-exported
 from bara.decide import decide
-from bara.domains.funds.users import REFUSE_ADVICE, detect_refusal
+from bara.domains.funds.users import REFUSE_ADVICE, REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, detect_refusal
 from bara.errors import BaraError
 from bara.llm.base import STOP_END, STOP_TOOL_CALLS, ModelResponse
-from bara.llm.messages import (AssistantMessage, Message, SystemMessage, ToolCall, ToolResultMessage, ToolSpec,
-                               UserMessage)
+from bara.llm.messages import AssistantMessage, Message, ToolCall, ToolSpec
 from bara.settings import Settings
 from bara.understand.prototypes import PrototypeIndex, load_prototypes
 
 ROUTER_NAME = "rule-router"
-SEARCH = "search_documents"
 PORTFOLIO_TOOLS = ("get_holdings", "get_transactions", "compute_xirr", "asset_allocation")
-THIN_MIN_HITS = 2
-#: Best fused (RRF) score a hit found by one arm only can reach is 1/(rrf_k + 1) ~ 0.0164 at k=60.
-THIN_SCORE = 0.02
 SIM_WEIGHT = 1.0  # cosine to a tool's "use for" text, added to the rule score
-SIM_MIN = 0.25  # with no rule firing, a best score below this means no tool fits the message
-MAX_COMPARE = 5
-_SIGNED_IN = re.compile(r"Signed-in user: (.+?) \(([^)\s]+)\)")
-
-
-@dataclass(frozen=True)
-class Call:
-    name: str
-    args: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Seen:
-    """A tool call made since the last user message, with the envelope it returned."""
-
-    name: str
-    args: Mapping[str, Any]
-    result: Mapping[str, Any]
-
-    @property
-    def ok(self) -> bool:
-        return self.result.get("ok") is True
-
-    @property
-    def data(self) -> Mapping[str, Any]:
-        data = self.result.get("data")
-        return data if isinstance(data, Mapping) else {}
-
-
-@dataclass(frozen=True)
-class Turn:
-    """What the router reads from a transcript."""
-
-    text: str
-    user_name: str
-    user_id: str
-    seen: tuple[Seen, ...]
-    calls_made: int  # tool calls anywhere in the transcript (for fresh call ids)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """kind: chitchat | refuse | advice | explain | compare_held | tools."""
-
-    kind: str
-    calls: tuple[Call, ...] = ()
-    note: str = ""  # chit-chat kind or refusal reason
-    reasons: tuple[str, ...] = ()
 
 
 class RuleRouter:
@@ -105,10 +62,20 @@ class RuleRouter:
     fallback and tool-description similarity; without it only rules decide."""
 
     def __init__(self, embedder: Any = None, settings: Settings | None = None,
-                 prototypes: PrototypeIndex | None = None, name: str = ROUTER_NAME) -> None:
+                 prototypes: PrototypeIndex | None = None, name: str = ROUTER_NAME,
+                 schemes: SchemeCatalogue | None = None, people: Sequence[str] = ()) -> None:
         self.name, self.embedder, self.settings = name, embedder, settings or Settings()
         self.prototypes = prototypes if prototypes is not None else prototypes_for(embedder)
+        self.schemes, self.people = schemes, tuple(people)  # scheme names to match; other users' names
         self._vectors: dict[str, np.ndarray] = {}  # text -> unit vector; descriptions and messages
+
+    @classmethod
+    def for_store(cls, store: Any, embedder: Any = None, settings: Settings | None = None) -> "RuleRouter":
+        """A router that knows the store's scheme names (fuzzy matching) and its users' names (refusals)."""
+        s = settings or Settings()
+        catalogue = SchemeCatalogue.from_store(store, s.router_scheme_min_score, s.router_scheme_token_score)
+        people = [r[0] for r in store.query("SELECT name FROM funds_users ORDER BY id")]
+        return cls(embedder, s, schemes=catalogue, people=people)
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = (), *,
                  deadline: float | None = None) -> ModelResponse:
@@ -127,18 +94,46 @@ class RuleRouter:
         low = T.normal(text)
         if not low.strip():
             return Plan("chitchat", note="testing", reasons=("router:empty",))
+        norm = I.normalise(text, self.settings.router_keyword_score)
         refusal = detect_refusal(text, tuple(n for n in own if n))
+        if refusal is None and I.other_person(norm, tuple(n for n in own if n), self.people):
+            refusal = REFUSE_OTHER_USER
+        if refusal is None and I.advice(norm):
+            refusal = REFUSE_ADVICE
         if refusal and refusal != REFUSE_ADVICE:
             return Plan("refuse", note=refusal, reasons=(f"router:refuse_{refusal}",))
-        chitchat = self.chitchat_kind(text)
+        chitchat = "thanks" if I.thanks(norm) else self.chitchat_kind(text)
         if chitchat and not refusal:
             return Plan("chitchat", note=chitchat, reasons=(f"router:chitchat_{chitchat}",))
-        spans = extract_schemes(text)
+        spans = self.scheme_codes(text, own[0] if own else "")
         if refusal:
-            return Plan("advice", advice_calls(spans, low), note=refusal, reasons=("router:advice_facts_only",))
-        if T.WHY_FALL.search(low):
-            return Plan("explain", explain_calls(spans, low), reasons=("router:compute_then_search",))
-        return self.choose(text, low, spans, tools)
+            return Plan("advice", advice_calls(spans, norm, self.label), note=refusal,
+                        reasons=("router:advice_facts_only",))
+        if T.WHY_FALL.search(norm) or (I.fall_question(norm) and (spans or I.personal(norm))):
+            return Plan("explain", explain_calls(spans, norm), reasons=("router:compute_then_search",))
+        if not spans and not I.on_topic(norm):
+            return Plan("refuse", note=REFUSE_OUT_OF_SCOPE, reasons=("router:no_tool_fits_off_topic",))
+        if len(spans) >= 2 and I.compares(norm):
+            return Plan("tools", (Call("compare_funds", {"schemes": spans[:MAX_COMPARE]}),),
+                        reasons=("router:compare_named",))
+        if I.fund_house_split(norm):
+            return Plan("tools", (Call("asset_allocation", {"by": "fund_house"}),), reasons=("router:by_fund_house",))
+        if I.concept(norm):
+            return Plan("tools", (Call(SEARCH, {"query": search_query(text), "limit": 5}),),
+                        reasons=("router:concept_search",))
+        return self.choose(text, norm, spans, tools)
+
+    def label(self, span: str) -> str:
+        """How to write a scheme in a search query: its name when the catalogue knows the code."""
+        return self.schemes.label(span) if self.schemes is not None else span
+
+    def scheme_codes(self, text: str, user: str) -> list[str]:
+        """Schemes named in ``text`` (codes, held ones resolved to the user's plan), in message order;
+        without a catalogue, the capitalised runs of the text."""
+        if self.schemes is None:
+            return extract_schemes(text)
+        found = T.CODE.findall(text) + T.ISIN.findall(text)
+        return list(dict.fromkeys(found + [m.code for m in self.schemes.find(text, user)]))
 
     def chitchat_kind(self, text: str) -> str | None:
         vector = self._embed(text) if self.embedder is not None else None
@@ -148,24 +143,40 @@ class RuleRouter:
         return "low_entropy" if gate.features.low_entropy else None
 
     def choose(self, text: str, low: str, spans: list[str], tools: Sequence[ToolSpec]) -> Plan:
-        scores = self.scores(text, low, tools)
+        scores = self.scores(text, low, tools, spans)
         rules = {n: T.rule_score(n, low, spans) for n in scores}
         picked = sorted((n for n, r in rules.items() if r >= 1.0), key=lambda n: -rules[n])
         if not picked:
-            best = max(scores, key=scores.__getitem__, default=None)
-            if best is None or scores[best] < SIM_MIN:
+            best = self.best_fit(text, scores, tools)
+            if best is None:
                 return Plan("chitchat", note="low_entropy", reasons=("router:no_tool_fits",))
             picked = [best]
         picked = _drop_search(picked, rules, low)
         if "compare_funds" in picked and len(spans) < 2:
-            return _compare_fallback(text, low, spans, picked)
+            return _compare_fallback(text, low, [self.label(c) for c in spans], picked)
         calls = tuple(Call(n, tool_args(n, text, low, spans)) for n in picked[:3])
         return Plan("tools", calls, reasons=tuple(f"router:pick_{n}" for n in picked[:3]))
 
-    def scores(self, text: str, low: str, tools: Sequence[ToolSpec]) -> dict[str, float]:
+    def best_fit(self, text: str, scores: Mapping[str, float], tools: Sequence[ToolSpec]) -> str | None:
+        """With no rule firing: the most similar tool (ties broken by how much of its name the text
+        mentions), or None when no tool fits. It fits when the text can fill its required numeric and enum
+        arguments and its similarity reaches ``router_sim_min``, or ``router_sim_floor`` with at least
+        ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.agent.router_fit`)."""
+        s = self.settings
+        cover = {n: name_coverage(n, text) for n in scores}
+        best = max(scores, key=lambda n: scores[n] + s.router_name_weight * cover[n], default=None)
+        spec = next((t for t in tools if t.name == best), None)
+        if best is None or (spec is not None and not fillable(spec.parameters, text)):
+            return None
+        sim = scores[best]
+        fits = sim >= s.router_sim_min or (sim >= s.router_sim_floor and cover[best] >= s.router_name_cover_min)
+        return best if fits else None
+
+    def scores(self, text: str, low: str, tools: Sequence[ToolSpec], spans: list[str] | None = None
+               ) -> dict[str, float]:
         """Rule score plus SIM_WEIGHT x cosine(message, tool's "use for" text), per offered tool."""
         names = [t.name for t in tools] or list(T.RULES)
-        spans = extract_schemes(text)
+        spans = extract_schemes(text) if spans is None else spans
         out = {n: T.rule_score(n, low, spans) for n in names}
         if self.embedder is not None and tools:
             message = self._embed(text)
@@ -208,107 +219,12 @@ def use_part(description: str) -> str:
     return description.split("Do NOT")[0].strip() or description
 
 
-# ---------------------------------------------------------------- transcript
-def read_turn(messages: Sequence[Message]) -> Turn:
-    last = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
-    text = messages[last].text if last >= 0 else ""
-    system = "\n".join(m.text for m in messages if isinstance(m, SystemMessage))
-    found = _SIGNED_IN.search(system)
-    name, uid = (found.group(1), found.group(2)) if found else ("", "")
-    tail = messages[last + 1:]
-    asked = {c.id: c for m in tail if isinstance(m, AssistantMessage) for c in m.tool_calls}
-    seen = tuple(Seen(asked[r.tool_call_id].name, dict(asked[r.tool_call_id].arguments), _envelope(r))
-                 for r in tail if isinstance(r, ToolResultMessage) and r.tool_call_id in asked)
-    made = sum(len(m.tool_calls) for m in messages if isinstance(m, AssistantMessage))
-    return Turn(text, name, uid, seen, made)
-
-
-def _envelope(result: ToolResultMessage) -> Mapping[str, Any]:
-    try:
-        value = json.loads(result.content)
-    except ValueError:
-        return {"ok": False, "error": "unreadable tool result"}
-    return value if isinstance(value, Mapping) else {"ok": False, "error": "unexpected tool result"}
-
-
-# ----------------------------------------------------------------- next step
-def next_calls(plan: Plan, seen: Sequence[Seen], offered: set[str]) -> tuple[Call, ...]:
-    """The calls to make now; empty means "write the answer"."""
-    if not offered:
-        return ()
-    if not seen:
-        return tuple(c for c in plan.calls if c.name in offered)
-    follow = _follow_up(plan, seen)
-    if follow is not None:
-        return (follow,) if follow.name in offered else ()
-    return _retry_thin_search(seen, offered)
-
-
-def _follow_up(plan: Plan, seen: Sequence[Seen]) -> Call | None:
-    names = {s.name for s in seen}
-    if plan.kind == "explain":
-        compare = None if "compare_funds" in names else _explain_compare(seen)
-        if compare is None and SEARCH not in names:
-            return Call(SEARCH, {"query": informed_query(seen), "limit": 5})
-        return compare
-    if plan.kind == "compare_held" and "compare_funds" not in names:
-        codes = _held_codes(seen)[:MAX_COMPARE]
-        return Call("compare_funds", {"schemes": codes}) if len(codes) >= 2 else None
-    return None
-
-
-def _explain_compare(seen: Sequence[Seen]) -> Call | None:
-    """The asked fund's own NAV record, next to up to two of the user's other funds for context."""
-    xirr = next((s for s in seen if s.name == "compute_xirr"), None)
-    if xirr is None or not xirr.args.get("scheme"):
-        return None
-    scope = xirr.data.get("scope") if xirr.ok else None
-    target = scope["scheme_code"] if isinstance(scope, Mapping) else str(xirr.args["scheme"])
-    others = [c for c in _held_codes(seen) if c != target][:2]
-    return Call("compare_funds", {"schemes": [target, *others]}) if others else None
-
-
-def _held_codes(seen: Sequence[Seen]) -> list[str]:
-    return [str(h["scheme_code"]) for s in seen if s.name == "get_holdings" and s.ok
-            for h in s.data.get("holdings", ())]
-
-
-def _retry_thin_search(seen: Sequence[Seen], offered: set[str]) -> tuple[Call, ...]:
-    searches = [s for s in seen if s.name == SEARCH]
-    if len(searches) != 1 or SEARCH not in offered or not is_thin(searches[0]):
-        return ()
-    first = str(searches[0].args.get("query", ""))
-    again = T.reformulate(first)
-    if not again or again.lower() == first.lower():
-        return ()
-    return (Call(SEARCH, {"query": again, "limit": int(searches[0].args.get("limit", 5) or 5)}),)
-
-
-def is_thin(search: Seen) -> bool:
-    """Fewer than THIN_MIN_HITS hits, or none that both arms found (best fused score < THIN_SCORE)."""
-    if not search.ok:
-        return False  # an argument error is not a thin corpus; the answer reports it
-    hits = search.data.get("hits") or []
-    best = max((h.get("score") or 0.0 for h in hits), default=0.0)
-    return len(hits) < THIN_MIN_HITS or best < THIN_SCORE
-
-
-def informed_query(seen: Sequence[Seen]) -> str:
-    """A search query that carries what the computation found (name, category, the figure)."""
-    facts = T.fall_facts(seen)
-    if not facts.name:
-        return "why do mutual fund NAVs fall: market decline, drawdown and volatility"
-    figure = f" {facts.figure}" if facts.figure else ""
-    kind = f" {facts.category}" if facts.category else ""
-    return f"why did {facts.name} fall{figure}:{kind} fund NAV decline, drawdown and volatility"
-
-
 # ------------------------------------------------------------------ arguments
-def advice_calls(spans: list[str], low: str) -> tuple[Call, ...]:
+def advice_calls(spans: list[str], low: str, label: Callable[[str], str] = str) -> tuple[Call, ...]:
     if len(spans) >= 2:
         return (Call("compare_funds", {"schemes": spans[:MAX_COMPARE]}),)
     if spans:
-        return (Call(SEARCH, {"query": f"{spans[0]} category, fund house and trailing returns", "limit": 3}),)
+        return (Call(SEARCH, {"query": f"{label(spans[0])} category, fund house and trailing returns", "limit": 3}),)
     return (Call("get_holdings", {}),) if T.PERSONAL.search(low) else ()
 
 

@@ -13,12 +13,18 @@ user's question and the specs; its first response is scored, no tool runs:
 
 The default model is bara's offline rule router (:class:`bara.agent.router.RuleRouter`):
 its generic selection step (rule score + cosine between the message and each
-tool's description, nothing chosen below ``SIM_MIN``), without the portfolio
+tool's description; nothing chosen when the request cannot fill the tool's
+required arguments or the similarity and name evidence fall short, see
+:meth:`~bara.agent.router.RuleRouter.best_fit`), without the portfolio
 assistant's refusals, which would decline every non-finance request.
+
+Cases are split in halves by a hash of their id (:func:`split_of`): the
+router's abstention thresholds were tuned on ``dev`` only; report both.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections import Counter
@@ -50,6 +56,16 @@ class Case:
     @property
     def category(self) -> str:
         return self.id.rsplit("_", 1)[0]
+
+    @property
+    def split(self) -> str:
+        return split_of(self.id)
+
+
+def split_of(case_id: str) -> str:
+    """``dev`` (router thresholds were tuned on it) or ``test`` (never used for tuning): half each, fixed
+    by the first 32 bits of SHA-256 of the case id."""
+    return "dev" if int(hashlib.sha256(case_id.encode("utf-8")).hexdigest()[:8], 16) % 2 == 0 else "test"
 
 
 # ----------------------------------------------------------------- conversion
@@ -197,6 +213,14 @@ def _share(outcomes: Sequence[Outcome]) -> float | None:
 
 
 def score(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """Overall figures, per category, and per split (dev / test halves, see :func:`split_of`)."""
+    report = _figures(outcomes)
+    report["splits"] = {s: {k: v for k, v in _figures([o for o in outcomes if o.case.split == s]).items()
+                            if k not in ("latency_ms", "model_errors")} for s in ("dev", "test")}
+    return report
+
+
+def _figures(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     ok = [o for o in outcomes if not o.error]
     selection = [o for o in ok if o.case.expected is not None]
     irrelevance = [o for o in ok if o.case.expected is None]

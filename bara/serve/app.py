@@ -122,5 +122,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
 
 def factory() -> FastAPI:
     """uvicorn ``--factory`` entry (``bara.serve.app:factory``): settings from the environment
-    (``BARA_DB``, ``BARA_CONFIG``...), mode from ``BARA_SERVE_MODE``."""
-    return create_app(load_settings(), mode=os.environ.get(ENV_MODE, "gated"))
+    (``BARA_DB``, ``BARA_CONFIG``...), mode from ``BARA_SERVE_MODE``. The MCP server is mounted at ``/mcp``."""
+    from bara.mcp.mount import mount_mcp
+
+    app = create_app(load_settings(), mode=os.environ.get(ENV_MODE, "gated"))
+    mount_mcp(app)
+    return app

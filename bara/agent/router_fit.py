@@ -1,0 +1,81 @@
+"""Does an offered tool fit a request at all? Evidence beyond embedding similarity, for abstaining.
+
+Embedding similarity says a request and a tool are on the same topic; it cannot
+tell "roots of a linear equation" from a quadratic solver, or a pet shop from a
+grocery finder. Two cheap, explainable checks help the router call nothing when
+no tool fits (BFCL "irrelevance"):
+
+* :func:`name_coverage`: the share of the tool name's content words (``solve_
+  quadratic_equation`` -> quadratic, equation) that the request mentions, by a
+  shared 5-letter stem or a rapidfuzz ratio >= 85. A tool named for the task
+  asked is strong evidence; one named for a neighbouring task is not.
+* :func:`fillable`: the request carries a value for each required numeric
+  argument (a number or a number word per required integer/number parameter, at
+  least one number for a required numeric array) and, for a required enum, one
+  of its values. A request that cannot fill a tool's arguments is not a request
+  for that tool.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from rapidfuzz import fuzz
+
+#: Verbs and glue that every tool name carries; they say nothing about which task it does.
+GENERIC_NAME_WORDS = frozenset(
+    "get set calculate calc compute find search retrieve fetch lookup look up info information details detail data "
+    "by for of the a an to and in on with from api service services tool tools func function v1 v2 v3 list query "
+    "check make create generate do is at per based all new".split())
+_NUMBER_WORDS = (r"\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
+                 r"fifty|hundred|thousand|million|billion|half|quarter|double|twice|single|once|dozen|first|second|"
+                 r"third|fourth|fifth|last|next|today|tomorrow|yesterday|week|month|year|decade)\b")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CAMEL = re.compile(r"([a-z])([A-Z])")
+_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+_WORDS = re.compile(r"[a-z0-9]+")
+
+
+def name_words(name: str) -> list[str]:
+    """Content words of a tool name: ``map_service.get_directions`` -> ["map", "directions"]."""
+    parts = _SPLIT.split(_CAMEL.sub(r"\1 \2", name).lower())
+    return [p for p in parts if len(p) >= 3 and not p.isdigit() and p not in GENERIC_NAME_WORDS]
+
+
+def _mentions(word: str, tokens: list[str]) -> bool:
+    for token in tokens:
+        k = min(len(word), len(token), 5)
+        if word == token or (k >= 4 and word[:k] == token[:k]) or (len(word) >= 4 and fuzz.ratio(word, token) >= 85):
+            return True
+    return False
+
+
+def name_coverage(name: str, text: str) -> float:
+    """Share of the name's content words mentioned in ``text`` (0 when the name has none)."""
+    words = name_words(name)
+    tokens = _WORDS.findall(text.lower())
+    return sum(_mentions(w, tokens) for w in words) / len(words) if words else 0.0
+
+
+def numbers_in(text: str) -> int:
+    return len(_NUMBER.findall(text)) + len(re.findall(_NUMBER_WORDS, text.lower()))
+
+
+def fillable(parameters: Mapping[str, Any], text: str) -> bool:
+    """True when ``text`` can supply the required numeric and enum arguments of this JSON schema."""
+    props = parameters.get("properties") or {}
+    required = [k for k in parameters.get("required") or [] if isinstance(props.get(k), Mapping)]
+    numeric = [k for k in required if props[k].get("type") in ("integer", "number")]
+    if len(numeric) > numbers_in(text):
+        return False
+    low = text.lower()
+    for key in required:
+        prop = props[key]
+        values = prop.get("enum")
+        if values and not any(str(v).lower() in low or fuzz.partial_ratio(str(v).lower(), low) >= 85 for v in values):
+            return False
+        items = prop.get("items") if isinstance(prop.get("items"), Mapping) else {}
+        if prop.get("type") == "array" and items.get("type") in ("integer", "number") and not _NUMBER.search(text):
+            return False
+    return True

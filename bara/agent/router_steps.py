@@ -1,0 +1,164 @@
+"""The rule router's transcript reading and next step: what was asked, what ran, what to call next.
+
+Split from :mod:`bara.agent.router` (which plans a message) so each stays small. A search that comes
+back thin (fewer than :data:`THIN_MIN_HITS` hits, or no hit that both retrieval arms agree on) is
+reformulated once, in the corpus's vocabulary; "why did it fall" plans search after computing, with a
+query that carries the computed figures.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from bara.agent import router_text as T
+from bara.llm.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage
+
+SEARCH = "search_documents"
+MAX_COMPARE = 5
+THIN_MIN_HITS = 2
+#: Best fused (RRF) score a hit found by one arm only can reach is 1/(rrf_k + 1) ~ 0.0164 at k=60.
+THIN_SCORE = 0.02
+_SIGNED_IN = re.compile(r"Signed-in user: (.+?) \(([^)\s]+)\)")
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    args: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A tool call made since the last user message, with the envelope it returned."""
+
+    name: str
+    args: Mapping[str, Any]
+    result: Mapping[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.result.get("ok") is True
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        data = self.result.get("data")
+        return data if isinstance(data, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What the router reads from a transcript."""
+
+    text: str
+    user_name: str
+    user_id: str
+    seen: tuple[Seen, ...]
+    calls_made: int  # tool calls anywhere in the transcript (for fresh call ids)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """kind: chitchat | refuse | advice | explain | compare_held | tools."""
+
+    kind: str
+    calls: tuple[Call, ...] = ()
+    note: str = ""  # chit-chat kind or refusal reason
+    reasons: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------- transcript
+def read_turn(messages: Sequence[Message]) -> Turn:
+    last = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
+    text = messages[last].text if last >= 0 else ""
+    system = "\n".join(m.text for m in messages if isinstance(m, SystemMessage))
+    found = _SIGNED_IN.search(system)
+    name, uid = (found.group(1), found.group(2)) if found else ("", "")
+    tail = messages[last + 1:]
+    asked = {c.id: c for m in tail if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    seen = tuple(Seen(asked[r.tool_call_id].name, dict(asked[r.tool_call_id].arguments), _envelope(r))
+                 for r in tail if isinstance(r, ToolResultMessage) and r.tool_call_id in asked)
+    made = sum(len(m.tool_calls) for m in messages if isinstance(m, AssistantMessage))
+    return Turn(text, name, uid, seen, made)
+
+
+def _envelope(result: ToolResultMessage) -> Mapping[str, Any]:
+    try:
+        value = json.loads(result.content)
+    except ValueError:
+        return {"ok": False, "error": "unreadable tool result"}
+    return value if isinstance(value, Mapping) else {"ok": False, "error": "unexpected tool result"}
+
+
+# ----------------------------------------------------------------- next step
+def next_calls(plan: Plan, seen: Sequence[Seen], offered: set[str]) -> tuple[Call, ...]:
+    """The calls to make now; empty means "write the answer"."""
+    if not offered:
+        return ()
+    if not seen:
+        return tuple(c for c in plan.calls if c.name in offered)
+    follow = _follow_up(plan, seen)
+    if follow is not None:
+        return (follow,) if follow.name in offered else ()
+    return _retry_thin_search(seen, offered)
+
+
+def _follow_up(plan: Plan, seen: Sequence[Seen]) -> Call | None:
+    names = {s.name for s in seen}
+    if plan.kind == "explain":
+        compare = None if "compare_funds" in names else _explain_compare(seen)
+        if compare is None and SEARCH not in names:
+            return Call(SEARCH, {"query": informed_query(seen), "limit": 5})
+        return compare
+    if plan.kind == "compare_held" and "compare_funds" not in names:
+        codes = _held_codes(seen)[:MAX_COMPARE]
+        return Call("compare_funds", {"schemes": codes}) if len(codes) >= 2 else None
+    return None
+
+
+def _explain_compare(seen: Sequence[Seen]) -> Call | None:
+    """The asked fund's own NAV record, next to up to two of the user's other funds for context."""
+    xirr = next((s for s in seen if s.name == "compute_xirr"), None)
+    if xirr is None or not xirr.args.get("scheme"):
+        return None
+    scope = xirr.data.get("scope") if xirr.ok else None
+    target = scope["scheme_code"] if isinstance(scope, Mapping) else str(xirr.args["scheme"])
+    others = [c for c in _held_codes(seen) if c != target][:2]
+    return Call("compare_funds", {"schemes": [target, *others]}) if others else None
+
+
+def _held_codes(seen: Sequence[Seen]) -> list[str]:
+    return [str(h["scheme_code"]) for s in seen if s.name == "get_holdings" and s.ok
+            for h in s.data.get("holdings", ())]
+
+
+def _retry_thin_search(seen: Sequence[Seen], offered: set[str]) -> tuple[Call, ...]:
+    searches = [s for s in seen if s.name == SEARCH]
+    if len(searches) != 1 or SEARCH not in offered or not is_thin(searches[0]):
+        return ()
+    first = str(searches[0].args.get("query", ""))
+    again = T.reformulate(first)
+    if not again or again.lower() == first.lower():
+        return ()
+    return (Call(SEARCH, {"query": again, "limit": int(searches[0].args.get("limit", 5) or 5)}),)
+
+
+def is_thin(search: Seen) -> bool:
+    """Fewer than THIN_MIN_HITS hits, or none that both arms found (best fused score < THIN_SCORE)."""
+    if not search.ok:
+        return False  # an argument error is not a thin corpus; the answer reports it
+    hits = search.data.get("hits") or []
+    best = max((h.get("score") or 0.0 for h in hits), default=0.0)
+    return len(hits) < THIN_MIN_HITS or best < THIN_SCORE
+
+
+def informed_query(seen: Sequence[Seen]) -> str:
+    """A search query that carries what the computation found (name, category, the figure)."""
+    facts = T.fall_facts(seen)
+    if not facts.name:
+        return "why do mutual fund NAVs fall: market decline, drawdown and volatility"
+    figure = f" {facts.figure}" if facts.figure else ""
+    kind = f" {facts.category}" if facts.category else ""
+    return f"why did {facts.name} fall{figure}:{kind} fund NAV decline, drawdown and volatility"

@@ -1,0 +1,41 @@
+"""`bara mcp --user U [--db DB]`: bara's tools over MCP on stdio (for Claude Desktop, IDEs, agent frameworks).
+
+stdout carries the MCP protocol only; diagnostics go to stderr.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from bara.errors import BaraError
+
+err = Console(stderr=True, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mcp")(mcp)
+
+
+def mcp(user: str = typer.Option(..., "--user", help="The user every tool acts for (fixed for the session)."),
+        db: Optional[str] = typer.Option(None, "--db", help="Store location. Default: settings / $BARA_DB.")
+        ) -> None:
+    """Serve search_knowledge, recall, remember (and the fund tools when fund data is loaded) over MCP stdio."""
+    import anyio
+
+    from bara.app import Bara
+    from bara.mcp import serve_stdio
+    from bara.prompts.mcp import EMPTY_USER
+    from bara.settings import load_settings
+
+    if not user.strip():
+        err.print(f"[red]error:[/red] {EMPTY_USER}")
+        raise typer.Exit(2)
+    try:
+        with Bara(load_settings(db=db)) as bara:
+            anyio.run(serve_stdio, bara, user.strip())
+    except BaraError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)

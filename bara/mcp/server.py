@@ -1,0 +1,194 @@
+"""bara's tools as an MCP server (official ``mcp`` SDK, low-level :class:`mcp.server.Server`).
+
+One server object serves two transports:
+
+* stdio (``bara mcp --user U``): the identity is fixed when the process starts;
+* streamable HTTP (:func:`mcp_http_app`, mounted at ``/mcp`` by ``bara serve``):
+  the identity comes from each request's ``Authorization: Bearer <key>``,
+  resolved by the caller-supplied ``resolve_user(key) -> user id | None``.
+
+Identity is resolved per ``tools/call`` from the transport, never from the
+model: no tool schema has a user field and ``extra="forbid"`` rejects one.
+Every call runs under ``store.scoped((SHARED, user))`` (row security on
+PostgreSQL) in a worker thread, with the same timeout and validation as the
+agent loop (:func:`bara.agent.tools.run_tool`). A bad argument is a tool
+result with ``isError`` set and a message naming the field, so a model can
+correct itself on the next turn; an unknown tool is a protocol error, as the
+MCP specification asks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Mapping
+
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from bara.agent.tools import Tool, ToolContext, run_tool
+from bara.prompts.mcp import INSTRUCTIONS, NO_USER, SERVER_NAME, UNKNOWN_KEY
+from bara.types import SHARED
+
+#: ``identity(ctx)`` -> the user id this request acts for, or None (refused).
+Identity = Callable[[ServerRequestContext[Any, Any]], "str | None"]
+#: ``resolve_user(api_key)`` -> user id, or None for an unknown key.
+UserResolver = Callable[[str], "str | None"]
+
+
+def fixed_identity(user: str) -> Identity:
+    """Every request acts for ``user`` (stdio: one process, one user)."""
+    return lambda ctx: user
+
+
+def bearer_identity(resolve_user: UserResolver) -> Identity:
+    """The user of the request's ``Authorization: Bearer <key>`` header (HTTP transports)."""
+
+    def identity(ctx: ServerRequestContext[Any, Any]) -> str | None:
+        key = bearer_key(getattr(ctx.request, "headers", None))
+        return resolve_user(key) if key else None
+    return identity
+
+
+def bearer_key(headers: Mapping[str, str] | None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header ('' when absent or malformed)."""
+    value = (headers or {}).get("authorization", "")
+    scheme, _, token = value.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def tool_listing(tools: Mapping[str, Tool]) -> list[types.Tool]:
+    """MCP tool definitions: each argument model's JSON schema (``additionalProperties: false``)."""
+    out = []
+    for tool in tools.values():
+        schema = dict(tool.args_model.model_json_schema())
+        schema.setdefault("properties", {})
+        schema["additionalProperties"] = False
+        out.append(types.Tool(name=tool.name, description=tool.description, input_schema=schema,
+                              annotations=types.ToolAnnotations(read_only_hint=tool.name != "remember",
+                                                                open_world_hint=False)))
+    return out
+
+
+def build_server(bara: Any, identity: Identity, tools: Mapping[str, Tool] | None = None) -> Server[Any]:
+    """A low-level MCP server over ``tools`` (default: :func:`bara.mcp.tools.build_mcp_tools`)."""
+    from bara.mcp.tools import build_mcp_tools
+
+    toolset = dict(tools) if tools is not None else build_mcp_tools(bara.store)
+    listing = tool_listing(toolset)
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listing)
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name not in toolset:
+            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}; known tools: "
+                           f"{', '.join(sorted(toolset))}")
+        user = identity(ctx)
+        if not user:
+            return error_result(NO_USER if ctx.request is None else UNKNOWN_KEY)
+        envelope = await anyio.to_thread.run_sync(call_as, bara, toolset, params.name, params.arguments, user)
+        return result_of(envelope)
+
+    return Server(SERVER_NAME, version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
+                  on_call_tool=call_tool, get_tool_input_schema=lambda name: next(
+                      (t.input_schema for t in listing if t.name == name), None))
+
+
+def call_as(bara: Any, tools: Mapping[str, Tool], name: str, arguments: Any, user: str) -> dict[str, Any]:
+    """Run one tool for ``user`` under the store's user scope; the ``{"ok", "data"|"error"}`` envelope."""
+    ctx = ToolContext.start(user, bara.store, bara.settings, services(bara))
+    with bara.store.scoped((SHARED, user)):
+        return run_tool(tools, name, arguments, ctx).envelope()
+
+
+def services(bara: Any) -> dict[str, Any]:
+    """What the tools may use besides the store: the retriever, the embedder and the fund repository."""
+    from bara.domains.funds import FundsRepo
+
+    return {"retriever": bara.retriever, "embedder": bara.embedder, "funds": FundsRepo(bara.store)}
+
+
+def result_of(envelope: Mapping[str, Any]) -> types.CallToolResult:
+    """A tool envelope as an MCP result: the JSON as text, the data as structured content."""
+    if not envelope.get("ok"):
+        return error_result(str(envelope.get("error") or "tool failed"))
+    data = envelope.get("data")
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    structured = data if isinstance(data, dict) else {"result": data}
+    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
+
+
+def error_result(message: str) -> types.CallToolResult:
+    """A failure the model reads and can act on (``isError``), not a protocol error."""
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bara")
+    except PackageNotFoundError:
+        return "0"
+
+
+# ------------------------------------------------------------------- transports
+async def serve_stdio(bara: Any, user: str) -> None:
+    """Serve ``bara``'s tools for ``user`` on this process's stdin/stdout until the client disconnects."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(bara, fixed_identity(user))
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def mcp_http_app(bara: Any, resolve_user: UserResolver, path: str = "/", allowed_hosts: list[str] | None = None):
+    """The MCP server as an ASGI app (streamable HTTP, stateless, JSON responses) for mounting.
+
+    Requests without a known Bearer key get 401 before reaching MCP. The returned
+    Starlette app's lifespan runs the SDK's session manager: the host application
+    must run it (``bara serve`` enters ``app.router.lifespan_context`` of the
+    mounted app, or use :func:`mcp_lifespan`). ``allowed_hosts`` None turns off
+    the SDK's DNS-rebinding check (the host application owns the Host policy).
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    server = build_server(bara, bearer_identity(resolve_user))
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=allowed_hosts is not None,
+                                         allowed_hosts=allowed_hosts or [], allowed_origins=[])
+    inner = server.streamable_http_app(streamable_http_path=path, stateless_http=True, json_response=True,
+                                       transport_security=security)
+    return RequireKey(inner, resolve_user)
+
+
+class RequireKey:
+    """ASGI wrapper: 401 (with ``WWW-Authenticate: Bearer``) unless the request carries a known key."""
+
+    def __init__(self, app: Any, resolve_user: UserResolver) -> None:
+        self.app, self.resolve_user = app, resolve_user
+
+    @property
+    def router(self) -> Any:  # the inner Starlette router, so a host can run its lifespan
+        return self.app.router
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            key = bearer_key(headers)
+            if not key or not self.resolve_user(key):
+                body = json.dumps({"error": UNKNOWN_KEY}).encode()
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="bara"'),
+                    (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def mcp_lifespan(app: Any):
+    """The lifespan context of an app from :func:`mcp_http_app` (enter it in the host's lifespan)."""
+    return app.router.lifespan_context(app.app)
