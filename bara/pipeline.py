@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from bara.memory.history import curate_history
 from bara.memory.notes import NoteHit, NotesMemory, extract_notes
 from bara.memory.profile import ProfileMemory, extract_profile_facts
 from bara.memory.qa import QAHit, QAMemory
+from bara.memory.vectors import HistoryTopic, history_topic, message_meta, skipped
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, kb_sources, note_items,
                                  preferred_length, profile_items, qa_items)
@@ -42,8 +43,10 @@ from bara.understand.prototypes import PrototypeIndex, load_prototypes
 from bara.understand.rewrite import rewrite_query
 from bara.understand.sanitize import CleanInput, sanitize
 from bara.understand.state import ConversationState
+from bara.understand.topic import TopicDecision, compose_topic, topic_dependence
 
 MODES = ("gated", "always")
+_SEARCHING_INTENTS = frozenset({"knowledge_base", "continuation", "general"})
 _FORGET = re.compile(r"\b(forget|delete|erase|remove|wipe|clear)\b", re.IGNORECASE)
 _CURATE_SCAN = 4  # continuations look this many recent windows back for older similar turns
 
@@ -74,8 +77,19 @@ class Retrieved:
     kb: RetrievalOutcome | None = None
     notes: tuple[NoteHit, ...] = ()
     qa: tuple[QAHit, ...] = ()
-    vector: np.ndarray | None = None  # of ``query`` (the rewrite when there is one)
-    message_vector: np.ndarray | None = None  # of the user's own words, when the gate embedded them
+    vector: np.ndarray | None = None  # the dense query: the topic vector (message + carried topic)
+    message_vector: np.ndarray | None = None  # of the user's own words, when the turn embedded them
+    searched: bool = False  # any tier was searched this turn
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the gate computed that retrieval reuses: the message vector (None when the turn cannot
+    search), the topic before this turn, and whether the message depends on it."""
+
+    vector: np.ndarray | None
+    prior: HistoryTopic
+    topic: TopicDecision
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,7 @@ class Assistant:
         self.notes = NotesMemory(bara.store, bara.embedder, bara.settings)
         self.qa = QAMemory(bara.store, bara.embedder, bara.settings)
         self._prototypes, self._prototype_reason = self._load_prototypes()
+        self._embedder_id = str(getattr(bara.embedder, "model_id", ""))
 
     def _load_prototypes(self) -> tuple[PrototypeIndex | None, str]:
         try:
@@ -146,33 +161,47 @@ class Assistant:
 
     # --------------------------------------------------------------------------- gated
     def _gated(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
-        gate, vector = self._gate(t, rec)
+        gate, seen = self._gate(t, rec)
         ctx = self._context(t, gate)
         policy = self._hook("policy_override", gate.policy, ctx, rec)
         rec.reason("hook:policy_overridden" if policy != gate.policy else "")
-        retrieved = self._retrieve(t, policy, vector, rec)
+        retrieved = self._retrieve(t, gate, policy, seen, rec)
         forgotten = self._privacy_forget(t, policy, rec)
         answer, prompt = self._generate(self._inputs(t, gate, policy, retrieved, forgotten, rec), ctx, rec)
         learn = not policy.privacy_mode
         rec.reason("" if learn else "persist:privacy_no_learning")
+        asked = learns_qa(gate)
+        rec.reason("" if asked or retrieved.kb is None else "persist:qa_not_a_question")
         plan = PersistPlan(t.clean.text, answer, learn_profile=learn, extract_notes=learn,
-                           add_qa=learn and retrieved.kb is not None and bool(retrieved.kb.hits))
+                           add_qa=learn and asked and retrieved.kb is not None and bool(retrieved.kb.hits))
         stored = self._persist(t, gate.new_state, plan, retrieved, ctx, rec)
         trace = self._trace(t, gate, policy, retrieved, prompt, answer, stored, rec)
         return TurnResult(answer, trace, t.conversation_id)
 
-    def _gate(self, t: TurnInput, rec: TurnRecorder) -> tuple[GateResult, np.ndarray | None]:
-        """Rules first; the message is embedded only when no rule is conclusive (prototype fallback)."""
+    def _gate(self, t: TurnInput, rec: TurnRecorder) -> tuple[GateResult, Seen]:
+        """Rules first. The message is embedded (once) when the turn may search or no rule is
+        conclusive; then the topic before this turn is read from the conversation's vector cache."""
         with rec.stage("gate"):
             features = compute_features(t.clean.query, t.history, t.profile, settings=self.settings)
-            conclusive = apply_rules(features) is not None
-        vector = None if conclusive or self._prototypes is None else self._embed(t.clean.query, rec)
-        rec.reason("" if conclusive else self._prototype_reason)
+            ruled = apply_rules(features)
+        may_search = ruled is None or ruled.intent in _SEARCHING_INTENTS
+        vector = self._embed(t.clean.query, rec) if may_search else None
+        rec.reason("" if ruled is not None else self._prototype_reason)
+        prior = self._history_topic(t, rec) if vector is not None else HistoryTopic(None, False)
         with rec.stage("gate"):
             gate = decide(t.clean.query, t.history, t.state, t.profile, self.settings, self._prototypes,
-                          message_vector=vector)
-        rec.reason(*gate.reasons)
-        return gate, vector
+                          message_vector=vector, history_vectors=None if prior.topic is None else [prior.topic])
+            topic = topic_dependence(t.clean.query, gate.features, vector, prior.topic, prior.has_context,
+                                     self.settings)
+        rec.reason(*gate.reasons, topic.reason)
+        return gate, Seen(vector, prior, topic)
+
+    def _history_topic(self, t: TurnInput, rec: TurnRecorder) -> HistoryTopic:
+        with rec.stage("load_vectors"):
+            prior = history_topic(t.messages, self._embedder_id, lambda texts: self._embed_many(texts, rec),
+                                  self.settings.gate_topic_carry_weight)
+        rec.reason(f"topic:history_encoded:{prior.encoded}" if prior.encoded else "")
+        return prior
 
     def _embed(self, text: str, rec: TurnRecorder) -> np.ndarray | None:
         vectors = self._embed_many([text], rec)
@@ -194,33 +223,36 @@ class Assistant:
         return run.value
 
     # ---------------------------------------------------------------------- retrieval
-    def _retrieve(self, t: TurnInput, policy: PolicyDecision, vector: np.ndarray | None,
+    def _retrieve(self, t: TurnInput, gate: GateResult, policy: PolicyDecision, seen: Seen,
                   rec: TurnRecorder) -> Retrieved:
-        """Search only the tiers the policy opened, with one query vector shared by all of them."""
+        """Search only the tiers the policy opened. The lexical arm reads the rewrite (context carried
+        only when the message depends on it); the dense arm reads the topic vector, composed from
+        vectors already computed (``bara.understand.topic``), so the rewrite is never encoded."""
         if not policy.retrieves:
-            return Retrieved()
-        query, rewritten, message_vector = t.clean.query, False, vector
-        if policy.needs_rewrite:
+            return Retrieved(message_vector=seen.vector)
+        query, rewritten = t.clean.query, False
+        if policy.needs_rewrite and seen.topic.depends:
             with rec.stage("rewrite"):
-                rw = rewrite_query(t.clean.query, topical_history(t.history),
+                rw = rewrite_query(t.clean.query, topical_history(t.messages),
                                    max_chars=self.settings.max_query_chars)
             query, rewritten = rw.query, rw.changed
             rec.reason(*(c if c.startswith("rewrite:") else f"rewrite:{c}" for c in rw.reasons),
                        "rewrite:applied" if rw.changed else "rewrite:unchanged")
-        if rewritten and message_vector is None:  # one batched call for the rewrite and the user's words
-            both = self._embed_many([query, t.clean.query], rec)
-            vector, message_vector = (None, None) if both is None else (both[0], both[1])
-        elif vector is None or rewritten:
-            vector = self._embed(query, rec)
+        elif policy.needs_rewrite:
+            rec.reason("rewrite:standalone")
+        message_vector = seen.vector if seen.vector is not None else self._embed(t.clean.query, rec)
+        vector = None if message_vector is None else compose_topic(
+            message_vector, seen.prior.topic, seen.topic.depends, self.settings.gate_topic_carry_weight)
         kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
             query, k=policy.kb_k, floor=policy.kb_floor, vector=vector)) if policy.inject_kb else None
-        notes = self._tier("retrieve_notes", rec, lambda: self.notes.search(
-            t.user_id, query, k=policy.notes_k, vector=vector)) if self._open(t, "notes", policy, rec) else ()
+        notes = self._tier("retrieve_notes", rec, lambda: self.notes.search(  # the user's own words: a recap
+            t.user_id, t.clean.query, k=policy.notes_k, vector=message_vector),  # names its kind and topic
+        ) if self._open(t, "notes", policy, rec) else ()
         qa = self._tier("retrieve_qa", rec, lambda: self.qa.search(
             t.user_id, query, t.conversation_id, k=policy.qa_k, floor=policy.qa_floor,
             vector=vector)) if self._open(t, "qa", policy, rec) else ()
-        retrieved = Retrieved(query, rewritten, kb, tuple(notes or ()), tuple(qa or ()), vector,
-                              message_vector if rewritten else vector)
+        retrieved = Retrieved(query, rewritten, kb, tuple(notes or ()), tuple(qa or ()), vector, message_vector,
+                              searched=True)
         self._tier_reasons(retrieved, rec)
         return retrieved
 
@@ -264,6 +296,7 @@ class Assistant:
                 rec: TurnRecorder) -> PromptInputs:
         profile = self.profile.get(t.user_id) if forgotten else t.profile
         history = self._history(t, policy, r, rec) if policy.use_history else ()
+        history = history[-policy.history_messages:] if policy.history_messages is not None else history
         memory = self._memory_summary(t.user_id, profile) if policy.privacy_mode else None
         with rec.stage("assemble"):
             return PromptInputs(
@@ -329,7 +362,8 @@ class Assistant:
         reply = plan.assistant_text if self.generator is not self.offline else ""
         with rec.stage("persist"), self.bara.store.transaction():
             self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
-                                           state.to_dict() if state else {}, {"mode": self.mode})
+                                           state.to_dict() if state else {}, {"mode": self.mode},
+                                           self._user_meta(r))
             facts = self.profile.learn_from_user_turn(t.user_id, plan.user_text) if plan.learn_profile else []
             notes = extract_notes(plan.user_text, reply) if plan.extract_notes else []
             self.notes.add(t.user_id, t.conversation_id, notes)
@@ -340,6 +374,12 @@ class Assistant:
                    "persist:qa_added" if qa else "")
         return {"turn": True, "profile_facts": {f.key: f.value for f in facts}, "notes": [n.text for n in notes],
                 "qa": bool(qa)}
+
+    def _user_meta(self, r: Retrieved) -> dict[str, Any]:
+        """Whether the turn searched, and (cache on) its vectors, so later turns need not re-encode."""
+        if not self.settings.gate_cache_vectors:
+            return {"searched": r.searched}
+        return message_meta(self._embedder_id, r.searched, r.message_vector, r.vector if r.searched else None)
 
     # ------------------------------------------------------------------ always (baseline)
     def _always(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
@@ -377,14 +417,23 @@ def _per_message(messages: tuple[StoredMessage, ...], question_vectors: np.ndarr
     return np.asarray(rows)
 
 
-def topical_history(history: tuple[Utterance, ...] | list[Utterance]) -> list[Utterance]:
-    """History for the rewrite without the user's statements about themselves (and the replies to
-    them): a name or a role said in passing ("my name is Sam") is not a topic for the KB query."""
+def topical_history(messages: Sequence[StoredMessage | Utterance]) -> list[Utterance]:
+    """History for the rewrite without the user's statements about themselves and the turns the gate
+    did not search (small talk), nor the replies to them: a name said in passing ("my name is Sam")
+    or an inserted "what's the weather like?" is not a topic for the KB query."""
     kept: list[Utterance] = []
     skipping = False
-    for u in history:
-        if u.role == "user":
-            skipping = bool(extract_profile_facts(u.text))
+    for m in messages:
+        if m.role == "user":
+            skipping = skipped(m) or bool(extract_profile_facts(m.text))
         if not skipping:
-            kept.append(u)
+            kept.append(Utterance(m.role, m.text))
     return kept
+
+
+def learns_qa(gate: GateResult) -> bool:
+    """Only a real question is remembered as a Q&A pair: not a statement ("let's go with TLS 1.2"),
+    not a recap of our own notes, not a profile statement."""
+    f = gate.features
+    return (f.is_question and not f.notes_request and gate.intent.intent in _SEARCHING_INTENTS
+            and not f.is_profile_statement)

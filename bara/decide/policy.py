@@ -17,7 +17,8 @@ from bara.settings import Settings
 from bara.understand.features import ContextFeatures
 from bara.understand.intent import IntentResult
 
-ROUTES = ("llm_only", "rag", "conversation", "adaptive", "profile", "profile_update", "privacy")
+ROUTES = ("llm_only", "rag", "conversation", "adaptive", "profile", "profile_update", "privacy", "notes")
+_SOCIAL_MODES = frozenset({"greeting", "testing_aware"})
 NAME_KEYS = ("name", "preferred_name", "display_name")
 
 
@@ -36,6 +37,7 @@ class PolicyDecision:
     qa_k: int = 0
     qa_floor: float = 0.0
     use_history: bool = True
+    history_messages: int | None = None  # keep only the last N history messages (None: the whole window)
     privacy_mode: bool = False
     greeting_name: str | None = None
     needs_rewrite: bool = False
@@ -91,6 +93,13 @@ def base_policy(intent: IntentResult, features: ContextFeatures, settings: Setti
     return _kb(d, "adaptive", settings.floor_general, "general", settings, qa=False)
 
 
+def _social_history(d: PolicyDecision, behavior: BehaviorDecision, settings: Settings) -> PolicyDecision:
+    """Thanks, greetings, acknowledgements and tests need the last exchange, not the whole window."""
+    if behavior.mode not in _SOCIAL_MODES or not d.use_history:
+        return d
+    return _with(d, "history:social_last_exchange", history_messages=settings.gate_social_history_messages)
+
+
 def apply_behavior(d: PolicyDecision, behavior: BehaviorDecision) -> PolicyDecision:
     """Skip drops every lookup; reduce/boost replace kb k and shift the kb floor."""
     if behavior.skip_retrieval:
@@ -127,6 +136,9 @@ def apply_overlays(d: PolicyDecision, features: ContextFeatures, settings: Setti
         d = _with(d, "overlay:personal_reference_profile", inject_profile=True)
     if features.notes_request and not d.privacy_mode:
         d = _with(d, "overlay:notes_request", inject_notes=True, notes_k=settings.gate_notes_k)
+        if d.inject_kb or d.inject_qa:  # "what did we decide about TLS?" is answered by our notes
+            d = _with(d, "kb:off_recap_from_notes", route="notes", inject_kb=False, kb_k=0, kb_floor=0.0,
+                      inject_qa=False, qa_k=0, qa_floor=0.0)
     return d
 
 
@@ -148,6 +160,6 @@ def resolve_policy(intent: IntentResult, features: ContextFeatures, behavior: Be
                    settings: Settings, profile: Mapping[str, str]) -> PolicyDecision:
     """Intent -> base route, then behaviour, then overlays, then the rewrite flag."""
     d = base_policy(intent, features, settings)
-    d = apply_behavior(d, behavior)
+    d = _social_history(apply_behavior(d, behavior), behavior, settings)
     d = apply_overlays(d, features, settings, profile)
     return _rewrite(d, intent, features, settings)

@@ -227,7 +227,10 @@ class NotesMemory:
                                         vector=None if _RECAP.search(query) else vector)
         terms = set(analyze(topic))
         hits = [self._scored(h, terms, kinds) for h in outcome.hits if h.chunk.owner == user_id]
-        return tuple(sorted(hits, key=lambda h: (-h.score, -h.note.created_at, h.note.source))[:k])
+        # The asked kind first ("what are our open questions?" wants open questions, not the decision
+        # that happens to be closer), then score; with no kind asked, score alone.
+        return tuple(sorted(hits, key=lambda h: (bool(kinds) and h.note.kind not in kinds, -h.score,
+                                                 -h.note.created_at, h.note.source))[:k])
 
     def _scored(self, hit: Hit, terms: set[str], kinds: frozenset[str]) -> NoteHit:
         note = _stored(hit.chunk.owner, hit.chunk.source, hit.chunk.text, hit.chunk.meta)

@@ -77,6 +77,10 @@ _FRUSTRATED = re.compile(
 _POSITIVE = re.compile(
     r"\b(thanks|thank you|great|perfect|awesome|excellent|exactly|that helps|helpful|"
     r"love it|nice|brilliant|fantastic)\b")
+_QUESTION_START = re.compile(
+    r"^\W*(what|how|why|when|where|which|who|whom|whose|is|are|was|were|do|does|did|can|could|should|"
+    r"would|will|shall|may|might|must|has|have|had|explain|describe|define|compare|list|tell me|"
+    r"summari[sz]e|give me|show me)\b")
 _WORD = re.compile(r"[\w']+")
 _LETTERS = re.compile(r"[^\W\d_]+")
 _VOWELS = frozenset("aeiouy\u00e0\u00e1\u00e2\u00e4\u00e8\u00e9\u00ea\u00eb\u00ec\u00ed\u00ee\u00ef\u00f2\u00f3\u00f4\u00f6\u00f9\u00fa\u00fb\u00fc")
@@ -106,6 +110,7 @@ class ContextFeatures:
     has_profile: bool
     stated_name: str | None
     topic_similarity: float | None
+    is_question: bool = False  # a question mark, or opens like one ("how does...", "can you...")
 
 
 def normalize(text: str) -> str:
@@ -205,4 +210,5 @@ def compute_features(message: str, history: Sequence[Utterance], profile: Mappin
         privacy_signal=bool(_PRIVACY.search(q)), notes_request=bool(_NOTES_REQUEST.search(q)),
         tone_signal=tone_signal(q), low_entropy=is_low_entropy(q), has_profile=bool(profile), stated_name=stated_name(message),
         topic_similarity=topic_similarity(message_vector, history_vectors),
+        is_question="?" in q or bool(_QUESTION_START.match(q)),
     )
