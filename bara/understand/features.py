@@ -66,7 +66,8 @@ _PRIVACY = re.compile(
     r"don'?t (remember|store|save) (this|that|my|anything)|"
     r"privacy)\b")
 _NOTES_REQUEST = re.compile(
-    r"\b(what did we (decide|conclude|agree|settle|say)|our (conclusions?|decisions?)|"
+    r"\b(what did we (decide|conclude|agree|settle|say|suspect|think)|"
+    r"our (conclusions?|decisions?|hypothes[ie]s|open questions?)|remind me (of |what )?(our|we)\b|"
     r"(the )?conclusions? (so far|we)|open questions?|where did we leave off|recap|"
     r"summari[sz]e (our|the|this) (discussion|conversation|decisions))\b")
 _FRUSTRATED = re.compile(
