@@ -200,6 +200,9 @@ class Settings(BaseModel):
     gate_cache_vectors: bool = Field(True, description=(
         "Keep each user message's vector and topic vector in its meta (float16): history vectors "
         "cost a JSON read instead of an encode."))
+    gate_small_talk_override_similarity: float = Field(0.55, ge=-1.0, le=1.0, description=(
+        "A question recognised by form only is small talk when its nearest prototype is chit-chat at "
+        "this cosine or more (tuned on CLINC150 train for skip precision >= 0.98)."))
     gate_social_history_messages: int = Field(2, ge=0, description=(
         "Thanks/greetings/acknowledgements see only the last exchange: replying to 'thanks' needs no "
         "four-exchange transcript, and those tokens are most of such a turn's context."))

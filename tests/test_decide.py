@@ -216,8 +216,11 @@ def test_decide_uses_prototypes_only_when_rules_are_silent():
                     prototypes=index, message_vector=vec)
     assert silent.intent.source == "prototype" and silent.behavior.mode == "greeting"
     assert not silent.policy.retrieves
-    ruled = decide("What is TCP?", (), None, {}, CFG, prototypes=index, message_vector=vec)
+    ruled = decide("What does RFC 793 say about TCP?", (), None, {}, CFG, prototypes=index, message_vector=vec)
     assert ruled.intent.source == "rule:knowledge_question" and ruled.policy.route == "rag"
+    # a question recognised by its form alone, sitting on a chit-chat prototype, is small talk
+    small = decide("What is the meaning of all this?", (), None, {}, CFG, prototypes=index, message_vector=vec)
+    assert small.intent.source == "prototype_override" and not small.policy.retrieves
 
 
 @hyp_settings(max_examples=200, deadline=None)

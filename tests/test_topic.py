@@ -196,3 +196,19 @@ def test_statements_and_recaps_are_not_remembered_as_qa(assistant, user):
                        "What did we decide about max-age?")
     assert results[0].trace.stored["qa"] is True
     assert results[1].trace.stored["qa"] is False and results[2].trace.stored["qa"] is False
+
+
+# --- small talk shaped like a question ------------------------------------------------------
+
+@pytest.mark.parametrize("message", ["does life have any real meaning", "can you answer me in german from now on",
+                                     "what do you do for fun", "are you a real person or a program"])
+def test_small_talk_shaped_like_a_question_does_not_search(assistant, user, message):
+    t = converse(assistant, user, message)[0].trace
+    assert not t.retrieved and t.intent == "chitchat"
+
+
+@pytest.mark.parametrize("message", ["What is TCP slow start?", "how does DNS resolve a name",
+                                     "what does the HSTS max-age directive mean"])
+def test_real_questions_still_search(assistant, user, message):
+    t = converse(assistant, user, message)[0].trace
+    assert t.retrieved and t.intent != "chitchat"

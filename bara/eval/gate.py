@@ -156,12 +156,13 @@ class GateReplay:
     embedder: Any = None
 
     def result(self, text: str, window: Sequence[Utterance], state: ConversationState | None) -> GateResult:
-        """Rules first; the message is embedded only when no rule is conclusive and prototypes exist."""
+        """Rules first; the message is embedded when the turn may search (as the pipeline does)."""
         query = sanitize(text, self.settings.max_query_chars).query or text
         keep = self.settings.pipeline_history_messages
         history = tuple(window[-keep:]) if keep else ()
-        conclusive = apply_rules(compute_features(query, history, {}, settings=self.settings)) is not None
-        use_vector = not conclusive and self.prototypes is not None and self.embedder is not None
+        ruled = apply_rules(compute_features(query, history, {}, settings=self.settings))
+        may_search = ruled is None or ruled.intent in ("knowledge_base", "continuation", "general")
+        use_vector = may_search and self.prototypes is not None and self.embedder is not None
         vector = self.embedder.embed([query])[0] if use_vector else None
         return decide(query, history, state, {}, self.settings, self.prototypes, message_vector=vector)
 
