@@ -11,9 +11,9 @@ with ``X_i = x_1 + ... + x_i`` in file order): each conversation gets ``floor(x_
 or ``ceil(x_i)``, and over all conversations the share of inserted turns is R to
 within one turn.
 
-Positions and utterances. Each inserted turn goes before a uniformly drawn
-original user turn other than none-after-the-last (so never last), several may
-share a gap; utterances are drawn without replacement within a conversation.
+Positions and utterances. Each inserted turn goes just before a uniformly drawn
+original user turn (so never after the last one: the judged turn stays last);
+several may share a gap; utterances are drawn without replacement within a conversation.
 The generator of a conversation is seeded by ``(seed, sha256(task id))``: a
 conversation's mix does not depend on which other tasks run (only its count
 depends on the tasks before it).
