@@ -22,11 +22,12 @@ PREREG = Path("eval") / "preregistered.toml"
 
 
 def register(eval_app: typer.Typer) -> None:
-    """Add `ab`, `gate`, `tools` and `report` to the ``eval`` sub-app."""
+    """Add `ab`, `gate`, `tools`, `report` and `calibrate` to the ``eval`` sub-app."""
     eval_app.command("ab")(eval_ab)
     eval_app.command("gate")(eval_gate)
     eval_app.command("tools")(eval_tools)
     eval_app.command("report")(eval_report)
+    eval_app.command("calibrate")(eval_calibrate)
 
 
 def _err() -> Console:
@@ -236,3 +237,40 @@ def eval_report(folder: Path = typer.Argument(..., help="Folder of saved runs (a
     except BaraError as exc:
         _fail(str(exc))
     print(path)
+
+
+# ------------------------------------------------------------------- calibrate
+def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev tasks .jsonl"),
+                   corpus: Path = typer.Option(..., "--corpus", help="Corpus .jsonl {_id,title,text,collection}"),
+                   k: int = typer.Option(4, "--k", min=1, max=100, help="Knowledge-base chunks per search."),
+                   max_drop: float = typer.Option(0.05, "--max-drop", min=0.0, max=0.5,
+                                                  help="Largest share of relevant hits a floor may drop."),
+                   min_hits: int = typer.Option(30, "--min-hits", min=1,
+                                                help="Relevant hits a route needs for its own floor "
+                                                     "(else the pooled floor)."),
+                   out: Optional[Path] = typer.Option(None, "--out", help="Floors file to write "
+                                                                          "(e.g. eval/floors.toml)."),
+                   limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks."),
+                   json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Per-route similarity floors that drop at most --max-drop of relevant hits (tuned on half the dev
+    conversations, reported on the other half); writes them with the data hash and embedder id."""
+    from bara.eval.ab import prepare
+    from bara.eval.calibrate import calibrate, to_toml
+
+    settings = _settings()
+    try:
+        prep = prepare(tasks, corpus, limit)
+        with ProgressSteps(json_out) as step:
+            result = calibrate(prep, corpus, tasks, settings, _embedder(settings), k, max_drop, min_hits, step)
+    except BaraError as exc:
+        _fail(str(exc))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(to_toml(result), encoding="utf-8")
+    if json_out:
+        print(json.dumps(result, sort_keys=True))
+        return
+    rep = result["report"]
+    Console(highlight=False).print(result["floors"], {"tune": result["tune"]},
+                                   {"report (held-out half)": {"calibrated": rep["calibrated"],
+                                                               "current": rep["current"]}})
