@@ -162,3 +162,26 @@ def test_cli_options_and_bad_input(env, slice_files, data_dir, tmp_path, monkeyp
     bad = CliRunner().invoke(app, [*base, "--turns", "all", "--mix-smalltalk", str(tmp_path / "b.jsonl"),
                                    "--mix-domains", str(clinc / "domains.json")])
     assert bad.exit_code == 2 and "no utterance" in bad.output
+
+
+def test_report_has_every_round2_verdict(whole, env, data_dir, tmp_path):
+    from bara.cli import app
+    from bara.eval.gate import evaluate_gate
+
+    out, report = whole
+    folder = tmp_path / "eval"
+    (folder / "mixed").mkdir(parents=True)
+    (folder / "mixed" / "ab.json").write_text((report / "ab.json").read_text())
+    lines = (data_dir / "clinc150" / "val.jsonl").read_text().splitlines()[::60]  # 50 utterances, all domains
+    (tmp_path / "val.jsonl").write_text("\n".join(lines) + "\n")
+    settings, embedder = env
+    gate = evaluate_gate(tmp_path / "val.jsonl", data_dir / "clinc150" / "domains.json", settings, embedder.inner)
+    assert sum(gate["confusion"].values()) == gate["n"] == 50
+    (folder / "gate_clinc150.json").write_text(json.dumps(gate))
+    result = CliRunner().invoke(app, ["eval", "report", str(folder)])
+    assert result.exit_code == 0, result.output
+    text = (folder / "report.md").read_text()
+    assert "Round-2 pre-registered verdicts" in text and (folder / "ab_whole.png").stat().st_size > 1000
+    for crit in load_prereg(PREREG).criteria:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {crit.id} |"))
+        assert "not evaluated" not in row, crit.id
