@@ -185,3 +185,30 @@ def test_report_has_every_round2_verdict(whole, env, data_dir, tmp_path):
     for crit in load_prereg(PREREG).criteria:
         row = next(line for line in text.splitlines() if line.startswith(f"| {crit.id} |"))
         assert "not evaluated" not in row, crit.id
+
+
+def test_a_conversation_scores_the_same_alone_as_after_others(whole, env, data_dir, slice_files, tmp_path):
+    """Every (task, mode) starts from the clean index: what earlier runs stored (Q&A pairs shift FTS5's
+    bm25 statistics) must not change a later row."""
+    _, report = whole
+    rows = {(r["task_id"], r["mode"]): r for r in map(json.loads, (report / ROWS_FILE).read_text().splitlines())}
+    lines = (slice_files / "tasks.jsonl").read_text().splitlines()
+    tasks = read_tasks(slice_files / "tasks.jsonl", Counter())
+    in_context = mix_conversations(tasks, _mix(data_dir))
+    # a later task whose mix is the same alone (counts round on the running total, so not every one is)
+    i = next(i for i in range(len(tasks) - 1, 0, -1)
+             if mix_conversations([tasks[i]], _mix(data_dir))[0].turns == in_context[i].turns)
+    last = lines[i]
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "tasks.jsonl").write_text(last + "\n")
+    (alone / "corpus.jsonl").write_text((slice_files / "corpus.jsonl").read_text())
+    settings, embedder = env
+    config = RunConfig(modes=MODES, k=4, report_dir=alone, turns="all", mix=_mix(data_dir))
+    evaluate_ab(alone / "tasks.jsonl", alone / "corpus.jsonl", config, settings, embedder, PREREG)
+    task_id = json.loads(last)["task_id"]
+    for row in map(json.loads, (alone / ROWS_FILE).read_text().splitlines()):
+        before = rows[(task_id, row["mode"])]
+        assert row["hits"] == before["hits"], row["mode"]
+        assert [(t["calls"], t["tokens"], t["kb"]) for t in row["turns"]] == [
+            (t["calls"], t["tokens"], t["kb"]) for t in before["turns"]], row["mode"]

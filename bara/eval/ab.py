@@ -40,8 +40,8 @@ from bara.app import Bara
 from bara.errors import BaraError, InputError
 from bara.eval.answers import answer_body, answer_kind, judge_agreement, judge_answer, rouge_l, token_f1
 from bara.eval.beir import BeirDoc, read_corpus
-from bara.eval.conversation_replay import (REFERENCE_MODES, ReferenceReplies, build_assistant, retrieval_calls,
-                                           run_conversation)
+from bara.eval.conversation_replay import (REFERENCE_MODES, ReferenceReplies, build_assistant, forget_user,
+                                           retrieval_calls, run_conversation)
 from bara.eval.gate import GateReplay, Task, file_sha256, gate_prototypes, read_tasks
 from bara.eval.ab_rows import ROWS_FILE, ResultLog  # noqa: F401 - ROWS_FILE is part of this API
 from bara.eval.mixing import MixConfig, MixedConversation, mix_conversations, mix_manifest
@@ -54,7 +54,7 @@ from bara.store.sqlite import SQLiteStore
 from bara.trace import TurnTrace
 from bara.types import Utterance
 
-ROW_VERSION = "1"  # bump when a row's meaning changes: old rows become stale
+ROW_VERSION = "2"  # bump when a row's meaning changes (2: each (task, mode) starts from the clean index)
 PATH_SETTINGS = ("db", "cache_dir", "data_dir")
 
 
@@ -173,6 +173,8 @@ def run_task(bara: Bara, assistant: Assistant, task: Task, mode: str, shash: str
         result = assistant.turn(user, task.question, conversation_id=cid)
     except BaraError as exc:
         return score_row(task, mode, shash, None, "", error=f"turn failed: {type(exc).__name__}")
+    finally:
+        forget_user(assistant, user)
     return score_row(task, mode, shash, result.trace, result.answer)
 
 
@@ -185,6 +187,8 @@ def run_all_turns(assistant: Assistant, replies: ReferenceReplies, task: Task, c
         row = score_row(task, mode, shash, result.trace, result.answer)
     except BaraError as exc:
         costs, row = [], score_row(task, mode, shash, None, "", error=f"turn failed: {type(exc).__name__}")
+    finally:
+        forget_user(assistant, user)
     return {**row, "task_sha": content_sha(task, conv), "turns": [c.to_dict() for c in costs],
             "after_inserted": conv.after_inserted}
 

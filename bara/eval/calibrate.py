@@ -32,6 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 from bara.app import Bara
 from bara.errors import BaraError
 from bara.eval.ab import Prepared, _user, cached_index, code_fingerprint, replay, working_copy
+from bara.eval.conversation_replay import forget_user
 from bara.eval.gate import JUDGED, GateReplay, Task, file_sha256, gate_prototypes
 from bara.eval.prereg import retrieval_scores
 from bara.pipeline import Assistant
@@ -72,6 +73,8 @@ def probe(bara: Bara, tasks: Sequence[Task], gate: GateReplay,
             trace = assistant.turn(user, task.question, conversation_id=cid).trace
         except BaraError:
             continue
+        finally:
+            forget_user(assistant, user)
         route = next((r.split("kb:floor_", 1)[1] for r in trace.reasons if r.startswith("kb:floor_")), "")
         hits = tuple((h.source, float(h.score)) for h in trace.hits) if route else ()
         out.append(Probe(task.id, half_of(task), route, hits, task.relevant))

@@ -105,6 +105,20 @@ def run_conversation(assistant: Assistant, replies: ReferenceReplies, conv: Mixe
     return costs, result
 
 
+def forget_user(assistant: Assistant, user: str) -> None:
+    """Delete everything a task's run stored for its user (tiers, profile, conversations).
+
+    Needed for independent rows: FTS5's ``bm25()`` takes document frequencies and lengths from the
+    whole ``chunks_fts`` table, so Q&A pairs and notes one run leaves behind would shift the
+    knowledge-base ranking of every later task and mode (and a resumed run would differ from an
+    uninterrupted one).
+    """
+    with assistant.bara.store.transaction():
+        assistant.bara.store.delete_owner(user)
+        assistant.profile.forget(user)
+        assistant.conversations.delete(user)
+
+
 def retrieval_calls(trace: TurnTrace) -> int:
     """Store searches the turn really ran: agent search calls, else the timed retrieve_* stages."""
     agent = trace.gates.get("agent") if isinstance(trace.gates, dict) else None
