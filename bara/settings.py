@@ -203,6 +203,12 @@ class Settings(BaseModel):
     gate_small_talk_override_similarity: float = Field(0.55, ge=-1.0, le=1.0, description=(
         "A question recognised by form only is small talk when its nearest prototype is chit-chat at "
         "this cosine or more (tuned on CLINC150 train for skip precision >= 0.98)."))
+    gate_qa_only_on_repeat: bool = Field(True, description=(
+        "Search remembered answers only when the question repeats: otherwise the Q&A search is a second "
+        "store call per turn that rarely adds anything the documents lack."))
+    gate_rag_history_messages: int = Field(4, ge=0, description=(
+        "Knowledge turns show the last two exchanges: the query already carries the topic, and older "
+        "replies are most of a turn's context tokens."))
     gate_social_history_messages: int = Field(2, ge=0, description=(
         "Thanks/greetings/acknowledgements see only the last exchange: replying to 'thanks' needs no "
         "four-exchange transcript, and those tokens are most of such a turn's context."))

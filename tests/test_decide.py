@@ -123,8 +123,12 @@ def test_route_floors_come_from_settings():
         policy = converse(*messages, profile=profile).policy
         if route in floors:
             assert policy.inject_kb and policy.kb_k == CFG.k and policy.kb_floor == floors[route]
-    qa = converse("What is the difference between TCP and UDP?").policy
+    first = converse("What is the difference between TCP and UDP?").policy
+    assert not first.inject_qa and "qa:closed_not_a_repeat" in first.reasons  # Q&A opens on a repeat
+    qa = converse("What is the difference between TCP and UDP?", "what is the difference between TCP and UDP").policy
     assert qa.inject_qa and qa.qa_floor == CFG.floor_qa
+    eager = converse("What is the difference between TCP and UDP?", settings=CFG.override(gate_qa_only_on_repeat=False))
+    assert eager.policy.inject_qa
     assert converse("What is TCP?", settings=CFG.override(floor_kb=0.5)).policy.kb_floor == 0.5
 
 

@@ -53,7 +53,8 @@ def decide(message: str, history: Sequence[Utterance], state: ConversationState 
     intent = classify_intent(message, features, prototypes, message_vector, settings=settings)
     new_state = update_state(state, message, intent, features, settings)
     behavior = decide_behavior(intent, features, new_state, settings)
-    policy = resolve_policy(intent, features, behavior, settings, profile)
+    policy = resolve_policy(intent, features, behavior, settings, profile,
+                            repeated=new_state.repetition_count >= 1)
     reasons = (f"intent:{intent.intent}", f"intent_source:{intent.source}") + \
         behavior.reasons + policy.reasons
     return GateResult(intent, features, behavior, policy, new_state, tuple(dict.fromkeys(reasons)))

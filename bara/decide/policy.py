@@ -156,10 +156,22 @@ def _rewrite(d: PolicyDecision, intent: IntentResult, features: ContextFeatures,
     return d
 
 
+def _economy(d: PolicyDecision, repeated: bool, settings: Settings) -> PolicyDecision:
+    """Spend only where it can pay. Old answers beat the documents only for a question asked again,
+    so the Q&A tier opens on a repeat; a knowledge turn whose query already carries the topic needs
+    the last exchanges, not the whole window (the conversation route keeps it: it *is* the context)."""
+    if d.inject_qa and settings.gate_qa_only_on_repeat and not repeated:
+        d = _with(d, "qa:closed_not_a_repeat", inject_qa=False, qa_k=0, qa_floor=0.0)
+    if d.inject_kb and d.route in ("rag", "adaptive") and d.use_history and d.history_messages is None:
+        d = _with(d, "history:knowledge_last_exchanges", history_messages=settings.gate_rag_history_messages)
+    return d
+
+
 def resolve_policy(intent: IntentResult, features: ContextFeatures, behavior: BehaviorDecision,
-                   settings: Settings, profile: Mapping[str, str]) -> PolicyDecision:
-    """Intent -> base route, then behaviour, then overlays, then the rewrite flag."""
+                   settings: Settings, profile: Mapping[str, str], repeated: bool = False) -> PolicyDecision:
+    """Intent -> base route, then behaviour, then economy, then overlays, then the rewrite flag.
+    ``repeated``: the conversation state saw this question asked before."""
     d = base_policy(intent, features, settings)
-    d = _social_history(apply_behavior(d, behavior), behavior, settings)
+    d = _economy(_social_history(apply_behavior(d, behavior), behavior, settings), repeated, settings)
     d = apply_overlays(d, features, settings, profile)
     return _rewrite(d, intent, features, settings)
