@@ -209,6 +209,9 @@ class Settings(BaseModel):
     gate_rag_history_messages: int = Field(4, ge=0, description=(
         "Knowledge turns show the last two exchanges: the query already carries the topic, and older "
         "replies are most of a turn's context tokens."))
+    gate_note_statements_skip: bool = Field(True, description=(
+        "A statement carrying a note cue (decision, hypothesis, open question) and no question is "
+        "stored as a note, not searched: the documents cannot confirm our own decisions."))
     gate_social_history_messages: int = Field(2, ge=0, description=(
         "Thanks/greetings/acknowledgements see only the last exchange: replying to 'thanks' needs no "
         "four-exchange transcript, and those tokens are most of such a turn's context."))

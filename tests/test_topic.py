@@ -212,3 +212,16 @@ def test_small_talk_shaped_like_a_question_does_not_search(assistant, user, mess
 def test_real_questions_still_search(assistant, user, message):
     t = converse(assistant, user, message)[0].trace
     assert t.retrieved and t.intent != "chitchat"
+
+
+@pytest.mark.parametrize("statement", ["Let's go with TLS 1.2 and HSTS for the internal API.",
+                                       "I suspect the resolver cache is stale.",
+                                       "We still need to figure out how to rotate the signing keys."])
+def test_a_note_statement_is_stored_not_searched(assistant, user, statement):
+    t = converse(assistant, user, "What does HSTS protect against?", statement)[1].trace
+    assert not t.retrieved and "kb:off_note_statement" in t.reasons and t.stored["notes"]
+
+
+def test_a_question_with_a_note_cue_still_searches(assistant, user):
+    t = converse(assistant, user, "I think TLS 1.2 is enough, but how does it negotiate the cipher suite?")[0].trace
+    assert t.retrieved and t.hits

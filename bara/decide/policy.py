@@ -156,10 +156,15 @@ def _rewrite(d: PolicyDecision, intent: IntentResult, features: ContextFeatures,
     return d
 
 
-def _economy(d: PolicyDecision, repeated: bool, settings: Settings) -> PolicyDecision:
+def _economy(d: PolicyDecision, features: ContextFeatures, repeated: bool, settings: Settings) -> PolicyDecision:
     """Spend only where it can pay. Old answers beat the documents only for a question asked again,
     so the Q&A tier opens on a repeat; a knowledge turn whose query already carries the topic needs
-    the last exchanges, not the whole window (the conversation route keeps it: it *is* the context)."""
+    the last exchanges, not the whole window (the conversation route keeps it: it *is* the context).
+    A statement that records a note ("let's go with TLS 1.2", "I think the cert expired") is
+    remembered, not looked up."""
+    if d.inject_kb and features.records_note and not features.is_question and settings.gate_note_statements_skip:
+        return _with(d, "kb:off_note_statement", route="llm_only", inject_kb=False, kb_k=0, kb_floor=0.0,
+                     inject_qa=False, qa_k=0, qa_floor=0.0)
     if d.inject_qa and settings.gate_qa_only_on_repeat and not repeated:
         d = _with(d, "qa:closed_not_a_repeat", inject_qa=False, qa_k=0, qa_floor=0.0)
     if d.inject_kb and d.route in ("rag", "adaptive") and d.use_history and d.history_messages is None:
@@ -172,6 +177,6 @@ def resolve_policy(intent: IntentResult, features: ContextFeatures, behavior: Be
     """Intent -> base route, then behaviour, then economy, then overlays, then the rewrite flag.
     ``repeated``: the conversation state saw this question asked before."""
     d = base_policy(intent, features, settings)
-    d = _economy(_social_history(apply_behavior(d, behavior), behavior, settings), repeated, settings)
+    d = _economy(_social_history(apply_behavior(d, behavior), behavior, settings), features, repeated, settings)
     d = apply_overlays(d, features, settings, profile)
     return _rewrite(d, intent, features, settings)

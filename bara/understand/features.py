@@ -15,6 +15,7 @@ import numpy as np
 
 from bara.settings import Settings
 from bara.types import Utterance
+from bara.understand.note_cues import records_note
 
 # --- follow-up structure ---------------------------------------------------
 _PRONOUN_DEPS = re.compile(
@@ -112,6 +113,7 @@ class ContextFeatures:
     stated_name: str | None
     topic_similarity: float | None
     is_question: bool = False  # a question mark, or opens like one ("how does...", "can you...")
+    records_note: bool = False  # a decision / hypothesis / open-question cue ("let's go with", "I think")
 
 
 def normalize(text: str) -> str:
@@ -211,5 +213,5 @@ def compute_features(message: str, history: Sequence[Utterance], profile: Mappin
         privacy_signal=bool(_PRIVACY.search(q)), notes_request=bool(_NOTES_REQUEST.search(q)),
         tone_signal=tone_signal(q), low_entropy=is_low_entropy(q), has_profile=bool(profile), stated_name=stated_name(message),
         topic_similarity=topic_similarity(message_vector, history_vectors),
-        is_question="?" in q or bool(_QUESTION_START.match(q)),
+        is_question="?" in q or bool(_QUESTION_START.match(q)), records_note=records_note(message),
     )
