@@ -94,8 +94,10 @@ def base_policy(intent: IntentResult, features: ContextFeatures, settings: Setti
 
 
 def _social_history(d: PolicyDecision, behavior: BehaviorDecision, settings: Settings) -> PolicyDecision:
-    """Thanks, greetings, acknowledgements and tests need the last exchange, not the whole window."""
-    if behavior.mode not in _SOCIAL_MODES or not d.use_history:
+    """Small talk (thanks, greetings, acknowledgements, tests, questions about the assistant or the
+    conversation) needs the last exchange, not the whole window."""
+    small_talk = behavior.mode in _SOCIAL_MODES or behavior.skip_retrieval or d.route == "llm_only"
+    if not small_talk or not d.use_history or d.history_messages is not None:
         return d
     return _with(d, "history:social_last_exchange", history_messages=settings.gate_social_history_messages)
 
