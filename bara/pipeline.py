@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -29,9 +29,10 @@ from bara.llm.offline import Generator, ModelGenerator, OfflineGenerator
 from bara.memory.conversations import Conversations, StoredMessage
 from bara.memory.history import curate_history
 from bara.memory.notes import NoteHit, NotesMemory, extract_notes
-from bara.memory.profile import ProfileMemory, extract_profile_facts
+from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAHit, QAMemory
-from bara.memory.vectors import HistoryTopic, history_topic, message_meta, skipped
+from bara.memory.vectors import HistoryTopic, history_topic, message_meta
+from bara.pipeline_steps import SEARCHING_INTENTS, learns_qa, per_message, topical_history, within_gap
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, kb_sources, note_items,
                                  preferred_length, profile_items, qa_items)
@@ -46,7 +47,6 @@ from bara.understand.state import ConversationState
 from bara.understand.topic import TopicDecision, compose_topic, topic_dependence
 
 MODES = ("gated", "always")
-_SEARCHING_INTENTS = frozenset({"knowledge_base", "continuation", "general"})
 _FORGET = re.compile(r"\b(forget|delete|erase|remove|wipe|clear)\b", re.IGNORECASE)
 _CURATE_SCAN = 4  # continuations look this many recent windows back for older similar turns
 
@@ -165,7 +165,7 @@ class Assistant:
         ctx = self._context(t, gate)
         policy = self._hook("policy_override", gate.policy, ctx, rec)
         rec.reason("hook:policy_overridden" if policy != gate.policy else "")
-        retrieved = self._retrieve(t, gate, policy, seen, rec)
+        retrieved = self._retrieve(t, policy, seen, rec)
         forgotten = self._privacy_forget(t, policy, rec)
         answer, prompt = self._generate(self._inputs(t, gate, policy, retrieved, forgotten, rec), ctx, rec)
         learn = not policy.privacy_mode
@@ -184,13 +184,14 @@ class Assistant:
         with rec.stage("gate"):
             features = compute_features(t.clean.query, t.history, t.profile, settings=self.settings)
             ruled = apply_rules(features)
-        may_search = ruled is None or ruled.intent in _SEARCHING_INTENTS
+        may_search = ruled is None or ruled.intent in SEARCHING_INTENTS
         vector = self._embed(t.clean.query, rec) if may_search else None
         rec.reason("" if ruled is not None else self._prototype_reason)
         prior = self._history_topic(t, rec) if vector is not None else HistoryTopic(None, False)
         with rec.stage("gate"):
             gate = decide(t.clean.query, t.history, t.state, t.profile, self.settings, self._prototypes,
-                          message_vector=vector, history_vectors=None if prior.topic is None else [prior.topic])
+                          message_vector=vector, history_vectors=None if prior.topic is None else [prior.topic],
+                          features=features)
             topic = topic_dependence(t.clean.query, gate.features, vector, prior.topic, prior.has_context,
                                      self.settings)
         rec.reason(*gate.reasons, topic.reason)
@@ -223,8 +224,7 @@ class Assistant:
         return run.value
 
     # ---------------------------------------------------------------------- retrieval
-    def _retrieve(self, t: TurnInput, gate: GateResult, policy: PolicyDecision, seen: Seen,
-                  rec: TurnRecorder) -> Retrieved:
+    def _retrieve(self, t: TurnInput, policy: PolicyDecision, seen: Seen, rec: TurnRecorder) -> Retrieved:
         """Search only the tiers the policy opened. The lexical arm reads the rewrite (context carried
         only when the message depends on it); the dense arm reads the topic vector, composed from
         vectors already computed (``bara.understand.topic``), so the rewrite is never encoded."""
@@ -327,7 +327,7 @@ class Assistant:
         vectors = self._embed_many(questions, rec) if len(older) > window and questions else None
         if vectors is None:
             return t.history
-        picked = curate_history(older, window, True, r.vector, _per_message(older, vectors),
+        picked = curate_history(older, window, True, r.vector, per_message(older, vectors),
                                 floor=self.settings.floor_continuation)
         rec.reason("history:older_similar_turns" if len(picked) > window else "")
         return tuple(Utterance(m.role, m.text) for m in picked)
@@ -407,50 +407,3 @@ class Assistant:
                          answer=answer, generator=self.generator.name, stored=dict(stored),
                          **gate_fields(gate, policy), **retrieval_fields(r.query, r.rewritten, r.kb, r.notes, r.qa),
                          **prompt_fields(prompt), **rec.fields())
-
-
-def _per_message(messages: tuple[StoredMessage, ...], question_vectors: np.ndarray) -> np.ndarray:
-    """One vector per message: each reply borrows its question's (a turn is judged by what was asked)."""
-    rows, n = [], -1
-    for m in messages:
-        n += m.role == "user"
-        rows.append(question_vectors[max(n, 0)])
-    return np.asarray(rows)
-
-
-def topical_history(messages: Sequence[StoredMessage | Utterance]) -> list[Utterance]:
-    """History for the rewrite without the user's statements about themselves and the turns the gate
-    did not search (small talk), nor the replies to them: a name said in passing ("my name is Sam")
-    or an inserted "what's the weather like?" is not a topic for the KB query."""
-    kept: list[Utterance] = []
-    skipping = False
-    for m in messages:
-        if m.role == "user":
-            skipping = skipped(m) or bool(extract_profile_facts(m.text))
-        if not skipping:
-            kept.append(Utterance(m.role, m.text))
-    return kept
-
-
-def within_gap(kb: RetrievalOutcome | None, gap: float) -> RetrievalOutcome | None:
-    """Drop hits whose cosine is more than ``gap`` below the best hit's: a relative floor.
-
-    A fixed floor must admit the weakest relevant hit of any query; relative to the best hit, a
-    chunk far below it is rarely what the query meant (on the MTRAG-UN dev half a 0.3 gap keeps
-    R@5 within 0.001 and drops ~10% of chunks). Dropped hits count in ``n_dropped``."""
-    if kb is None or not kb.hits or gap >= 2.0:
-        return kb
-    best = max(h.similarity for h in kb.hits)
-    kept = tuple(h for h in kb.hits if h.similarity >= best - gap)
-    if len(kept) == len(kb.hits):
-        return kb
-    return replace(kb, hits=kept, n_dropped=kb.n_dropped + len(kb.hits) - len(kept),
-                   reasons=kb.reasons + ("below_relative_gap",))
-
-
-def learns_qa(gate: GateResult) -> bool:
-    """Only a real question is remembered as a Q&A pair: not a statement ("let's go with TLS 1.2"),
-    not a recap of our own notes, not a profile statement."""
-    f = gate.features
-    return (f.is_question and not f.notes_request and gate.intent.intent in _SEARCHING_INTENTS
-            and not f.is_profile_statement)
