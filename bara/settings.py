@@ -210,8 +210,8 @@ class Settings(BaseModel):
         "Knowledge turns show the last exchange: the query already carries the topic, the hits carry "
         "the facts, and older replies are context tokens the answer rarely needs."))
     gate_note_statements_skip: bool = Field(True, description=(
-        "A statement carrying a note cue (decision, hypothesis, open question) and no question is "
-        "stored as a note, not searched: the documents cannot confirm our own decisions."))
+        "A statement carrying a decision or open-question cue and no question is stored as a note, "
+        "not searched: the documents cannot confirm our own decisions (hypotheses still search)."))
     gate_kb_relative_gap: float = Field(0.3, ge=0.0, le=2.0, description=(
         "Gated knowledge hits more than this cosine below the best hit are dropped (2 = off): 0.3 keeps "
         "R@5 within 0.001 on the MTRAG-UN dev half and saves ~10% of chunks; 0.25 cost 0.01."))

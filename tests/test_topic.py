@@ -217,11 +217,16 @@ def test_real_questions_still_search(assistant, user, message):
 
 
 @pytest.mark.parametrize("statement", ["Let's go with TLS 1.2 and HSTS for the internal API.",
-                                       "I suspect the resolver cache is stale.",
+                                       "We agreed to pin the server certificate for the internal API.",
                                        "We still need to figure out how to rotate the signing keys."])
 def test_a_note_statement_is_stored_not_searched(assistant, user, statement):
     t = converse(assistant, user, "What does HSTS protect against?", statement)[1].trace
     assert not t.retrieved and "kb:off_note_statement" in t.reasons and t.stored["notes"]
+
+
+def test_a_hypothesis_statement_still_searches(assistant, user):
+    t = converse(assistant, user, "I think the TCP retransmission timer is too short.")[0].trace
+    assert t.retrieved and "kb:off_note_statement" not in t.reasons
 
 
 def test_a_question_with_a_note_cue_still_searches(assistant, user):

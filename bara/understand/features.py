@@ -113,7 +113,7 @@ class ContextFeatures:
     stated_name: str | None
     topic_similarity: float | None
     is_question: bool = False  # a question mark, or opens like one ("how does...", "can you...")
-    records_note: bool = False  # a decision / hypothesis / open-question cue ("let's go with", "I think")
+    records_note: bool = False  # a decision or open-question cue ("let's go with", "we still need to")
 
 
 def normalize(text: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CUES", "records_note"]
+__all__ = ["CUES", "OWN_KINDS", "records_note"]
 
 CUES: tuple[tuple[str, re.Pattern], ...] = (
     ("decision", re.compile(r"\b(we(?:'ve| have)? decided (?:to|on|that|against)|let'?s (?:go with|use|stick with)|"
@@ -25,6 +25,12 @@ CUES: tuple[tuple[str, re.Pattern], ...] = (
 )
 
 
-def records_note(text: str) -> bool:
-    """True when any sentence of ``text`` carries a note cue ("let's go with", "I think", "open question")."""
-    return any(pattern.search(text) for _, pattern in CUES)
+#: Notes that are ours to keep, not the documents' to confirm: a decision or an open question.
+#: A hypothesis ("I think my luggage is lost") is a claim the knowledge base may check, and the
+#: same words open many plain requests, so it does not stop a search.
+OWN_KINDS = frozenset({"decision", "open_question"})
+
+
+def records_note(text: str, kinds: frozenset[str] = OWN_KINDS) -> bool:
+    """True when ``text`` carries a cue of one of ``kinds`` ("let's go with", "we still need to")."""
+    return any(pattern.search(text) for kind, pattern in CUES if kind in kinds)
