@@ -149,7 +149,7 @@ def _rewrite(d: PolicyDecision, intent: IntentResult, features: ContextFeatures,
     """A message needs a standalone rewrite only when something will be searched with it: always
     for a structural follow-up; for any other message in a conversation when the setting says so
     (most in-conversation questions lean on earlier turns without a pronoun to show it)."""
-    if not d.retrieves:
+    if not (d.inject_kb or d.inject_qa):  # notes are searched with the user's own words
         return d
     if features.is_followup or intent.intent == "continuation":
         return _with(d, "rewrite:followup", needs_rewrite=True)
@@ -165,8 +165,10 @@ def _economy(d: PolicyDecision, features: ContextFeatures, repeated: bool, setti
     A statement that records a note ("let's go with TLS 1.2", "I think the cert expired") is
     remembered, not looked up."""
     if d.inject_kb and features.records_note and not features.is_question and settings.gate_note_statements_skip:
-        return _with(d, "kb:off_note_statement", route="llm_only", inject_kb=False, kb_k=0, kb_floor=0.0,
-                     inject_qa=False, qa_k=0, qa_floor=0.0)
+        d = _with(d, "kb:off_note_statement", route="llm_only", inject_kb=False, kb_k=0, kb_floor=0.0,
+                  inject_qa=False, qa_k=0, qa_floor=0.0)
+        return _with(d, "history:note_last_exchange", history_messages=settings.gate_social_history_messages) \
+            if d.use_history and d.history_messages is None else d
     if d.inject_qa and settings.gate_qa_only_on_repeat and not repeated:
         d = _with(d, "qa:closed_not_a_repeat", inject_qa=False, qa_k=0, qa_floor=0.0)
     if d.inject_kb and d.route in ("rag", "adaptive") and d.use_history and d.history_messages is None:
