@@ -22,12 +22,13 @@ PREREG = Path("eval") / "preregistered.toml"
 
 
 def register(eval_app: typer.Typer) -> None:
-    """Add `ab`, `gate`, `tools` and `report` to the ``eval`` sub-app."""
+    """Add `ab`, `gate`, `tools`, `report` and `calibrate` to the ``eval`` sub-app."""
     eval_app.command("ab")(eval_ab)
     eval_app.command("gate")(eval_gate)
     eval_app.command("tools")(eval_tools)
     eval_app.command("report")(eval_report)
     eval_app.command("memory")(eval_memory)
+    eval_app.command("calibrate")(eval_calibrate)
 
 
 def _err() -> Console:
@@ -67,13 +68,31 @@ def eval_ab(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN tasks .jso
             report: Optional[Path] = typer.Option(None, "--report", help="Folder for rows (resumable) and ab.json."),
             prereg: Optional[Path] = typer.Option(None, "--prereg", help="Criteria file (eval/preregistered.toml)."),
             judge_sample: int = typer.Option(40, "--judge-sample", min=0,
-                                             help="Rows an LLM judge rates when a model is configured.")) -> None:
-    """Every mode on the final user turn of each task: retrieval, tokens, quality, abstention, latency."""
+                                             help="Rows an LLM judge rates when a model is configured."),
+            turns: str = typer.Option("last", "--turns", help="last: the final user turn of each task; "
+                                                              "all: every user turn, in order."),
+            mix_smalltalk: Optional[Path] = typer.Option(None, "--mix-smalltalk",
+                                                         help="CLINC150-format .jsonl: insert its small-talk "
+                                                              "utterances as extra user turns (--turns all)."),
+            mix_domains: Optional[Path] = typer.Option(None, "--mix-domains",
+                                                       help="CLINC150 domains.json (default: beside "
+                                                            "--mix-smalltalk)."),
+            mix_rate: float = typer.Option(0.3, "--mix-rate", min=0.0, max=0.95,
+                                           help="Share of all user turns that are inserted small talk."),
+            seed: int = typer.Option(0, "--seed", help="Seed of the small-talk mixing.")) -> None:
+    """Every mode on the final user turn of each task (or every turn with --turns all): retrieval, tokens,
+    quality, abstention, latency. Modes: the assistant's, plus the reference `last2`."""
     from bara.eval.ab import RunConfig, evaluate_ab
+    from bara.eval.mixing import MixConfig
     from bara.llm.base import build_model
 
     settings = _settings()
-    config = RunConfig(tuple(m.strip() for m in modes.split(",") if m.strip()), k, limit, report)
+    if turns not in ("last", "all"):
+        _fail(f"--turns {turns!r}: pass 'last' (the final user turn) or 'all' (every user turn)")
+    mix = None
+    if mix_smalltalk is not None:
+        mix = MixConfig(mix_smalltalk, mix_domains or mix_smalltalk.parent / "domains.json", mix_rate, seed)
+    config = RunConfig(tuple(m.strip() for m in modes.split(",") if m.strip()), k, limit, report, turns, mix)
     try:
         model = build_model(settings) if judge_sample else None
         with ProgressSteps(json_out) as step:
@@ -120,10 +139,27 @@ def _print_ab(result: dict) -> None:
         table.add_row(key, *[_cell(result["modes"][m].get(key), result["modes"][m]["ci"].get(key)) for m in modes])
     table.add_row("latency p50/p95 ms", *[f"{result['modes'][m]['latency_ms']['p50']} / "
                                           f"{result['modes'][m]['latency_ms']['p95']}" for m in modes])
+    if any("turns_all" in result["modes"][m] for m in modes):
+        _add_whole_rows(table, result, modes)
     console.print(table)
     for v in result.get("verdicts", []):
         console.print(f"{v['id']}: {v['verdict']} (estimate {v['estimate']}, 95% CI {v['ci']})")
     console.print(f"problems: {result['problems']}  judge: {result['judge'].get('status')}")
+
+
+def _add_whole_rows(table: Table, result: dict, modes: list[str]) -> None:
+    """Whole-conversation rows (--turns all): per-turn means, inserted turns searched, after-inserted recall."""
+    m = {mode: result["modes"][mode] for mode in modes}
+    table.add_row("turns_all n", *[str(m[x].get("turns_all", {}).get("n", "-")) for x in modes])
+    for key in ("retrieval_calls", "context_tokens"):
+        table.add_row(f"turns_all {key}", *[_cell(m[x].get("turns_all", {}).get(key), None) for x in modes])
+    table.add_row("turns_all latency p50/p95 ms", *[f"{m[x]['turns_all']['latency_ms']['p50']} / "
+                                                    f"{m[x]['turns_all']['latency_ms']['p95']}"
+                                                    if "turns_all" in m[x] else "-" for x in modes])
+    table.add_row("inserted searched KB", *[_cell(m[x].get("inserted", {}).get("retrieval_rate"), None)
+                                            for x in modes])
+    table.add_row("after_inserted recall@5", *[_cell(m[x].get("after_inserted", {}).get("recall@5"), None)
+                                               for x in modes])
 
 
 def _cell(value: Any, ci: Any) -> str:
@@ -276,3 +312,38 @@ def _print_memory(result: dict) -> None:
     console.print(table)
     judge = result.get("judge", {})
     console.print(f"judge: {judge.get('reason') if judge.get('status') != 'ok' else judge['modes']}")
+# ------------------------------------------------------------------- calibrate
+def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev tasks .jsonl"),
+                   corpus: Path = typer.Option(..., "--corpus", help="Corpus .jsonl {_id,title,text,collection}"),
+                   k: int = typer.Option(4, "--k", min=1, max=100, help="Knowledge-base chunks per search."),
+                   max_drop: float = typer.Option(0.05, "--max-drop", min=0.0, max=0.5,
+                                                  help="Largest share of relevant hits a floor may drop."),
+                   min_hits: int = typer.Option(30, "--min-hits", min=1,
+                                                help="Relevant hits a route needs for its own floor "
+                                                     "(else the pooled floor)."),
+                   out: Optional[Path] = typer.Option(None, "--out", help="Floors file to write "
+                                                                          "(e.g. eval/floors.toml)."),
+                   limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks."),
+                   json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+    """Per-route similarity floors that drop at most --max-drop of relevant hits (tuned on half the dev
+    conversations, reported on the other half); writes them with the data hash and embedder id."""
+    from bara.eval.ab import prepare
+    from bara.eval.calibrate import calibrate, to_toml
+
+    settings = _settings()
+    try:
+        prep = prepare(tasks, corpus, limit)
+        with ProgressSteps(json_out) as step:
+            result = calibrate(prep, corpus, tasks, settings, _embedder(settings), k, max_drop, min_hits, step)
+    except BaraError as exc:
+        _fail(str(exc))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(to_toml(result), encoding="utf-8")
+    if json_out:
+        print(json.dumps(result, sort_keys=True))
+        return
+    rep = result["report"]
+    Console(highlight=False).print(result["floors"], {"tune": result["tune"]},
+                                   {"report (held-out half)": {"calibrated": rep["calibrated"],
+                                                               "current": rep["current"]}})

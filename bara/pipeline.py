@@ -31,8 +31,10 @@ from bara.memory.conversations import Conversations, StoredMessage
 from bara.memory.episodic import EpisodeHit, EpisodicMemory
 from bara.memory.history import curate_history
 from bara.memory.notes import NoteHit, NotesMemory, extract_notes
-from bara.memory.profile import ProfileMemory, extract_profile_facts
+from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAHit, QAMemory
+from bara.memory.vectors import HistoryTopic, history_topic, message_meta
+from bara.pipeline_steps import SEARCHING_INTENTS, learns_qa, per_message, topical_history, within_gap
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, episode_items, kb_sources,
                                  note_items, preferred_length, profile_items, qa_items)
@@ -44,6 +46,7 @@ from bara.understand.prototypes import PrototypeIndex, load_prototypes
 from bara.understand.rewrite import rewrite_query
 from bara.understand.sanitize import CleanInput, sanitize
 from bara.understand.state import ConversationState
+from bara.understand.topic import TopicDecision, compose_topic, topic_dependence
 
 MODES = ("gated", "always")
 _FORGET = re.compile(r"\b(forget|delete|erase|remove|wipe|clear)\b", re.IGNORECASE)
@@ -76,9 +79,20 @@ class Retrieved:
     kb: RetrievalOutcome | None = None
     notes: tuple[NoteHit, ...] = ()
     qa: tuple[QAHit, ...] = ()
-    vector: np.ndarray | None = None  # of ``query`` (the rewrite when there is one)
-    message_vector: np.ndarray | None = None  # of the user's own words, when the gate embedded them
+    vector: np.ndarray | None = None  # the dense query: the topic vector (message + carried topic)
+    message_vector: np.ndarray | None = None  # of the user's own words, when the turn embedded them
+    searched: bool = False  # any tier was searched this turn
     episodes: tuple[EpisodeHit, ...] = ()
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the gate computed that retrieval reuses: the message vector (None when the turn cannot
+    search), the topic before this turn, and whether the message depends on it."""
+
+    vector: np.ndarray | None
+    prior: HistoryTopic
+    topic: TopicDecision
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,7 @@ class Assistant:
         self.qa = QAMemory(bara.store, bara.embedder, bara.settings)
         self.episodic = EpisodicMemory(bara.store, bara.embedder, bara.settings)
         self._prototypes, self._prototype_reason = self._load_prototypes()
+        self._embedder_id = str(getattr(bara.embedder, "model_id", ""))
 
     def _load_prototypes(self) -> tuple[PrototypeIndex | None, str]:
         try:
@@ -152,41 +167,57 @@ class Assistant:
 
     # --------------------------------------------------------------------------- gated
     def _gated(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
-        gate, vector = self._gate(t, rec)
+        gate, seen = self._gate(t, rec)
         gate = self._episodic_gate(t, gate, rec)
         ctx = self._context(t, gate)
         policy = self._hook("policy_override", gate.policy, ctx, rec)
         rec.reason("hook:policy_overridden" if policy != gate.policy else "")
-        retrieved = self._retrieve(t, policy, vector, rec)
+        retrieved = self._retrieve(t, policy, seen, rec)
         forgotten = self._privacy_forget(t, policy, rec)
         answer, prompt = self._generate(self._inputs(t, gate, policy, retrieved, forgotten, rec), ctx, rec)
         learn = not policy.privacy_mode
         rec.reason("" if learn else "persist:privacy_no_learning")
+        asked = learns_qa(gate)
+        rec.reason("" if asked or retrieved.kb is None else "persist:qa_not_a_question")
         plan = PersistPlan(t.clean.text, answer, learn_profile=learn, extract_notes=learn,
-                           add_qa=learn and retrieved.kb is not None and bool(retrieved.kb.hits))
+                           add_qa=learn and asked and retrieved.kb is not None and bool(retrieved.kb.hits))
         stored = self._persist(t, gate.new_state, plan, retrieved, ctx, rec)
         trace = self._trace(t, gate, policy, retrieved, prompt, answer, stored, rec)
         return TurnResult(answer, trace, t.conversation_id)
 
-    def _gate(self, t: TurnInput, rec: TurnRecorder) -> tuple[GateResult, np.ndarray | None]:
-        """Rules first; the message is embedded only when no rule is conclusive (prototype fallback)."""
+    def _gate(self, t: TurnInput, rec: TurnRecorder) -> tuple[GateResult, Seen]:
+        """Rules first. The message is embedded (once) when the turn may search or no rule is
+        conclusive; then the topic before this turn is read from the conversation's vector cache."""
         with rec.stage("gate"):
             features = compute_features(t.clean.query, t.history, t.profile, settings=self.settings)
-            conclusive = apply_rules(features) is not None
-        vector = None if conclusive or self._prototypes is None else self._embed(t.clean.query, rec)
-        rec.reason("" if conclusive else self._prototype_reason)
+            ruled = apply_rules(features)
+        may_search = ruled is None or ruled.intent in SEARCHING_INTENTS
+        vector = self._embed(t.clean.query, rec) if may_search else None
+        rec.reason("" if ruled is not None else self._prototype_reason)
+        prior = self._history_topic(t, rec) if vector is not None else HistoryTopic(None, False)
         with rec.stage("gate"):
             gate = decide(t.clean.query, t.history, t.state, t.profile, self.settings, self._prototypes,
-                          message_vector=vector)
-        rec.reason(*gate.reasons)
-        return gate, vector
+                          message_vector=vector, history_vectors=None if prior.topic is None else [prior.topic],
+                          features=features)
+            topic = topic_dependence(t.clean.query, gate.features, vector, prior.topic, prior.has_context,
+                                     self.settings)
+        rec.reason(*gate.reasons, topic.reason)
+        return gate, Seen(vector, prior, topic)
+
+    def _history_topic(self, t: TurnInput, rec: TurnRecorder) -> HistoryTopic:
+        with rec.stage("load_vectors"):
+            prior = history_topic(t.messages, self._embedder_id, lambda texts: self._embed_many(texts, rec),
+                                  self.settings.gate_topic_carry_weight)
+        rec.reason(f"topic:history_encoded:{prior.encoded}" if prior.encoded else "")
+        return prior
 
     def _episodic_gate(self, t: TurnInput, gate: GateResult, rec: TurnRecorder) -> GateResult:
         """Issue 14: open the episodic tier for personal / "when did" questions (see ``apply_episodic``)."""
-        if self.bara.store.count_chunks(owner=t.user_id, collection="episodic") == 0:
+        if not self.episodic.holds_other(t.user_id, t.conversation_id):  # this conversation is its history
             return gate
         with rec.stage("gate"):
-            policy = apply_episodic(gate.policy, t.clean.query, self.episodic.names(t.user_id), self.settings)
+            policy = apply_episodic(gate.policy, t.clean.query, self.episodic.names(t.user_id, t.conversation_id),
+                                    self.settings)
         if policy is gate.policy:
             return gate
         added = policy.reasons[len(gate.policy.reasons):]
@@ -213,39 +244,41 @@ class Assistant:
         return run.value
 
     # ---------------------------------------------------------------------- retrieval
-    def _retrieve(self, t: TurnInput, policy: PolicyDecision, vector: np.ndarray | None,
-                  rec: TurnRecorder) -> Retrieved:
-        """Search only the tiers the policy opened, with one query vector shared by all of them."""
+    def _retrieve(self, t: TurnInput, policy: PolicyDecision, seen: Seen, rec: TurnRecorder) -> Retrieved:
+        """Search only the tiers the policy opened. The lexical arm reads the rewrite (context carried
+        only when the message depends on it); the dense arm reads the topic vector, composed from
+        vectors already computed (``bara.understand.topic``), so the rewrite is never encoded."""
         if not policy.retrieves:
-            return Retrieved()
-        query, rewritten, message_vector = t.clean.query, False, vector
-        if policy.needs_rewrite:
+            return Retrieved(message_vector=seen.vector)
+        query, rewritten = t.clean.query, False
+        if policy.needs_rewrite and seen.topic.depends:
             with rec.stage("rewrite"):
-                rw = rewrite_query(t.clean.query, topical_history(t.history),
+                rw = rewrite_query(t.clean.query, topical_history(t.messages),
                                    max_chars=self.settings.max_query_chars)
             query, rewritten = rw.query, rw.changed
             rec.reason(*(c if c.startswith("rewrite:") else f"rewrite:{c}" for c in rw.reasons),
                        "rewrite:applied" if rw.changed else "rewrite:unchanged")
-        if rewritten and message_vector is None:  # one batched call for the rewrite and the user's words
-            both = self._embed_many([query, t.clean.query], rec)
-            vector, message_vector = (None, None) if both is None else (both[0], both[1])
-        elif vector is None or rewritten:
-            vector = self._embed(query, rec)
+        elif policy.needs_rewrite:
+            rec.reason("rewrite:standalone")
+        message_vector = seen.vector if seen.vector is not None else self._embed(t.clean.query, rec)
+        vector = None if message_vector is None else compose_topic(
+            message_vector, seen.prior.topic, seen.topic.depends, self.settings.gate_topic_carry_weight)
         kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
             query, k=policy.kb_k, floor=policy.kb_floor, vector=vector)) if policy.inject_kb else None
-        notes = self._tier("retrieve_notes", rec, lambda: self.notes.search(
-            t.user_id, query, k=policy.notes_k, vector=vector)) if self._open(t, "notes", policy, rec) else ()
+        kb = within_gap(kb, self.settings.gate_kb_relative_gap)
+        notes = self._tier("retrieve_notes", rec, lambda: self.notes.search(  # the user's own words: a recap
+            t.user_id, t.clean.query, k=policy.notes_k, vector=message_vector),  # names its kind and topic
+        ) if self._open(t, "notes", policy, rec) else ()
         qa = self._tier("retrieve_qa", rec, lambda: self.qa.search(
             t.user_id, query, t.conversation_id, k=policy.qa_k, floor=policy.qa_floor,
             vector=vector)) if self._open(t, "qa", policy, rec) else ()
         episodes = self._tier("retrieve_episodic", rec, lambda: self.episodic.search(
-            t.user_id, t.clean.query, k=policy.episodic_k, vector=None if rewritten else vector)) \
-            if self._open(t, "episodic", policy, rec) else None
+            t.user_id, t.clean.query, k=policy.episodic_k, vector=message_vector,
+            exclude_conversation=t.conversation_id)) if self._open(t, "episodic", policy, rec) else None
         if episodes is not None:
             rec.reason(*episodes.reasons)
-        retrieved = Retrieved(query, rewritten, kb, tuple(notes or ()), tuple(qa or ()), vector,
-                              message_vector if rewritten else vector,
-                              episodes=episodes.hits if episodes is not None else ())
+        retrieved = Retrieved(query, rewritten, kb, tuple(notes or ()), tuple(qa or ()), vector, message_vector,
+                              searched=True, episodes=episodes.hits if episodes is not None else ())
         self._tier_reasons(retrieved, rec)
         return retrieved
 
@@ -291,6 +324,7 @@ class Assistant:
                 rec: TurnRecorder) -> PromptInputs:
         profile = self.profile.get(t.user_id) if forgotten else t.profile
         history = self._history(t, policy, r, rec) if policy.use_history else ()
+        history = history[-policy.history_messages:] if policy.history_messages is not None else history
         memory = self._memory_summary(t.user_id, profile) if policy.privacy_mode else None
         with rec.stage("assemble"):
             return PromptInputs(
@@ -320,7 +354,7 @@ class Assistant:
         vectors = self._embed_many(questions, rec) if len(older) > window and questions else None
         if vectors is None:
             return t.history
-        picked = curate_history(older, window, True, r.vector, _per_message(older, vectors),
+        picked = curate_history(older, window, True, r.vector, per_message(older, vectors),
                                 floor=self.settings.floor_continuation)
         rec.reason("history:older_similar_turns" if len(picked) > window else "")
         return tuple(Utterance(m.role, m.text) for m in picked)
@@ -358,7 +392,8 @@ class Assistant:
         reply = plan.assistant_text if self.generator is not self.offline else ""
         with rec.stage("persist"), self.bara.store.transaction():
             self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
-                                           state.to_dict() if state else {}, {"mode": self.mode})
+                                           state.to_dict() if state else {}, {"mode": self.mode},
+                                           self._user_meta(r))
             facts = self.profile.learn_from_user_turn(t.user_id, plan.user_text) if plan.learn_profile else []
             notes = extract_notes(plan.user_text, reply) if plan.extract_notes else []
             self.notes.add(t.user_id, t.conversation_id, notes)
@@ -372,6 +407,12 @@ class Assistant:
                    "persist:qa_added" if qa else "")
         return {"turn": True, "profile_facts": {f.key: f.value for f in facts}, "notes": [n.text for n in notes],
                 "qa": bool(qa)}
+
+    def _user_meta(self, r: Retrieved) -> dict[str, Any]:
+        """Whether the turn searched, and (cache on) its vectors, so later turns need not re-encode."""
+        if not self.settings.gate_cache_vectors:
+            return {"searched": r.searched}
+        return message_meta(self._embedder_id, r.searched, r.message_vector, r.vector if r.searched else None)
 
     # ------------------------------------------------------------------ always (baseline)
     def _always(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
@@ -400,25 +441,3 @@ class Assistant:
                          answer=answer, generator=self.generator.name, stored=dict(stored),
                          kb_floor=float(policy.kb_floor) if policy is not None and r.kb is not None else 0.0,
                          **gate_fields(gate, policy), **fields, **prompt_fields(prompt), **rec.fields())
-
-
-def _per_message(messages: tuple[StoredMessage, ...], question_vectors: np.ndarray) -> np.ndarray:
-    """One vector per message: each reply borrows its question's (a turn is judged by what was asked)."""
-    rows, n = [], -1
-    for m in messages:
-        n += m.role == "user"
-        rows.append(question_vectors[max(n, 0)])
-    return np.asarray(rows)
-
-
-def topical_history(history: tuple[Utterance, ...] | list[Utterance]) -> list[Utterance]:
-    """History for the rewrite without the user's statements about themselves (and the replies to
-    them): a name or a role said in passing ("my name is Sam") is not a topic for the KB query."""
-    kept: list[Utterance] = []
-    skipping = False
-    for u in history:
-        if u.role == "user":
-            skipping = bool(extract_profile_facts(u.text))
-        if not skipping:
-            kept.append(u)
-    return kept

@@ -9,6 +9,14 @@ passages (``contexts``):
   last_two    the last two user turns joined
   bara        ``bara.understand.rewrite.rewrite_query`` (rules, no model)
   human       MTRAG's human standalone rewrite, where the conversation matches
+  bara_topic  what the gated pipeline searches with: the rewrite only when the message depends
+              on the conversation (``bara.understand.topic``), and for the dense arm the topic
+              vector composed from the user turns' own vectors (the rewrite is never encoded)
+
+Every figure is also given per half of the tasks, split by ``sha256(conversation_id)``
+(even = dev, odd = test; the same split as ``bara eval calibrate``): the topic
+thresholds and the floors were chosen on the dev half only. ``--floors`` adds R@5 of
+``bara_topic`` at k=4 (as the pipeline runs) under candidate route floors.
 
 The pooled corpus is indexed once, one chunk per passage (title + text), into a
 cached SQLite store (``bara.eval.retrieval.index_path``/``build_index``), so
@@ -25,6 +33,7 @@ Usage:  python bench/bench_rewrite.py [--data ../shared/data] [--json out.json]
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -44,11 +53,14 @@ from bara.retrieval.hybrid import HybridRetriever
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
 from bara.types import Utterance
-from bara.understand.rewrite import RewriteRules, rewrite_query
+from bara.understand.features import compute_features
+from bara.understand.rewrite import RewriteRules, has_content, rewrite_query
+from bara.understand.topic import compose_topic, topic_dependence, topic_from_history
 
 RECALL = R @ 5
 KEPT = ("ANSWERABLE", "PARTIAL")
-STRATEGIES = ("last_turn", "last_two", "bara", "human")
+STRATEGIES = ("last_turn", "last_two", "bara", "human", "bara_topic")
+FLOORS = (-1.0, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35)
 REFERENCE = {"last_turn": 0.803, "last_two": 0.903}  # bm25s + MiniLM plain RRF, same tasks
 #: bara's rewrite with one rule switched off, to show what each rule is worth.
 ABLATIONS = {
@@ -136,6 +148,42 @@ def ablation_queries(tasks: Sequence[dict]) -> dict[str, dict[str, str]]:
             for name, rules in ABLATIONS.items()}
 
 
+def split_of(task: dict) -> str:
+    """dev (even first byte of sha256(conversation_id)) or test: the halves never share a conversation."""
+    return "dev" if hashlib.sha256(task["conversation_id"].encode()).digest()[0] % 2 == 0 else "test"
+
+
+def topic_queries(tasks: Sequence[dict], embedder, settings: Settings) -> tuple[dict[str, str], dict]:
+    """The gated pipeline's (text, vector) per task: rewrite and topic vector only when the message
+    depends on the conversation. Earlier turns have no cached vectors here, so the topic is rebuilt
+    from the last three content-bearing user turns, exactly as the pipeline does for such history."""
+    texts = sorted({u for t in tasks for u in user_turns(t)})
+    vec = dict(zip(texts, embedder.embed(texts)))
+    queries, vectors = {}, {}
+    for task in tasks:
+        tid, message, history = task["task_id"], task["input"][-1]["text"], to_history(task["input"][:-1])
+        earlier = [u for u in user_turns(task)[:-1] if has_content(u)][-3:]
+        prior = topic_from_history([vec[u] for u in earlier], settings.gate_topic_carry_weight)
+        features = compute_features(message, history, {}, settings=settings)
+        topic = topic_dependence(message, features, vec[message], prior, bool(earlier), settings)
+        queries[tid] = rewrite_query(message, history).query if topic.depends else message
+        vectors[tid] = compose_topic(vec[message], prior, topic.depends, settings.gate_topic_carry_weight)
+    return queries, vectors
+
+
+def floor_sweep(retriever: HybridRetriever, tasks: Sequence[dict], qrels: dict, queries: dict[str, str],
+                vectors: dict, k: int = 4) -> dict[str, dict[str, float | None]]:
+    """R@5 of ``bara_topic`` at k hits under each candidate floor, per half."""
+    out: dict[str, dict[str, float | None]] = {}
+    for floor in FLOORS:
+        run = {tid: {h.chunk.source: float(k - i) for i, h in enumerate(
+            retriever.search(q, k=k, floor=floor, vector=vectors[tid]).hits)} for tid, q in queries.items()}
+        scores = per_query(qrels, run)
+        out[f"{floor:.2f}"] = {half: mean([scores[t["task_id"]] for t in tasks if split_of(t) == half])
+                               for half in ("dev", "test")}
+    return out
+
+
 # --- retrieval and scoring ----------------------------------------------------
 
 def open_index(root: Path, settings: Settings) -> tuple[SQLiteStore, object, int]:
@@ -150,10 +198,12 @@ def open_index(root: Path, settings: Settings) -> tuple[SQLiteStore, object, int
     return store, embedder, len(docs)
 
 
-def run_strategy(retriever: HybridRetriever, embedder, queries: dict[str, str], depth: int) -> dict:
+def run_strategy(retriever: HybridRetriever, embedder, queries: dict[str, str], depth: int,
+                 vectors: dict | None = None) -> dict:
     """bara's hybrid ranking (no floor, no rerank) for every query of one strategy."""
     ids = list(queries)
-    vectors = dict(zip(ids, embedder.embed([queries[i] for i in ids]))) if ids else {}
+    if vectors is None:
+        vectors = dict(zip(ids, embedder.embed([queries[i] for i in ids]))) if ids else {}
     run, _stages = run_arm(retriever, ARMS["hybrid"], queries, vectors, depth)
     return run
 
@@ -192,7 +242,7 @@ def breakdown(tasks: Sequence[dict], scores: dict[str, dict[str, float]],
             for g, ids in sorted(groups.items())}
 
 
-def evaluate(root: Path, settings: Settings, depth: int) -> dict:
+def evaluate(root: Path, settings: Settings, depth: int, floors: bool = False) -> dict:
     tasks = judged_tasks(root)
     qrels = qrels_of(tasks)
     human = human_rewrites(root, tasks)
@@ -201,11 +251,17 @@ def evaluate(root: Path, settings: Settings, depth: int) -> dict:
     store, embedder, n_docs = open_index(root, settings)
     try:
         retriever = HybridRetriever(store, embedder, settings)
-        scores = {name: per_query({q: qrels[q] for q in qs}, run_strategy(retriever, embedder, qs, depth))
-                  for name, qs in {**queries, **ablated}.items()}
+        queries["bara_topic"], topic_vectors = topic_queries(tasks, embedder, settings)
+        scores = {name: per_query({q: qrels[q] for q in qs}, run_strategy(
+            retriever, embedder, qs, depth, topic_vectors if name == "bara_topic" else None))
+            for name, qs in {**queries, **ablated}.items()}
+        sweep = floor_sweep(retriever, tasks, qrels, queries["bara_topic"], topic_vectors) if floors else None
     finally:
         store.close()
     rep = report(tasks, {s: scores[s] for s in STRATEGIES}, human, rewrite_ms, n_docs)
+    rep["by_split"] = breakdown(tasks, {s: scores[s] for s in STRATEGIES}, split_of)
+    if sweep is not None:
+        rep["floors_bara_topic_k4"] = sweep
     rep["ablation"] = {name: mean(list(scores[name].values())) for name in ABLATIONS}
     rep["bara_vs"] = {s: paired(scores["bara"], scores[s]) for s in ("last_turn", "last_two")}
     return rep
@@ -232,16 +288,20 @@ def table(rep: dict) -> str:
     """Markdown table: overall, human-covered subset, each Multi-Turn type and collection."""
     rows = [("all", rep["n_tasks"], rep["recall@5"])]
     rows.append(("human-covered", rep["human_coverage"]["n"], rep["human_coverage"]))
+    rows += [(f"half={g}", v["n"], v) for g, v in rep["by_split"].items()]
     rows += [(f"Multi-Turn={g}", v["n"], v) for g, v in rep["by_multi_turn"].items()]
     rows += [(f"Collection={g}", v["n"], v) for g, v in rep["by_collection"].items()]
     rows.append(("reference (bm25s+MiniLM RRF)", rep["n_tasks"], rep["reference_bm25s_minilm_rrf"]))
-    lines = ["| subset | n | " + " | ".join(STRATEGIES[:-1]) + " | human* |",
+    lines = ["| subset | n | " + " | ".join(s + "*" if s == "human" else s for s in STRATEGIES) + " |",
              "|" + "---|" * (len(STRATEGIES) + 2)]
     for name, n, vals in rows:
         cells = " | ".join("-" if vals.get(s) is None else f"{vals[s]:.3f}" for s in STRATEGIES)
         lines.append(f"| {name} | {n} | {cells} |")
     lines.append(f"\n* human: mean over the row's tasks that have a matching human rewrite "
                  f"({rep['human_coverage']['n']} of {rep['n_tasks']} overall)")
+    if rep.get("floors_bara_topic_k4"):
+        lines.append("bara_topic R@5 at k=4 by route floor (dev / test): " + ", ".join(
+            f"{f}: {v['dev']:.3f} / {v['test']:.3f}" for f, v in rep["floors_bara_topic_k4"].items()))
     lines.append("ablation (bara with one rule off): " + ", ".join(
         f"{k} {v:.3f}" for k, v in rep["ablation"].items()))
     lines.append("bara vs baselines, per query: " + ", ".join(
@@ -254,11 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", help="shared data root (default $BARA_DATA or Settings.data_dir)")
     ap.add_argument("--depth", type=int, default=100, help="hits ranked per query")
     ap.add_argument("--json", type=Path, help="also write the JSON report here")
+    ap.add_argument("--floors", action="store_true", help="also sweep route floors for bara_topic at k=4")
     args = ap.parse_args(argv)
     settings = Settings()
     root = Path(args.data or os.environ.get("BARA_DATA") or settings.data_dir)
     t0 = time.perf_counter()
-    rep = evaluate(root, settings, args.depth)
+    rep = evaluate(root, settings, args.depth, args.floors)
     rep["bench_seconds"] = round(time.perf_counter() - t0, 1)
     print(table(rep))
     print(f"bara rewrite CPU: p50 {rep['rewrite_cpu_ms']['p50']} ms, p99 {rep['rewrite_cpu_ms']['p99']} ms; "

@@ -118,7 +118,10 @@ def summarise(rows: list[dict]) -> dict:
             "mean_ms": round(float(np.mean(ms)), 3), "retrieving_turns": sum(r["retrieved"] for r in rows),
             "mean_kb_chunks": round(float(np.mean([r["kb"] for r in rows])), 2),
             "mean_context_tokens": round(float(np.mean([r["context_tokens"] for r in rows])), 1),
-            "mean_stage_ms": {k: v for k, v in stages.items() if v}, "routes": dict(Counter(r["route"] for r in rows))}
+            "mean_stage_ms": {k: v for k, v in stages.items() if v},
+            "p50_stage_ms": {k: round(percentile([r["stages"].get(k, 0.0) for r in rows], 50), 3)
+                             for k, v in stages.items() if v},
+            "routes": dict(Counter(r["route"] for r in rows))}
 
 
 def build_assistants(db: Path, settings: Settings) -> dict[str, tuple[Assistant, ReplayGenerator]]:
@@ -170,6 +173,7 @@ def print_report(report: dict, n: int) -> None:
               f"retrieving {r['retrieving_turns']}/{r['n']}  kb chunks {r['mean_kb_chunks']}  "
               f"context tokens {r['mean_context_tokens']}")
         print(f"         stages (mean ms): {r['mean_stage_ms']}")
+        print(f"         stages (p50 ms): {r['p50_stage_ms']}")
         print(f"         routes: {r['routes']}")
     print(f"gated / always: p50 {report['ratio_p50_gated_over_always']:.2f}x, "
           f"p95 {report['ratio_p95_gated_over_always']:.2f}x")

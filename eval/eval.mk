@@ -1,20 +1,42 @@
 # `make eval`: the full dev evaluation on the shared data; writes docs/eval/report.md and its plots.
 # Included by the top-level Makefile (`include eval/eval.mk`); uses its DATA, BIN and STAMP.
-# Criteria are pre-registered in eval/preregistered.toml (commit it before running).
+# Criteria are pre-registered in eval/preregistered.toml (round 1) and eval/preregistered_round2.toml
+# (round 2: whole conversations with mixed small talk); commit a registration before running.
 # `eval ab` is resumable: rows land in $(EVAL_DIR)/ab_rows.jsonl and a rerun skips finished ones.
 EVAL_DIR ?= docs/eval
 EVAL_TASKS ?= $(DATA)/mtrag/tasks.dev.jsonl
 EVAL_CORPUS ?= $(DATA)/mtrag/corpus.jsonl
 EVAL_BFCL ?= $(DATA)/bfcl/BFCL_v4_multiple.jsonl $(DATA)/bfcl/BFCL_v4_irrelevance.jsonl
+# Round 2: small talk inserted into whole conversations (dev: CLINC150 val), seed and rate as registered.
+EVAL_SMALLTALK ?= $(DATA)/clinc150/val.jsonl
+EVAL_DOMAINS ?= $(DATA)/clinc150/domains.json
+EVAL_MIX_RATE ?= 0.3
+EVAL_MIX_SEED ?= 20261130
 
-.PHONY: eval eval-ab eval-gate eval-tools eval-report
+.PHONY: eval eval-ab eval-mixed eval-gate eval-tools eval-calibrate eval-report
 
-eval: eval-ab eval-gate eval-tools eval-report
+# Runtime on 2 shared cores (corpus index and embedding cache warm): see docs/evaluation.md, round 2.
+eval: eval-ab eval-mixed eval-gate eval-tools eval-calibrate eval-report
 
 eval-ab: $(STAMP)
 	mkdir -p $(EVAL_DIR)
-	$(BIN)/bara eval ab --tasks $(EVAL_TASKS) --corpus $(EVAL_CORPUS) --modes always,gated --k 4 \
+	$(BIN)/bara eval ab --tasks $(EVAL_TASKS) --corpus $(EVAL_CORPUS) --modes always,gated,last2 --k 4 \
 		--report $(EVAL_DIR)
+
+# Every user turn of every conversation, 30% of them inserted small talk; judged by the round-2 registration.
+eval-mixed: $(STAMP)
+	mkdir -p $(EVAL_DIR)/mixed
+	$(BIN)/bara eval ab --tasks $(EVAL_TASKS) --corpus $(EVAL_CORPUS) --modes always,gated,last2 --k 4 \
+		--turns all --mix-smalltalk $(EVAL_SMALLTALK) --mix-domains $(EVAL_DOMAINS) \
+		--mix-rate $(EVAL_MIX_RATE) --seed $(EVAL_MIX_SEED) --prereg eval/preregistered_round2.toml \
+		--report $(EVAL_DIR)/mixed
+
+# Per-route floors from dev data (tuned on half the conversations, reported on the other half).
+eval-calibrate: $(STAMP)
+	mkdir -p $(EVAL_DIR)
+	$(BIN)/bara eval calibrate --tasks $(EVAL_TASKS) --corpus $(EVAL_CORPUS) --k 4 --out eval/floors.toml \
+		--json > $(EVAL_DIR)/calibrate.json.tmp
+	mv $(EVAL_DIR)/calibrate.json.tmp $(EVAL_DIR)/calibrate.json
 
 eval-gate: $(STAMP)
 	mkdir -p $(EVAL_DIR)

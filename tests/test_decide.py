@@ -123,8 +123,12 @@ def test_route_floors_come_from_settings():
         policy = converse(*messages, profile=profile).policy
         if route in floors:
             assert policy.inject_kb and policy.kb_k == CFG.k and policy.kb_floor == floors[route]
-    qa = converse("What is the difference between TCP and UDP?").policy
+    first = converse("What is the difference between TCP and UDP?").policy
+    assert not first.inject_qa and "qa:closed_not_a_repeat" in first.reasons  # Q&A opens on a repeat
+    qa = converse("What is the difference between TCP and UDP?", "what is the difference between TCP and UDP").policy
     assert qa.inject_qa and qa.qa_floor == CFG.floor_qa
+    eager = converse("What is the difference between TCP and UDP?", settings=CFG.override(gate_qa_only_on_repeat=False))
+    assert eager.policy.inject_qa
     assert converse("What is TCP?", settings=CFG.override(floor_kb=0.5)).policy.kb_floor == 0.5
 
 
@@ -216,8 +220,11 @@ def test_decide_uses_prototypes_only_when_rules_are_silent():
                     prototypes=index, message_vector=vec)
     assert silent.intent.source == "prototype" and silent.behavior.mode == "greeting"
     assert not silent.policy.retrieves
-    ruled = decide("What is TCP?", (), None, {}, CFG, prototypes=index, message_vector=vec)
+    ruled = decide("What does RFC 793 say about TCP?", (), None, {}, CFG, prototypes=index, message_vector=vec)
     assert ruled.intent.source == "rule:knowledge_question" and ruled.policy.route == "rag"
+    # a question recognised by its form alone, sitting on a chit-chat prototype, is small talk
+    small = decide("What is the meaning of all this?", (), None, {}, CFG, prototypes=index, message_vector=vec)
+    assert small.intent.source == "prototype_override" and not small.policy.retrieves
 
 
 @hyp_settings(max_examples=200, deadline=None)

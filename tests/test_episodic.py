@@ -126,3 +126,27 @@ def test_pipeline_consults_episodes_for_personal_questions_not_kb_questions(tmp_
         assert not any(h.tier == "episodic" for h in kb.memory_hits)
         # what the user says is remembered as an episode of today, for later conversations
         assert any(s.startswith("t") for _, s, _, _ in assistant.episodic.sessions("sam"))
+
+
+def test_the_conversation_under_way_is_left_to_its_own_history(tmp_path, embedder):
+    """Episodes exist for *other* conversations: the one under way is already in the prompt's history,
+    so its turns are neither searched nor counted as names the gate knows."""
+    from bara.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "m.db")
+    try:
+        mem = EpisodicMemory(store, embedder, Settings())
+        mem.add_session("alice", "old", "s1", ALICE, WHEN)
+        mem.add_session("alice", "now", "s1", BOB, WHEN)
+        everything = mem.search("alice", "support group yesterday").hits
+        assert {h.source.split(":")[1] for h in everything} == {"old", "now"}
+        elsewhere = mem.search("alice", "support group yesterday", exclude_conversation="now").hits
+        assert elsewhere and all(h.source.startswith("ep:old:") for h in elsewhere)
+        assert "Rex" not in " ".join(h.text for h in mem.search("alice", "puppy Rex", exclude_conversation="now").hits)
+        assert "Dave" in mem.names("alice") and "Dave" not in mem.names("alice", exclude_conversation="now")
+        assert mem.holds_other("alice", "now") and mem.holds_other("alice", "old")
+        solo = EpisodicMemory(store, embedder, Settings())
+        solo.add_session("carol", "only", "s1", BOB, WHEN)
+        assert not solo.holds_other("carol", "only") and solo.holds_other("carol", "another")
+    finally:
+        store.close()

@@ -236,3 +236,19 @@ def test_rewrite_does_not_carry_the_users_name_into_the_query():
     history[2:] = [Utterance("user", "What does HSTS protect against?"), Utterance("assistant", "HSTS makes ...")]
     query = rewrite_query("What about its max-age directive?", topical_history(history)).query
     assert "Sam" not in query and "HSTS" in query
+
+
+def test_relative_gap_drops_hits_far_below_the_best():
+    from bara.pipeline import within_gap
+    from types import SimpleNamespace
+
+    from bara.types import RetrievalOutcome, Status
+
+    def hit(i, sim):  # within_gap reads only the similarity
+        return SimpleNamespace(id=i, similarity=sim)
+
+    kb = RetrievalOutcome(Status.OK, "q", hits=(hit(1, 0.7), hit(2, 0.5), hit(3, 0.35)))
+    trimmed = within_gap(kb, 0.3)
+    assert [h.id for h in trimmed.hits] == [1, 2] and trimmed.n_dropped == 1
+    assert "below_relative_gap" in trimmed.reasons
+    assert within_gap(kb, 2.0) is kb and within_gap(None, 0.3) is None

@@ -11,7 +11,8 @@ from bara.settings import Settings, load_settings
 def test_defaults_document_every_field():
     s = load_settings(environ={})
     assert (s.k, s.rrf_k, s.candidate_multiplier, s.weight_lexical, s.weight_dense) == (4, 60, 3, 1.0, 1.0)
-    assert (s.floor_kb, s.floor_continuation, s.floor_general, s.floor_qa) == (0.30, 0.35, 0.45, 0.65)
+    # route floors are calibrated per embedder (bench_rewrite --floors); re-asked Q&A stays strict
+    assert all(-1.0 <= f < s.floor_qa for f in (s.floor_kb, s.floor_continuation, s.floor_general))
     undocumented = [name for name, f in Settings.model_fields.items() if not f.description]
     assert undocumented == []
 

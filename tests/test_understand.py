@@ -167,7 +167,9 @@ def test_prototype_used_only_when_rules_are_inconclusive(index):
     by_proto = classify(TOOLCHAIN, prototypes=index, vector=vec)
     assert (by_proto.intent, by_proto.source, by_proto.chitchat) == ("chitchat", "prototype", "greeting")
     assert by_proto.confidence > 0.9
-    assert classify("What is TCP slow start?", prototypes=index, vector=vec).source == "rule:knowledge_question"
+    assert classify("What does RFC 5681 say about slow start?", prototypes=index,
+                    vector=vec).source == "rule:knowledge_question"
+    assert classify("What is TCP slow start?", prototypes=index, vector=vec).source == "prototype_override"
     assert classify(TOOLCHAIN, prototypes=index, vector=None).source == "rule:default"
 
 

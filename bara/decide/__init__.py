@@ -7,7 +7,7 @@ intermediate result, frozen, with the combined reason codes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -16,7 +16,7 @@ from bara.decide.behavior import MODES, BehaviorDecision, decide_behavior
 from bara.decide.policy import ROUTES, PolicyDecision, resolve_policy
 from bara.settings import Settings
 from bara.types import Utterance
-from bara.understand.features import ContextFeatures, compute_features
+from bara.understand.features import ContextFeatures, compute_features, topic_similarity
 from bara.understand.intent import IntentResult, classify_intent
 from bara.understand.prototypes import PrototypeIndex
 from bara.understand.state import ConversationState, update_state
@@ -42,18 +42,25 @@ class GateResult:
 def decide(message: str, history: Sequence[Utterance], state: ConversationState | None,
            profile: Mapping[str, str], settings: Settings,
            prototypes: PrototypeIndex | None = None, message_vector: np.ndarray | None = None,
-           history_vectors: np.ndarray | Sequence[np.ndarray] | None = None) -> GateResult:
+           history_vectors: np.ndarray | Sequence[np.ndarray] | None = None,
+           features: ContextFeatures | None = None) -> GateResult:
     """Run the whole gate for ``message``; pure, so the same inputs give the same result.
 
     ``state`` None means a new conversation. ``history_vectors`` (embeddings of
     earlier user messages, oldest first) are optional, like ``message_vector``.
+    ``features``, when the caller already computed them for ``message`` and ``history``
+    (without vectors), are reused instead of recomputed.
     """
-    features = compute_features(message, history, profile, message_vector, history_vectors,
-                                settings=settings)
+    if features is None:
+        features = compute_features(message, history, profile, message_vector, history_vectors,
+                                    settings=settings)
+    else:  # computed by the caller without vectors: only the topic similarity depends on them
+        features = replace(features, topic_similarity=topic_similarity(message_vector, history_vectors))
     intent = classify_intent(message, features, prototypes, message_vector, settings=settings)
     new_state = update_state(state, message, intent, features, settings)
     behavior = decide_behavior(intent, features, new_state, settings)
-    policy = resolve_policy(intent, features, behavior, settings, profile)
+    policy = resolve_policy(intent, features, behavior, settings, profile,
+                            repeated=new_state.repetition_count >= 1)
     reasons = (f"intent:{intent.intent}", f"intent_source:{intent.source}") + \
         behavior.reasons + policy.reasons
     return GateResult(intent, features, behavior, policy, new_state, tuple(dict.fromkeys(reasons)))

@@ -18,7 +18,8 @@ from bara.settings import Settings
 from bara.understand.features import ContextFeatures
 from bara.understand.intent import IntentResult
 
-ROUTES = ("llm_only", "rag", "conversation", "adaptive", "profile", "profile_update", "privacy")
+ROUTES = ("llm_only", "rag", "conversation", "adaptive", "profile", "profile_update", "privacy", "notes")
+_SOCIAL_MODES = frozenset({"greeting", "testing_aware"})
 NAME_KEYS = ("name", "preferred_name", "display_name")
 
 
@@ -37,6 +38,7 @@ class PolicyDecision:
     qa_k: int = 0
     qa_floor: float = 0.0
     use_history: bool = True
+    history_messages: int | None = None  # keep only the last N history messages (None: the whole window)
     privacy_mode: bool = False
     greeting_name: str | None = None
     needs_rewrite: bool = False
@@ -94,6 +96,15 @@ def base_policy(intent: IntentResult, features: ContextFeatures, settings: Setti
     return _kb(d, "adaptive", settings.floor_general, "general", settings, qa=False)
 
 
+def _social_history(d: PolicyDecision, behavior: BehaviorDecision, settings: Settings) -> PolicyDecision:
+    """Small talk (thanks, greetings, acknowledgements, tests, questions about the assistant or the
+    conversation) needs the last exchange, not the whole window."""
+    small_talk = behavior.mode in _SOCIAL_MODES or behavior.skip_retrieval or d.route == "llm_only"
+    if not small_talk or not d.use_history or d.history_messages is not None:
+        return d
+    return _with(d, "history:social_last_exchange", history_messages=settings.gate_social_history_messages)
+
+
 def apply_behavior(d: PolicyDecision, behavior: BehaviorDecision) -> PolicyDecision:
     """Skip drops every lookup; reduce/boost replace kb k and shift the kb floor."""
     if behavior.skip_retrieval:
@@ -130,6 +141,9 @@ def apply_overlays(d: PolicyDecision, features: ContextFeatures, settings: Setti
         d = _with(d, "overlay:personal_reference_profile", inject_profile=True)
     if features.notes_request and not d.privacy_mode:
         d = _with(d, "overlay:notes_request", inject_notes=True, notes_k=settings.gate_notes_k)
+        if d.inject_kb or d.inject_qa:  # "what did we decide about TLS?" is answered by our notes
+            d = _with(d, "kb:off_recap_from_notes", route="notes", inject_kb=False, kb_k=0, kb_floor=0.0,
+                      inject_qa=False, qa_k=0, qa_floor=0.0)
     return d
 
 
@@ -138,7 +152,7 @@ def _rewrite(d: PolicyDecision, intent: IntentResult, features: ContextFeatures,
     """A message needs a standalone rewrite only when something will be searched with it: always
     for a structural follow-up; for any other message in a conversation when the setting says so
     (most in-conversation questions lean on earlier turns without a pronoun to show it)."""
-    if not d.retrieves:
+    if not (d.inject_kb or d.inject_qa):  # notes are searched with the user's own words
         return d
     if features.is_followup or intent.intent == "continuation":
         return _with(d, "rewrite:followup", needs_rewrite=True)
@@ -147,11 +161,30 @@ def _rewrite(d: PolicyDecision, intent: IntentResult, features: ContextFeatures,
     return d
 
 
+def _economy(d: PolicyDecision, features: ContextFeatures, repeated: bool, settings: Settings) -> PolicyDecision:
+    """Spend only where it can pay. Old answers beat the documents only for a question asked again,
+    so the Q&A tier opens on a repeat; a knowledge turn whose query already carries the topic needs
+    the last exchanges, not the whole window (the conversation route keeps it: it *is* the context).
+    A statement that records a note ("let's go with TLS 1.2", "I think the cert expired") is
+    remembered, not looked up."""
+    if d.inject_kb and features.records_note and not features.is_question and settings.gate_note_statements_skip:
+        d = _with(d, "kb:off_note_statement", route="llm_only", inject_kb=False, kb_k=0, kb_floor=0.0,
+                  inject_qa=False, qa_k=0, qa_floor=0.0)
+        return _with(d, "history:note_last_exchange", history_messages=settings.gate_social_history_messages) \
+            if d.use_history and d.history_messages is None else d
+    if d.inject_qa and settings.gate_qa_only_on_repeat and not repeated:
+        d = _with(d, "qa:closed_not_a_repeat", inject_qa=False, qa_k=0, qa_floor=0.0)
+    if d.inject_kb and d.route in ("rag", "adaptive") and d.use_history and d.history_messages is None:
+        d = _with(d, "history:knowledge_last_exchanges", history_messages=settings.gate_rag_history_messages)
+    return d
+
+
 def resolve_policy(intent: IntentResult, features: ContextFeatures, behavior: BehaviorDecision,
-                   settings: Settings, profile: Mapping[str, str]) -> PolicyDecision:
-    """Intent -> base route, then behaviour, then overlays, then the rewrite flag."""
+                   settings: Settings, profile: Mapping[str, str], repeated: bool = False) -> PolicyDecision:
+    """Intent -> base route, then behaviour, then economy, then overlays, then the rewrite flag.
+    ``repeated``: the conversation state saw this question asked before."""
     d = base_policy(intent, features, settings)
-    d = apply_behavior(d, behavior)
+    d = _economy(_social_history(apply_behavior(d, behavior), behavior, settings), features, repeated, settings)
     d = apply_overlays(d, features, settings, profile)
     return _rewrite(d, intent, features, settings)
 

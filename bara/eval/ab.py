@@ -13,6 +13,12 @@ Each scored (task, mode) is appended to ``ab_rows.jsonl`` in the report folder
 as soon as it finishes, keyed by task id, mode and a hash of the settings (plus
 corpus, embedder and bara's source); a rerun skips the rows it finds for the
 same hash and task content and ignores the rest (counted). Summaries and verdicts are computed by :mod:`bara.eval.prereg`.
+
+With ``--turns all`` every user turn of each conversation runs through each mode
+instead (:mod:`bara.eval.conversation_replay`), optionally with real small talk
+inserted (:mod:`bara.eval.mixing`); the row of a task then also carries the cost
+of each of its turns, and its content key covers the mixed turn sequence.
+Reference modes (``last2``) run beside the pipeline's modes when named.
 """
 
 from __future__ import annotations
@@ -34,7 +40,11 @@ from bara.app import Bara
 from bara.errors import BaraError, InputError
 from bara.eval.answers import answer_body, answer_kind, judge_agreement, judge_answer, rouge_l, token_f1
 from bara.eval.beir import BeirDoc, read_corpus
+from bara.eval.conversation_replay import (REFERENCE_MODES, ReferenceReplies, build_assistant, forget_user,
+                                           retrieval_calls, run_conversation)
 from bara.eval.gate import GateReplay, Task, file_sha256, gate_prototypes, read_tasks
+from bara.eval.ab_rows import ROWS_FILE, ResultLog  # noqa: F401 - ROWS_FILE is part of this API
+from bara.eval.mixing import MixConfig, MixedConversation, mix_conversations, mix_manifest
 from bara.eval.prereg import Prereg, load_prereg, summarize
 from bara.eval.retrieval import INDEX_VERSION, build_index, index_path
 from bara.memory.conversations import Conversations
@@ -44,8 +54,7 @@ from bara.store.sqlite import SQLiteStore
 from bara.trace import TurnTrace
 from bara.types import Utterance
 
-ROW_VERSION = "1"  # bump when a row's meaning changes: old rows become stale
-ROWS_FILE = "ab_rows.jsonl"
+ROW_VERSION = "2"  # bump when a row's meaning changes (2: each (task, mode) starts from the clean index)
 PATH_SETTINGS = ("db", "cache_dir", "data_dir")
 
 
@@ -55,6 +64,8 @@ class RunConfig:
     k: int = 4
     limit: int | None = None
     report_dir: Path | None = None
+    turns: str = "last"  # "last": the final user turn after a replay; "all": every user turn in order
+    mix: MixConfig | None = None  # small talk to insert (only with turns="all")
 
 
 # ------------------------------------------------------------------------ index
@@ -94,12 +105,14 @@ def code_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def settings_hash(settings: Settings, corpus_sha: str, embedder: Any) -> str:
-    """What a row's numbers depend on besides the task: settings (paths aside), corpus, embedder, code."""
+def settings_hash(settings: Settings, corpus_sha: str, embedder: Any, run: Mapping[str, Any] | None = None) -> str:
+    """What a row's numbers depend on besides the task: settings (paths aside), corpus, embedder, code,
+    and for whole-conversation runs the turn scope and mixing (``run``; absent for ``--turns last``)."""
     public = {k: v for k, v in settings.model_dump(mode="json").items() if k not in PATH_SETTINGS}
+    extra = {"run": dict(run)} if run else {}
     key = json.dumps({"settings": public, "corpus": corpus_sha, "row": ROW_VERSION, "index": INDEX_VERSION,
                       "embedder": getattr(embedder, "cache_key", getattr(embedder, "model_id", "")),
-                      "code": code_fingerprint()}, sort_keys=True)
+                      "code": code_fingerprint(), **extra}, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -119,15 +132,6 @@ def replay(convs: Conversations, store: Any, user: str, cid: str, task: Task, ga
 
 
 # ------------------------------------------------------------------------- rows
-def retrieval_calls(trace: TurnTrace) -> int:
-    """Store searches the turn really ran: agent search calls, else the timed retrieve_* stages."""
-    agent = trace.gates.get("agent")
-    if isinstance(agent, Mapping):
-        return sum(c.get("name") == "search_documents" for c in agent.get("tool_calls", []))
-    ran = sum(1 for stage in ("retrieve_kb", "retrieve_notes", "retrieve_qa") if trace.latency_ms.get(stage, 0) > 0)
-    return ran or int(trace.retrieved)
-
-
 def score_row(task: Task, mode: str, shash: str, trace: TurnTrace | None, answer: str, error: str = "") -> dict:
     body = answer_body(answer)
     return {"task_id": task.id, "mode": mode, "settings_hash": shash, "task_sha": task.sha,
@@ -142,69 +146,10 @@ def score_row(task: Task, mode: str, shash: str, trace: TurnTrace | None, answer
             "intent": trace.intent if trace else "", "error": error}
 
 
-class ResultLog:
-    """Rows of one settings hash, loaded from and appended to ``ab_rows.jsonl`` (if a folder is given)."""
-
-    def __init__(self, folder: Path | None, shash: str):
-        self.path = folder / ROWS_FILE if folder else None
-        self.shash, self.rows, self.counts = shash, {}, Counter()
-        if self.path and self.path.is_file():
-            self._load()
-        self.loaded = len(self.rows)
-
-    def _load(self) -> None:
-        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
-            row = _row(line) if line.strip() else {}
-            if row is None:
-                self.counts["malformed row ignored"] += 1
-            elif not row:
-                continue
-            elif row.get("settings_hash") != self.shash:
-                self.counts["stale row ignored (settings changed)"] += 1
-            else:
-                key = (row["task_id"], row["mode"])
-                if key in self.rows:
-                    self.counts["duplicate row replaced"] += 1
-                self.rows[key] = row
-
-    def done(self, task: Task, mode: str) -> bool:
-        row = self.rows.get((task.id, mode))
-        return row is not None and row.get("task_sha") == task.sha
-
-    def add(self, row: dict) -> None:
-        self.rows[(row["task_id"], row["mode"])] = row
-        if self.path is None:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        torn = _ends_torn(self.path)  # a run killed mid-line leaves a torn row: never glue onto it
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(("\n" if torn else "") + json.dumps(row, sort_keys=True) + "\n")
-
-    def current(self, tasks: Sequence[Task], modes: Sequence[str]) -> list[dict]:
-        """This run's rows, in task then mode order."""
-        return [self.rows[(t.id, m)] for t in tasks for m in modes if self.done(t, m)]
-
-
-def _ends_torn(path: Path) -> bool:
-    if not path.is_file() or path.stat().st_size == 0:
-        return False
-    with path.open("rb") as fh:
-        fh.seek(-1, 2)
-        return fh.read(1) != b"\n"
-
-
-def _row(line: str) -> dict | None:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError:
-        return None
-    return row if isinstance(row, dict) and {"task_id", "mode", "settings_hash"} <= set(row) else None
-
-
 # ------------------------------------------------------------------------ run
 def available_modes() -> tuple[str, ...]:
-    """The modes the assistant offers (``bara.pipeline.MODES``), discovered, not hard-coded."""
-    return tuple(MODES)
+    """The modes the assistant offers (``bara.pipeline.MODES``, discovered) and the reference modes."""
+    return (*MODES, *REFERENCE_MODES)
 
 
 def check_modes(modes: Sequence[str]) -> tuple[str, ...]:
@@ -215,27 +160,59 @@ def check_modes(modes: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(modes))
 
 
+def _user(task: Task, mode: str) -> tuple[str, str]:
+    user = f"eval-{mode}-{hashlib.sha256(task.id.encode()).hexdigest()[:12]}"
+    return user, f"{user}-c"
+
+
 def run_task(bara: Bara, assistant: Assistant, task: Task, mode: str, shash: str, gate: GateReplay) -> dict:
     """Replay the conversation, run its final user turn in ``mode``, and score it."""
-    user = f"eval-{mode}-{hashlib.sha256(task.id.encode()).hexdigest()[:12]}"
-    cid = f"{user}-c"
+    user, cid = _user(task, mode)
     try:
         replay(assistant.conversations, bara.store, user, cid, task, gate)
         result = assistant.turn(user, task.question, conversation_id=cid)
     except BaraError as exc:
         return score_row(task, mode, shash, None, "", error=f"turn failed: {type(exc).__name__}")
+    finally:
+        forget_user(assistant, user)
     return score_row(task, mode, shash, result.trace, result.answer)
 
 
+def run_all_turns(assistant: Assistant, replies: ReferenceReplies, task: Task, conv: MixedConversation, mode: str,
+                  shash: str) -> dict:
+    """Run every user turn of the (mixed) conversation in ``mode``; score the last, keep every turn's cost."""
+    user, cid = _user(task, mode)
+    try:
+        costs, result = run_conversation(assistant, replies, conv, user, cid)
+        row = score_row(task, mode, shash, result.trace, result.answer)
+    except BaraError as exc:
+        costs, row = [], score_row(task, mode, shash, None, "", error=f"turn failed: {type(exc).__name__}")
+    finally:
+        forget_user(assistant, user)
+    return {**row, "task_sha": content_sha(task, conv), "turns": [c.to_dict() for c in costs],
+            "after_inserted": conv.after_inserted}
+
+
+def content_sha(task: Task, conv: MixedConversation | None) -> str:
+    """What a row was computed from: the task line, and for whole conversations the exact turn sequence."""
+    return task.sha if conv is None else f"{task.sha}:{conv.sha}"
+
+
 def run_modes(bara: Bara, tasks: Sequence[Task], config: RunConfig, log: ResultLog, gate: GateReplay,
+              convs: Mapping[str, MixedConversation] | None = None,
               progress: Callable[[str], None] | None = None) -> bool:
     """Run every missing (task, mode); returns False when interrupted (rows so far are kept)."""
-    assistants = {m: Assistant(bara, model=None, mode=m) for m in config.modes}
+    assistants = {m: build_assistant(bara, m) for m in config.modes}
+    replies = ReferenceReplies()
+    for assistant in assistants.values():
+        assistant.hooks.add("before_persist", replies)
     try:
         for task in tasks:
+            conv = convs.get(task.id) if convs is not None else None
             for mode in config.modes:
-                if not log.done(task, mode):
-                    log.add(run_task(bara, assistants[mode], task, mode, log.shash, gate))
+                if not log.done(task, mode, content_sha(task, conv)):
+                    log.add(run_task(bara, assistants[mode], task, mode, log.shash, gate) if conv is None
+                            else run_all_turns(assistants[mode], replies, task, conv, mode, log.shash))
                 if progress:
                     progress(mode)
     except KeyboardInterrupt:
@@ -273,7 +250,8 @@ def run_ab(prep: Prepared, corpus_path: Path, config: RunConfig, settings: Setti
     encoding; indexing and the replay of earlier turns may use the cache.
     """
     settings = settings.override(k=config.k)
-    log = ResultLog(config.report_dir, settings_hash(settings, prep.corpus_sha, embedder))
+    convs = {c.task_id: c for c in mix_conversations(prep.tasks, config.mix)} if config.turns == "all" else None
+    log = ResultLog(config.report_dir, settings_hash(settings, prep.corpus_sha, embedder, run_key(config)))
     index = cached_index(corpus_path, prep.docs, settings, embedder,
                          (lambda n: progress("index", n, len(prep.docs))) if progress else None)
     total = len(prep.tasks) * len(config.modes)
@@ -281,9 +259,27 @@ def run_ab(prep: Prepared, corpus_path: Path, config: RunConfig, settings: Setti
     with tempfile.TemporaryDirectory(prefix="bara-ab-") as tmp:
         work = working_copy(index, Path(tmp))
         with Bara(settings.override(db=str(work)), embedder=getattr(embedder, "inner", embedder)) as bara:
-            complete = run_modes(bara, prep.tasks, config, log, gate,
+            complete = run_modes(bara, prep.tasks, config, log, gate, convs,
                                  (lambda mode: progress(mode, 1, total)) if progress else None)
-    return log.current(prep.tasks, config.modes), log, complete
+    shas = {t.id: content_sha(t, (convs or {}).get(t.id)) for t in prep.tasks}
+    return log.current(prep.tasks, config.modes, shas), log, complete
+
+
+def run_key(config: RunConfig) -> dict[str, Any] | None:
+    """The run options rows depend on (None for ``--turns last``, so its rows keep their old hash)."""
+    if config.turns != "all":
+        return None
+    mix = mix_manifest(config.mix)
+    return {"turns": "all", "mix": {"smalltalk": mix["smalltalk"]["sha256"], "domains": mix["domains"]["sha256"],
+                                    "rate": mix["rate"], "seed": mix["seed"]} if mix else None}
+
+
+def check_config(config: RunConfig) -> None:
+    """Bad combinations of options are the caller's to fix (exit 2 in the CLI)."""
+    if config.turns not in ("last", "all"):
+        raise InputError(f"--turns {config.turns!r}: pass 'last' (the final user turn) or 'all' (every user turn)")
+    if config.mix is not None and config.turns != "all":
+        raise InputError("--mix-smalltalk inserts turns into whole conversations: add --turns all")
 
 
 # ---------------------------------------------------------------------- report
@@ -333,6 +329,7 @@ def evaluate_ab(tasks_path: Path, corpus_path: Path, config: RunConfig, settings
     """The JSON report of `bara eval ab` (also written to ``report_dir/ab.json`` when given)."""
     started = time.perf_counter()
     modes = check_modes(config.modes)
+    check_config(config)
     prereg = load_prereg(prereg_path)
     prep = prepare(tasks_path, corpus_path, config.limit)
     rows, log, complete = run_ab(prep, corpus_path, replace(config, modes=modes), settings, embedder, progress)
@@ -343,6 +340,7 @@ def evaluate_ab(tasks_path: Path, corpus_path: Path, config: RunConfig, settings
     report["judge"] = judge_rows(model, rows, prep.docs, judge_sample, prereg.seed)
     report["manifest"] = manifest(tasks_path, corpus_path, prep, settings.override(k=config.k), embedder, prereg,
                                   log.shash)
+    report["manifest"]["run"] = {"turns": config.turns, "mix": mix_manifest(config.mix)}
     report["manifest"]["wall_time_s"] = round(time.perf_counter() - started, 1)
     if config.report_dir:
         (config.report_dir / "ab.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")

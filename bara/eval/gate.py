@@ -156,12 +156,13 @@ class GateReplay:
     embedder: Any = None
 
     def result(self, text: str, window: Sequence[Utterance], state: ConversationState | None) -> GateResult:
-        """Rules first; the message is embedded only when no rule is conclusive and prototypes exist."""
+        """Rules first; the message is embedded when the turn may search (as the pipeline does)."""
         query = sanitize(text, self.settings.max_query_chars).query or text
         keep = self.settings.pipeline_history_messages
         history = tuple(window[-keep:]) if keep else ()
-        conclusive = apply_rules(compute_features(query, history, {}, settings=self.settings)) is not None
-        use_vector = not conclusive and self.prototypes is not None and self.embedder is not None
+        ruled = apply_rules(compute_features(query, history, {}, settings=self.settings))
+        may_search = ruled is None or ruled.intent in ("knowledge_base", "continuation", "general")
+        use_vector = may_search and self.prototypes is not None and self.embedder is not None
         vector = self.embedder.embed([query])[0] if use_vector else None
         return decide(query, history, state, {}, self.settings, self.prototypes, message_vector=vector)
 
@@ -259,6 +260,14 @@ def necessity_metrics(labels: Sequence[bool], retrieves: Sequence[bool]) -> dict
             "retrieve_recall": _ratio(sum(needed), len(needed))}
 
 
+def confusion(labels: Sequence[bool], retrieves: Sequence[bool]) -> dict[str, int]:
+    """Counts with skip the positive class: tp skipped & not needed, fp skipped & needed,
+    fn retrieved & not needed, tn retrieved & needed."""
+    pairs = list(zip(labels, retrieves))
+    return {"tp": sum(not n and not g for n, g in pairs), "fp": sum(n and not g for n, g in pairs),
+            "fn": sum(not n and g for n, g in pairs), "tn": sum(n and g for n, g in pairs)}
+
+
 def _ratio(num: int, den: int) -> float | None:
     return round(num / den, 4) if den else None
 
@@ -299,7 +308,8 @@ def evaluate_gate(path: Path, domains: Path | None, settings: Settings, embedder
     prototypes = gate_prototypes(embedder)
     full, full_ms = gate_calls(items, GateReplay(settings, prototypes, embedder))
     rules, rules_ms = gate_calls(items, GateReplay(settings))
-    return {"n": len(items), **necessity_metrics(labels, full), "latency_ms": percentiles(full_ms),
+    return {"n": len(items), **necessity_metrics(labels, full), "confusion": confusion(labels, full),
+            "latency_ms": percentiles(full_ms),
             "rules_only": {**necessity_metrics(labels, rules), "latency_ms": percentiles(rules_ms)},
             "gate": "rules + prototypes" if prototypes is not None else "rules only (prototypes unavailable)",
             "embedder": getattr(embedder, "model_id", None),

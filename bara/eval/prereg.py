@@ -21,6 +21,17 @@ Verdicts, per criterion (``test``):
   > 0, **regression** when its upper end is < -margin, else **within noise**.
   Passed unless a regression.
 * ``not_higher``: the mirror image of ``not_lower`` (e.g. latency).
+* ``at_most`` / ``at_least`` (one mode against a fixed threshold, e.g. the share
+  of inserted small talk that searched <= 0.10): on the interval of a ratio of
+  sums ``sum(num) / sum(den)`` over resampled units (conversations, or
+  utterances for the gate): **win** when the whole interval is on the good side
+  of the threshold, **regression** when it is wholly on the bad side, else
+  **within noise**. Passed only on a win.
+
+A criterion may name its own ``baseline`` (e.g. ``last2``) and its ``source``
+(``ab``, judged by `bara eval ab`; ``gate``, judged by `bara eval report` from
+the confusion counts of `bara eval gate`). Every verdict row also says whether
+the point estimate alone meets the threshold (``point_met``).
 
 Everything is seeded (``[bootstrap] seed``): same inputs, same intervals.
 """
@@ -39,9 +50,13 @@ import numpy as np
 from ir_measures import R, nDCG
 
 from bara.errors import InputError
+from bara.eval.conversation_metrics import conversation_summary, turn_metrics
 from bara.eval.stats import percentiles
 
-TESTS = ("ratio_at_most", "not_lower", "not_higher")
+TESTS = ("ratio_at_most", "not_lower", "not_higher", "at_most", "at_least")
+ONE_SAMPLE = ("at_most", "at_least")
+#: one-sample metrics of `eval ab` rows: metric -> (numerator, denominator) per-task keys (ratio of sums)
+RATIO_METRICS = {"inserted.retrieval_rate": ("inserted.searched", "inserted.n")}
 DEFAULT_PATH = Path("eval") / "preregistered.toml"
 
 
@@ -53,6 +68,8 @@ class Criterion:
     threshold: float = 1.0
     margin: float = 0.0
     statement: str = ""
+    source: str = "ab"
+    baseline: str = ""  # "" = the study's baseline
 
 
 @dataclass(frozen=True)
@@ -65,6 +82,7 @@ class Prereg:
     seed: int = 0
     path: str = ""
     sha256: str = ""
+    mixing: Mapping[str, Any] | None = None  # [mixing] of a whole-conversation registration
 
 
 def load_prereg(path: Path) -> Prereg:
@@ -78,14 +96,17 @@ def load_prereg(path: Path) -> Prereg:
     criteria = tuple(_criterion(c, path) for c in data.get("criteria", []))
     return Prereg(str(study.get("baseline", "always")), str(study.get("treatment", "gated")), criteria,
                   int(boot.get("resamples", 2000)), float(boot.get("confidence", 0.95)), int(boot.get("seed", 0)),
-                  str(path), hashlib.sha256(raw).hexdigest())
+                  str(path), hashlib.sha256(raw).hexdigest(), data.get("mixing"))
 
 
 def _criterion(c: Mapping[str, Any], path: Path) -> Criterion:
     if c.get("test") not in TESTS or not c.get("metric") or not c.get("id"):
         raise InputError(f"{path}: each [[criteria]] needs id, metric and test (one of {', '.join(TESTS)}); got {c}")
+    if c.get("source", "ab") not in ("ab", "gate"):
+        raise InputError(f"{path}: criterion {c['id']!r} has source {c['source']!r}; use 'ab' or 'gate'")
     return Criterion(str(c["id"]), str(c["metric"]), str(c["test"]), float(c.get("threshold", 1.0)),
-                     float(c.get("margin", 0.0)), str(c.get("statement", "")))
+                     float(c.get("margin", 0.0)), str(c.get("statement", "")), str(c.get("source", "ab")),
+                     str(c.get("baseline", "")))
 
 
 # ------------------------------------------------------------------- bootstrap
@@ -125,12 +146,31 @@ def paired_bootstrap(treatment: Sequence[float], baseline: Sequence[float], resa
             "ratio_ci": _bounds(ratios, confidence) if np.isfinite(ratios).any() else None}
 
 
+def ratio_of_sums(num: Sequence[float], den: Sequence[float], resamples: int = 2000, confidence: float = 0.95,
+                  seed: int = 0) -> dict[str, Any] | None:
+    """``sum(num) / sum(den)`` over units with its percentile interval (units resampled, Efron &
+    Tibshirani 1993); resamples with a zero denominator are dropped. None when there is no denominator."""
+    n, d = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    if d.size == 0 or d.sum() <= 0:
+        return None
+    idx = _indices(d.size, resamples, seed)
+    sn, sd = n[idx].sum(axis=1), d[idx].sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stats = np.where(sd > 0, sn / np.where(sd > 0, sd, 1.0), np.nan)
+    return {"n": int(d.sum()), "units": int(d.size), "estimate": round(float(n.sum() / d.sum()), 4),
+            "ci": _bounds(stats, confidence)}
+
+
 # --------------------------------------------------------------------- verdicts
 def verdict(criterion: Criterion, paired: Mapping[str, Any] | None) -> dict[str, Any]:
     """One row of the verdict table: estimate, interval, verdict and whether the criterion passed."""
     row: dict[str, Any] = {"id": criterion.id, "metric": criterion.metric, "test": criterion.test,
                            "threshold": criterion.threshold, "margin": criterion.margin,
                            "statement": criterion.statement}
+    if criterion.source != "ab" or criterion.baseline:
+        row.update(source=criterion.source, baseline=criterion.baseline or None)
+    if criterion.test in ONE_SAMPLE:
+        return _one_sample_verdict(criterion, row, paired)
     ratio = criterion.test == "ratio_at_most"
     ci = (paired or {}).get("ratio_ci" if ratio else "diff_ci")
     if ci is None:
@@ -138,7 +178,28 @@ def verdict(criterion: Criterion, paired: Mapping[str, Any] | None) -> dict[str,
     estimate = paired["ratio"] if ratio else paired["diff"]
     call = _ratio_call(ci, criterion.threshold) if ratio else _diff_call(ci, criterion)
     passed = call == "win" if ratio else call != "regression"
-    return {**row, "estimate": estimate, "ci": ci, "verdict": call, "passed": passed}
+    out = {**row, "estimate": estimate, "ci": ci, "verdict": call, "passed": passed}
+    if criterion.source != "ab" or criterion.baseline:  # round-2 rows: also the point reading
+        point = estimate <= criterion.threshold if ratio else (estimate >= 0 if criterion.test == "not_lower"
+                                                              else estimate <= 0)
+        out.update(point_met=bool(point), treatment_value=paired.get("treatment"),
+                   baseline_value=paired.get("baseline"))
+    return out
+
+
+def _one_sample_verdict(criterion: Criterion, row: dict[str, Any], stat: Mapping[str, Any] | None) -> dict[str, Any]:
+    """at_most / at_least on a ratio-of-sums interval; passed only on a win."""
+    if not stat or stat.get("ci") is None:
+        return {**row, "estimate": None, "ci": None, "verdict": "not evaluated", "passed": None, "point_met": None}
+    lo, hi, t = stat["ci"][0], stat["ci"][1], criterion.threshold
+    if criterion.test == "at_most":
+        call = "win" if hi <= t else "regression" if lo > t else "within noise"
+        point = stat["estimate"] <= t
+    else:
+        call = "win" if lo >= t else "regression" if hi < t else "within noise"
+        point = stat["estimate"] >= t
+    return {**row, "estimate": stat["estimate"], "ci": stat["ci"], "n": stat["n"], "verdict": call,
+            "passed": call == "win", "point_met": bool(point)}
 
 
 def _ratio_call(ci: Sequence[float], threshold: float) -> str:
@@ -160,11 +221,26 @@ def judge(prereg: Prereg, per_task: Mapping[str, Mapping[str, Mapping[str, float
     ``per_task[mode][metric]`` maps task id -> value; only tasks both modes scored are paired.
     """
     base, treat = per_task.get(prereg.baseline), per_task.get(prereg.treatment)
-    metrics = sorted({c.metric for c in prereg.criteria} | set((base or {}).keys()))
+    metrics = sorted({c.metric for c in prereg.criteria if c.test not in ONE_SAMPLE} | set((base or {}).keys()))
     comparisons = {m: _pair(prereg, (treat or {}).get(m, {}), (base or {}).get(m, {})) for m in metrics}
-    rows = [verdict(c, comparisons.get(c.metric)) for c in prereg.criteria]
+    rows = [verdict(c, _statistic(prereg, c, per_task, comparisons)) for c in prereg.criteria if c.source == "ab"]
     return {"baseline": prereg.baseline, "treatment": prereg.treatment, "comparisons": comparisons,
             "verdicts": rows}
+
+
+def _statistic(prereg: Prereg, c: Criterion, per_task: Mapping[str, Mapping[str, Mapping[str, float]]],
+               comparisons: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The paired comparison (or one-sample ratio) a criterion is judged on."""
+    treat = per_task.get(prereg.treatment) or {}
+    if c.test in ONE_SAMPLE:
+        num_key, den_key = RATIO_METRICS.get(c.metric, (c.metric, ""))
+        den = treat.get(den_key, {})
+        keys = sorted(den)
+        return ratio_of_sums([treat.get(num_key, {}).get(k, 0.0) for k in keys], [den[k] for k in keys],
+                             prereg.resamples, prereg.confidence, prereg.seed)
+    if not c.baseline or c.baseline == prereg.baseline:
+        return comparisons.get(c.metric)
+    return _pair(prereg, treat.get(c.metric, {}), (per_task.get(c.baseline) or {}).get(c.metric, {}))
 
 
 def _pair(prereg: Prereg, treat: Mapping[str, float], base: Mapping[str, float]) -> dict[str, Any] | None:
@@ -196,6 +272,35 @@ def retrieval_scores(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, f
     return out
 
 
+def gate_verdicts(prereg: Prereg, gate: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Verdicts of the ``source = "gate"`` criteria on one `bara eval gate` report.
+
+    Skip is the positive class: ``skip_recall = TP / (TP + FN)``, ``skip_precision = TP / (TP + FP)``
+    with TP = skipped and not needed, FP = skipped but needed, FN = retrieved but not needed. The
+    per-utterance 0/1 arrays are rebuilt from those counts (the ``confusion`` key, else from the
+    rounded rates and label counts) and resampled as utterances.
+    """
+    c = gate_confusion(gate)
+    units = {"skip_recall": ([1.0] * c["tp"] + [0.0] * c["fn"], [1.0] * (c["tp"] + c["fn"])),
+             "skip_precision": ([1.0] * c["tp"] + [0.0] * c["fp"], [1.0] * (c["tp"] + c["fp"]))}
+    out = []
+    for crit in (x for x in prereg.criteria if x.source == "gate"):
+        num, den = units.get(crit.metric, ([], []))
+        stat = ratio_of_sums(num, den, prereg.resamples, prereg.confidence, prereg.seed)
+        out.append(verdict(crit, stat))
+    return out
+
+
+def gate_confusion(gate: Mapping[str, Any]) -> dict[str, int]:
+    """TP/FP/FN/TN of skipping, from `bara eval gate` JSON (exact counts when it has ``confusion``)."""
+    if isinstance(gate.get("confusion"), Mapping):
+        return {k: int(gate["confusion"][k]) for k in ("tp", "fp", "fn", "tn")}
+    not_needed = int(gate["labels"]["no_retrieval"])
+    tp = round((gate.get("skip_recall") or 0.0) * not_needed)
+    fp = round(tp / gate["skip_precision"] - tp) if gate.get("skip_precision") else 0
+    return {"tp": tp, "fp": fp, "fn": not_needed - tp, "tn": int(gate["n"]) - not_needed - fp}
+
+
 def _qid(row: Mapping[str, Any]) -> str:
     return f"{row['mode']}\t{row['task_id']}"
 
@@ -212,6 +317,7 @@ def row_metrics(row: Mapping[str, Any], retrieval: Mapping[str, float] | None) -
             "UNDERSPECIFIED": ("clarify_underspecified", "clarify")}.get(answerability)
     if flag:
         out[flag[0]] = float(kind == flag[1])
+    out.update(turn_metrics(row))
     return out
 
 
@@ -240,6 +346,7 @@ def mode_summary(values: Mapping[str, Mapping[str, float]], rows: Sequence[Mappi
     out["stages_ms"] = stage_latency(rows)
     out["answer_kinds"] = dict(sorted(Counter(r.get("kind", "") for r in rows).items()))
     out["errors"] = sum(bool(r.get("error")) for r in rows)
+    out.update(conversation_summary(rows, values.get("recall@5", {})))
     return out
 
 

@@ -1,6 +1,7 @@
 """`bara eval report DIR`: a Markdown report with PNG plots from saved evaluation runs.
 
-Reads ``ab.json`` (written by ``bara eval ab --report DIR``) and any
+Reads ``ab.json`` (written by ``bara eval ab --report DIR``), the round-2 runs
+(``mixed/ab.json``, ``calibrate.json``: :mod:`bara.eval.report_round2`) and any
 ``gate*.json`` / ``tools*.json`` (the ``--json`` output of ``bara eval gate`` /
 ``bara eval tools``) in DIR; writes ``report.md`` and its plots beside them.
 Plots use matplotlib's object API on the Agg canvas (no display, no global
@@ -17,6 +18,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from bara.errors import InputError
+from bara.eval.report_round2 import MIXED_DIR, round2_section
 
 PLOT_METRICS = (("retrieval_rate", "retrieval rate"), ("retrieval_calls", "retrieval calls / turn"),
                 ("context_tokens", "context tokens / turn"), ("recall@5", "Recall@5"), ("ndcg@10", "nDCG@10"),
@@ -221,7 +223,7 @@ def write_report(folder: Path) -> Path:
     ab = _load(folder / "ab.json")
     gates = {p.stem: g for p in sorted(folder.glob("gate*.json")) if (g := _load(p)) and "accuracy" in g}
     tools = {p.stem: t for p in sorted(folder.glob("tools*.json")) if (t := _load(p)) and "selection_accuracy" in t}
-    if ab is None and not gates and not tools:
+    if ab is None and not gates and not tools and not (folder / MIXED_DIR / "ab.json").is_file():
         raise InputError(f"{folder} holds no saved runs: run `bara eval ab --report {folder}` first")
     lines = ["# bara evaluation report", ""]
     if ab is not None:
@@ -229,6 +231,7 @@ def write_report(folder: Path) -> Path:
         plot_latency(ab, folder / "ab_latency.png")
         plot_by_answerability(ab, folder / "ab_by_answerability.png")
         lines += ab_section(ab)
+    lines += round2_section(folder, _fmt, _ci, _table)
     for name, gate in gates.items():
         lines += gate_section(name, gate)
     for name, tool in tools.items():

@@ -162,15 +162,17 @@ class Conversations:
             self._touch(user_id, conversation_id, time.time(), 0, encoded)
 
     def record_turn(self, user_id: str, conversation_id: str, user_text: str, assistant_text: str,
-                    state: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> tuple[int, int]:
-        """Store the user message, the assistant message (with ``meta``) and the state atomically.
+                    state: Mapping[str, Any], meta: Mapping[str, Any] | None = None,
+                    user_meta: Mapping[str, Any] | None = None) -> tuple[int, int]:
+        """Store the user message (with ``user_meta``, e.g. its cached vectors), the assistant message
+        (with ``meta``) and the state atomically.
 
         Returns the two seqs. Any failure rolls everything back: nothing of the turn is stored.
         """
         encoded = _dumps(state, "state")
         with self.store.transaction():
             now = time.time()
-            user_seq = self._append(user_id, conversation_id, "user", user_text, None, now)
+            user_seq = self._append(user_id, conversation_id, "user", user_text, user_meta, now)
             reply_seq = self._append(user_id, conversation_id, "assistant", assistant_text, meta, now)
             self._touch(user_id, conversation_id, now, 0, encoded)
         return user_seq, reply_seq
@@ -196,3 +198,4 @@ def _dumps(value: Mapping[str, Any], what: str) -> str:
 def _message(row: tuple) -> StoredMessage:
     cid, uid, seq, role, text, created, meta = row
     return StoredMessage(cid, uid, int(seq), role, text, float(created), json.loads(meta) if meta else {})
+

@@ -198,11 +198,23 @@ class EpisodicMemory:
         rows = self.store.query("SELECT speakers FROM episodic_sessions WHERE user_id=?", (user_id,))
         return frozenset(p for (raw,) in rows for p in json.loads(raw or "[]"))
 
-    def names(self, user_id: str) -> frozenset[str]:
+    def names(self, user_id: str, exclude_conversation: str = "") -> frozenset[str]:
         """Speakers and the names they mention mid-sentence (pets, friends, places): what the gate
-        recognises as "about something this user's memory holds"."""
-        rows = self.store.query("SELECT speakers, mentions FROM episodic_sessions WHERE user_id=?", (user_id,))
+        recognises as "about something this user's memory holds". ``exclude_conversation``: the
+        conversation under way, whose turns are in its own history already."""
+        rows = self.store.query("SELECT speakers, mentions FROM episodic_sessions WHERE user_id=? AND conversation_id<>?",
+                                (user_id, exclude_conversation))
         return frozenset(n for a, b in rows for n in [*json.loads(a or "[]"), *json.loads(b or "[]")])
+
+    def holds_other(self, user_id: str, conversation_id: str) -> bool:
+        """True when the user has episodes from any conversation but ``conversation_id``."""
+        return bool(self.store.query("SELECT 1 FROM episodic_sessions WHERE user_id=? AND conversation_id<>? LIMIT 1",
+                                     (user_id, conversation_id)))
+
+    def _turns_in(self, user_id: str, conversation_id: str) -> int:
+        rows = self.store.query("SELECT COALESCE(SUM(turns), 0) FROM episodic_sessions WHERE user_id=? "
+                                "AND conversation_id=?", (user_id, conversation_id))
+        return int(rows[0][0]) if rows else 0
 
     def sessions(self, user_id: str) -> list[tuple[str, str, str, int]]:
         """(conversation, session, date, turns) of every stored batch, oldest first."""
@@ -211,8 +223,10 @@ class EpisodicMemory:
         return [(c, s, d, int(n)) for c, s, d, n in rows]
 
     def search(self, user_id: str, query: str, k: int | None = None, floor: float | None = None,
-               vector: np.ndarray | None = None, hops: bool | None = None) -> EpisodicResult:
-        """The user's turns about ``query``, best first, at most ``k``.
+               vector: np.ndarray | None = None, hops: bool | None = None,
+               exclude_conversation: str = "") -> EpisodicResult:
+        """The user's turns about ``query``, best first, at most ``k``; turns of
+        ``exclude_conversation`` (the one under way: its turns are in its history) are left out.
 
         Round 1 is the Store's hybrid search (weighted RRF of BM25 and dense ranks, Cormack et al.
         2009) over the user's episodes, cosine floor ``floor``. When ``hops`` (default:
@@ -223,7 +237,8 @@ class EpisodicMemory:
         s = self.settings
         k = k or s.memory_episodic_k
         floor = s.memory_floor_episodic if floor is None else floor
-        first = self._round(user_id, query, k, floor, vector)
+        skip = (exclude_conversation, self._turns_in(user_id, exclude_conversation)) if exclude_conversation else None
+        first = self._round(user_id, query, k, floor, vector, skip=skip)
         hops = joins_facts(query) if hops is None else hops
         if not hops or not first or s.memory_episodic_hop_queries == 0:
             return EpisodicResult(self._windows(user_id, first[:k]))
@@ -231,7 +246,7 @@ class EpisodicMemory:
         lists, weights, queries = [first], [1.0], []
         for seed in seeds:
             hop_query = f"{query} {seed}"
-            lists.append(self._round(user_id, hop_query, k, floor, None, round_no=2))
+            lists.append(self._round(user_id, hop_query, k, floor, None, round_no=2, skip=skip))
             weights.append(s.memory_episodic_hop_weight)
             queries.append(hop_query)
         return EpisodicResult(self._windows(user_id, self._fuse(lists, weights, k)), tuple(queries),
@@ -275,12 +290,17 @@ class EpisodicMemory:
         return seeds[:s.memory_episodic_hop_queries]
 
     def _round(self, user_id: str, query: str, k: int, floor: float, vector: np.ndarray | None,
-               round_no: int = 1) -> list[EpisodeHit]:
+               round_no: int = 1, skip: tuple[str, int] | None = None) -> list[EpisodeHit]:
+        """One hybrid search; with ``skip`` = (conversation, its turn count) that conversation's turns
+        are fetched in addition to the k wanted, then dropped."""
         s = self.settings
-        outcome = self.retriever.search(query, k=k * s.memory_episodic_candidates, floor=floor, owners=(user_id,),
-                                        collections=(COLLECTION,), vector=vector, rerank=False)
+        extra = min(skip[1], 100) if skip else 0
+        outcome = self.retriever.search(query, k=k * s.memory_episodic_candidates + extra, floor=floor,
+                                        owners=(user_id,), collections=(COLLECTION,), vector=vector, rerank=False)
         named = {p.lower() for p in _names_in(query) if len(p) >= 3}
-        hits = [self._hit(h, named, round_no) for h in outcome.hits if h.chunk.owner == user_id]
+        prefix = f"ep:{skip[0]}:" if skip else None
+        hits = [self._hit(h, named, round_no) for h in outcome.hits
+                if h.chunk.owner == user_id and not (prefix and h.chunk.source.startswith(prefix))]
         return sorted(hits, key=lambda h: (-h.score, h.source, h.turn_id))
 
     def _hit(self, hit: Hit, named: set[str], round_no: int) -> EpisodeHit:

@@ -24,25 +24,13 @@ from bara.retrieval.lexical import STOPWORDS, analyze
 from bara.settings import Settings
 from bara.store.base import Store
 from bara.types import Chunk, Document, Hit, text_hash
+from bara.understand.note_cues import CUES as _CUES
 
 KINDS = ("decision", "conclusion", "hypothesis", "open_question")
 COLLECTION = "notes"
 MAX_CONCEPTS = 8  # a note names a handful of things; more is keyword soup
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_CUES: tuple[tuple[str, re.Pattern], ...] = (
-    ("decision", re.compile(r"\b(we(?:'ve| have)? decided (?:to|on|that|against)|let'?s (?:go with|use|stick with)|"
-                            r"we(?:'ll| will) (?:go with|use)|we(?:'re| are) going with|we agreed (?:to|on|that)|"
-                            r"we settled on|the decision is|decision:)", re.I)),
-    ("conclusion", re.compile(r"\b(so the conclusion is|the conclusion is|in conclusion|conclusion:|"
-                              r"we(?:'ve| have)? concluded(?: that)?|the takeaway is|bottom line:?|so it turns out)",
-                              re.I)),
-    ("hypothesis", re.compile(r"\b(i think(?: that)?|my hypothesis is|hypothesis:|i suspect(?: that)?|"
-                              r"my guess is|i bet|maybe it'?s because|it might be because)", re.I)),
-    ("open_question", re.compile(r"\b(open question:?|we still need to (?:figure out|decide|find out|check|work out)|"
-                                 r"still (?:unclear|unknown|to be decided)|it'?s unclear (?:whether|how|why|if)|"
-                                 r"remains to be seen|tbd:?)", re.I)),
-)
 _ASSISTANT_KINDS = frozenset({"conclusion", "open_question"})
 _RECAP = re.compile(
     r"\b(what did we (decide|conclude|agree|settle|say|think)( on| about| regarding| for| to)?|"
@@ -227,7 +215,10 @@ class NotesMemory:
                                         vector=None if _RECAP.search(query) else vector)
         terms = set(analyze(topic))
         hits = [self._scored(h, terms, kinds) for h in outcome.hits if h.chunk.owner == user_id]
-        return tuple(sorted(hits, key=lambda h: (-h.score, -h.note.created_at, h.note.source))[:k])
+        # The asked kind first ("what are our open questions?" wants open questions, not the decision
+        # that happens to be closer), then score; with no kind asked, score alone.
+        return tuple(sorted(hits, key=lambda h: (bool(kinds) and h.note.kind not in kinds, -h.score,
+                                                 -h.note.created_at, h.note.source))[:k])
 
     def _scored(self, hit: Hit, terms: set[str], kinds: frozenset[str]) -> NoteHit:
         note = _stored(hit.chunk.owner, hit.chunk.source, hit.chunk.text, hit.chunk.meta)

@@ -15,6 +15,7 @@ import numpy as np
 
 from bara.settings import Settings
 from bara.types import Utterance
+from bara.understand.note_cues import records_note
 
 # --- follow-up structure ---------------------------------------------------
 _PRONOUN_DEPS = re.compile(
@@ -66,7 +67,8 @@ _PRIVACY = re.compile(
     r"don'?t (remember|store|save) (this|that|my|anything)|"
     r"privacy)\b")
 _NOTES_REQUEST = re.compile(
-    r"\b(what did we (decide|conclude|agree|settle|say)|our (conclusions?|decisions?)|"
+    r"\b(what did we (decide|conclude|agree|settle|say|suspect|think)|"
+    r"our (conclusions?|decisions?|hypothes[ie]s|open questions?)|remind me (of |what )?(our|we)\b|"
     r"(the )?conclusions? (so far|we)|open questions?|where did we leave off|recap|"
     r"summari[sz]e (our|the|this) (discussion|conversation|decisions))\b")
 _FRUSTRATED = re.compile(
@@ -77,6 +79,10 @@ _FRUSTRATED = re.compile(
 _POSITIVE = re.compile(
     r"\b(thanks|thank you|great|perfect|awesome|excellent|exactly|that helps|helpful|"
     r"love it|nice|brilliant|fantastic)\b")
+_QUESTION_START = re.compile(
+    r"^\W*(what|how|why|when|where|which|who|whom|whose|is|are|was|were|do|does|did|can|could|should|"
+    r"would|will|shall|may|might|must|has|have|had|explain|describe|define|compare|list|tell me|"
+    r"summari[sz]e|give me|show me)\b")
 _WORD = re.compile(r"[\w']+")
 _LETTERS = re.compile(r"[^\W\d_]+")
 _VOWELS = frozenset("aeiouy\u00e0\u00e1\u00e2\u00e4\u00e8\u00e9\u00ea\u00eb\u00ec\u00ed\u00ee\u00ef\u00f2\u00f3\u00f4\u00f6\u00f9\u00fa\u00fb\u00fc")
@@ -106,6 +112,8 @@ class ContextFeatures:
     has_profile: bool
     stated_name: str | None
     topic_similarity: float | None
+    is_question: bool = False  # a question mark, or opens like one ("how does...", "can you...")
+    records_note: bool = False  # a decision or open-question cue ("let's go with", "we still need to")
 
 
 def normalize(text: str) -> str:
@@ -205,4 +213,5 @@ def compute_features(message: str, history: Sequence[Utterance], profile: Mappin
         privacy_signal=bool(_PRIVACY.search(q)), notes_request=bool(_NOTES_REQUEST.search(q)),
         tone_signal=tone_signal(q), low_entropy=is_low_entropy(q), has_profile=bool(profile), stated_name=stated_name(message),
         topic_similarity=topic_similarity(message_vector, history_vectors),
+        is_question="?" in q or bool(_QUESTION_START.match(q)), records_note=records_note(message),
     )

@@ -185,6 +185,24 @@ def _from_prototype(prototypes: PrototypeIndex | None, vector: np.ndarray | None
     return IntentResult(intent, "prototype", round(max(similarity, 0.0), 4), kind)
 
 
+#: Rules that recognise a question by its form alone: "does life have meaning?" and "can you answer
+#: in Italian?" look like knowledge questions but are small talk, which the prototypes know better.
+_FORM_ONLY_RULES = frozenset({"rule:knowledge_question", "rule:short_question"})
+
+
+def _small_talk_override(ruled: IntentResult, features: ContextFeatures, prototypes: PrototypeIndex | None,
+                         vector: np.ndarray | None, cfg: Settings) -> IntentResult | None:
+    """A form-only question whose embedding sits very close to a chit-chat prototype is chit-chat,
+    unless it names a technical reference (an RFC, a protocol, the docs) or leans on earlier turns
+    ("how old is it?" in a conversation asks about the topic, not about the assistant)."""
+    if ruled.source not in _FORM_ONLY_RULES or features.followup_signals or _TECHNICAL.search(features.normalized):
+        return None
+    guessed = _from_prototype(prototypes, vector, cfg.gate_small_talk_override_similarity)
+    if guessed is None or guessed.intent != "chitchat":
+        return None
+    return IntentResult("chitchat", "prototype_override", guessed.confidence, guessed.chitchat)
+
+
 def classify_intent(message: str, features: ContextFeatures,
                     prototypes: PrototypeIndex | None = None,
                     message_vector: np.ndarray | None = None,
@@ -194,10 +212,11 @@ def classify_intent(message: str, features: ContextFeatures,
     ``message`` is accepted for callers' clarity; the rules read ``features.normalized``,
     which compute_features derived from it.
     """
+    cfg = settings or Settings()
     ruled = apply_rules(features)
     if ruled is not None:
-        return ruled
-    floor = (settings or Settings()).gate_prototype_min_similarity
+        return _small_talk_override(ruled, features, prototypes, message_vector, cfg) or ruled
+    floor = cfg.gate_prototype_min_similarity
     guessed = _from_prototype(prototypes, message_vector, floor)
     if guessed is not None:
         return guessed

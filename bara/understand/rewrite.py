@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 from bara.retrieval.lexical import STOPWORDS, analyze
 from bara.types import Utterance
 
-__all__ = ["RewriteResult", "RewriteRules", "entities", "references", "rewrite_query"]
+__all__ = ["RewriteResult", "RewriteRules", "entities", "has_content", "references", "rewrite_query"]
 
 
 @dataclass(frozen=True)
@@ -207,6 +207,11 @@ def entities(text: str) -> list[str]:
         if run and _is_name(run):
             found.append(_POSSESSIVE.sub("", " ".join(t for t, _ in run)))
     return found
+
+
+def has_content(text: str, min_content_words: int = 1) -> bool:
+    """True when a user turn names something or says a topic word: "thanks!" and "ok" do not."""
+    return bool(entities(text)) or len(_content_words(text)) >= min_content_words
 
 
 def references(message: str) -> list[str]:
