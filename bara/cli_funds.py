@@ -18,6 +18,7 @@ from bara.app import Bara
 from bara.errors import BaraError
 from bara.settings import load_settings
 from bara.types import SHARED
+from bara.identity import user_option
 
 console = Console()
 err = Console(stderr=True)
@@ -140,7 +141,8 @@ def users(json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
 
 # ------------------------------------------------------------------------ tool
 def tool(name: str = typer.Argument(..., help="Tool name, e.g. get_holdings."),
-         user: str = typer.Option(..., "--user", help="The signed-in user id the tool runs for."),
+         user: str = typer.Option(..., "--user", help="The signed-in user id the tool runs for.",
+                                  callback=user_option),
          args: str = typer.Option("{}", "--args", help="Tool arguments as a JSON object."),
          json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
     """Call one tool as the agent runtime would for USER and print its result envelope.

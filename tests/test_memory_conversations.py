@@ -55,8 +55,11 @@ def test_create_get_list_are_scoped(convs):
     b = convs.create("bob", "fixed-id")
     assert len(a) == 32 and b == "fixed-id"
     assert convs.create("alice", a) == a  # idempotent for the owner
-    with pytest.raises(InputError, match="already in use"):
+    with pytest.raises(InputError) as foreign:
         convs.create("alice", "fixed-id")
+    with pytest.raises(InputError) as unknown:
+        convs.open("alice", "fixed-iX")
+    assert str(foreign.value).replace("fixed-id", "fixed-iX") == str(unknown.value)  # reveals nothing
     assert convs.get("alice", a).user_id == "alice"
     assert convs.get("alice", b) is None
     assert [c.id for c in convs.list("alice")] == [a]
