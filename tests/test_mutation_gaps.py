@@ -155,3 +155,26 @@ def test_no_history_means_no_followup_however_it_is_worded():
     for message in NEAR + OVER:
         features = compute_features(message, [], {})
         assert features.followup_score == 0 and not features.is_followup
+
+
+def test_timings_and_rerank_shows_every_survivor(retriever):
+    out = retriever.search("How does TCP resend a lost segment?", k=1, floor=-1.0)
+    assert {"embed", "fetch"} <= set(out.timings_ms)
+    assert all(0 <= out.timings_ms[key] < 600_000 for key in ("embed", "fetch"))
+    assert len(out.hits) == 1 and len(out.dropped) == 0
+    reranked = retriever.search("How does TCP resend a lost segment?", k=1, floor=-1.0, rerank=True)
+    assert len(reranked.hits) == 1  # the passthrough reranker keeps the order, the cut stays at k
+
+
+def test_topic_similarity_is_a_clipped_cosine_of_unnormalised_vectors():
+    import numpy as np
+
+    from bara.understand.features import topic_similarity
+
+    assert topic_similarity(np.array([3.0, 0.0]), [np.array([2.0, 0.0])]) == 1.0
+    assert topic_similarity(np.array([0.0, 3.0]), [np.array([2.0, 0.0])]) == 0.0
+    assert topic_similarity(np.array([-3.0, 0.0]), [np.array([2.0, 0.0])]) == -1.0
+    assert topic_similarity(np.array([1.0, 1.0]), [np.array([2.0, 0.0])]) == pytest.approx(2 ** -0.5, abs=1e-6)
+    assert topic_similarity(np.array([1, 1]), [np.array([4, 0]), np.array([0, 4])]) == pytest.approx(1.0, abs=1e-6)
+    assert topic_similarity(np.array([0.0, 0.0]), [np.array([2.0, 0.0])]) is None
+    assert topic_similarity(np.array([1.0, 0.0]), []) is None and topic_similarity(None, [np.ones(2)]) is None

@@ -181,3 +181,48 @@ def test_messages_put_context_in_the_system_message_and_history_in_order():
     texts = frame_texts(inputs)
     assert "HSTS text" in texts["knowledge"] and texts["notes"] == "" and texts["qa"] == ""
     assert [f.kind for f in build_frames(inputs)][-1] == "user"
+
+
+def test_frame_texts_word_every_item_from_the_prompt_templates():
+    from bara import prompts as P
+
+    inputs = PromptInputs(message="q", answer_length="short", tone="warm", behavior_mode="greeting",
+                          greeting_name="Ada", privacy_mode=True, profile=(("role", "engineer"),),
+                          notes=(NoteItem("decision", "use TLS 1.3"),), qa=(QAItem("What is HSTS?", "A policy."),),
+                          history=(Utterance("user", "hi"), Utterance("assistant", "hello")))
+    texts = frame_texts(inputs)
+    assert texts["behavior"] == "\n".join([
+        P.BEHAVIOR.format(length=P.LENGTH_WORDS["short"], tone="warm", mode="greeting"),
+        P.BEHAVIOR_GREETING_NAME.format(name="Ada"), P.BEHAVIOR_PRIVACY])
+    assert P.BEHAVIOR.format(length="odd", tone="neutral", mode="standard") in \
+        frame_texts(replace(inputs, answer_length="odd", tone="neutral", behavior_mode="standard"))["behavior"]
+    assert texts["profile"] == "\n".join([P.PROFILE_HEADER, P.PROFILE_LINE.format(key="role", value="engineer")])
+    assert texts["notes"] == "\n".join([P.NOTES_HEADER, P.NOTES_LINE.format(kind="decision", text="use TLS 1.3")])
+    assert texts["qa"] == "\n".join([P.QA_HEADER, P.QA_ITEM.format(question="What is HSTS?", answer="A policy.")])
+    assert texts["history"] == "user: hi\nassistant: hello"
+    folded = frame_texts(replace(inputs, history=inputs.history[1:], summarised=inputs.history[:1]))["history"]
+    assert folded.splitlines()[0] == summarise_turns(inputs.history[:1]) and folded.endswith("assistant: hello")
+
+
+def test_system_message_joins_every_context_frame_and_nothing_else():
+    inputs = PromptInputs(message="the question", profile=(("role", "engineer"),),
+                          notes=(NoteItem("decision", "use TLS 1.3"),),
+                          history=(Utterance("user", "earlier question"),))
+    prompt = assemble(inputs, 10_000)
+    system = prompt.messages()[0].text
+    context = [f.text for f in prompt.frames if f.kind not in ("history", "user") and f.text]
+    assert system == "\n\n".join(context)
+    assert "the question" not in system and "earlier question" not in system
+
+
+def test_cut_message_and_dropped_history_are_exact():
+    from bara.prompts.frames import _cut_message, _drop_oldest_turn
+
+    i = PromptInputs(message="abcdefghij", history=(Utterance("user", "a"), Utterance("assistant", "b")))
+    assert _cut_message(i, 1, 4.0).message == "abcdef" and _cut_message(i, 3, 4.0).message == ""
+    dropped = _drop_oldest_turn(i)
+    assert dropped.history == (Utterance("assistant", "b"),) and dropped.summarised == (Utterance("user", "a"),)
+    fixed = assemble(PromptInputs(message=""), 10_000).tokens
+    cut = assemble(PromptInputs(message="word " * 400), fixed + 10)
+    assert cut.reasons == ("budget:user_message_cut",) and cut.tokens <= fixed + 10
+    assert cut.inputs.message == ("word " * 400)[:len(cut.inputs.message)] and len(cut.inputs.message) > 20
