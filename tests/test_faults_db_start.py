@@ -8,9 +8,10 @@ from typer.testing import CliRunner
 from bara.cli import app
 
 
-def test_db_start_prints_a_url_that_ingest_can_use_at_once(pg_server_urls, data_dir, tmp_path):
+def test_db_start_prints_a_url_that_ingest_can_use_at_once(pg_server_urls, pg_schema, data_dir, tmp_path):
+    # A fresh schema of the session's server (BARA_PG_SCHEMA), so other tests' schemas are untouched.
     env = {"BARA_CACHE_DIR": str(tmp_path / "cache"), "BARA_DATABASE_URL": None, "BARA_PG_ADMIN_URL": None,
-           "BARA_PG_APP_ROLE": None, "BARA_PG_SCHEMA": None}
+           "BARA_PG_APP_ROLE": None, "BARA_PG_SCHEMA": pg_schema}
     started = CliRunner().invoke(app, ["db", "start", "--dir", str(pg_server_urls.data_dir)], env=env)
     assert started.exit_code == 0, started.output
     url = started.stdout.strip().splitlines()[-1]
