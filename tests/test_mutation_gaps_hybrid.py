@@ -86,3 +86,9 @@ def test_rrf_default_k_ties_and_errors():
         weighted_rrf([["a"], ["b"]], [1.0])
     with pytest.raises(ValueError, match="rrf k must be positive"):
         weighted_rrf([["a"]], [1.0], k=0)
+
+
+def test_rrf_equal_scores_are_ordered_by_best_rank_before_first_appearance():
+    fused = weighted_rrf([["r", "s", "q"], ["p"]], [1.0, 0.5], k=1)  # q: 1/4 at rank 3; p: 0.5/2 at rank 1
+    assert [d for d, _ in fused] == ["r", "s", "p", "q"]
+    assert dict(fused)["p"] == dict(fused)["q"]
