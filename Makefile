@@ -9,7 +9,7 @@ DEMO_DB ?= .bara/demo.db
 export BARA_DATA := $(abspath $(DATA))
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install demo test bench eval clean chromium
+.PHONY: install demo test bench eval mutate clean chromium
 
 install: $(STAMP)
 
@@ -38,6 +38,13 @@ chromium:
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+# Mutation testing (outside CI; ~1 h on 2 cores): the core modules and fast tests listed under
+# [tool.mutmut] in pyproject.toml. Prints the score; survivors: `$(BIN)/mutmut results`.
+MUTATE_JOBS ?= 2
+mutate: $(STAMP)
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children $(MUTATE_JOBS)
+	$(BIN)/python scripts/mutation_score.py mutants
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_retrieval.py
@@ -45,4 +52,4 @@ bench: $(STAMP)
 include eval/eval.mk
 
 clean:
-	rm -rf $(VENV) .bara
+	rm -rf $(VENV) .bara mutants

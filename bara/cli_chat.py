@@ -27,6 +27,7 @@ from bara.memory.qa import QAMemory
 from bara.pipeline import MODES, Assistant
 from bara.settings import load_settings
 from bara.trace import HitRecord, TurnTrace
+from bara.identity import user_option
 
 DEFAULT_USER = "local"
 TIERS = ("kb", "profile", "notes", "qa")
@@ -38,7 +39,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 memory_app = typer.Typer(help="Inspect, query and delete what bara remembers.", no_args_is_help=True)
 
 DbOption = typer.Option(None, "--db", help="Store location (SQLite file). Default: settings / $BARA_DB.")
-UserOption = typer.Option(DEFAULT_USER, "--user", help="User id whose memory is used.")
+UserOption = typer.Option(DEFAULT_USER, "--user", help="User id whose memory is used.", callback=user_option)
 
 
 def register(app: typer.Typer) -> None:
@@ -300,7 +301,7 @@ def query_tier(bara: Bara, tier: str, text: str, user: str, k: int) -> list[dict
 
 
 @memory_app.command("forget")
-def memory_forget(user: str = typer.Option(..., "--user", help="User whose memory to delete."),
+def memory_forget(user: str = typer.Option(..., "--user", help="User whose memory to delete.", callback=user_option),
                   key: Optional[str] = typer.Option(None, "--key", help="Delete only this profile fact."),
                   json_out: bool = typer.Option(False, "--json", help="Print JSON."),
                   db: Optional[str] = DbOption) -> None:

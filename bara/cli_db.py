@@ -21,13 +21,22 @@ def _fail(exc: BaraError) -> None:
 
 @db_app.command("start")
 def start(dir: Path = typer.Option(Path("/tmp/bara-postgres"), "--dir", help="Data directory (keep it under /tmp when root).")) -> None:
-    """Start a local PostgreSQL 18 + pgvector and print the URL bara connects with."""
+    """Start a local PostgreSQL 18 + pgvector, migrate bara's schema, and print the URL bara connects with.
+
+    The server is bara's own, so it is left migrated (as the owner role, granting the application role
+    row access): the printed URL works at once, e.g. ``bara ingest DOCS --db <URL>``.
+    """
+    from bara.settings import load_settings
     from bara.store import pg_server
+    from bara.store.pg_admin import migrate
 
     try:
+        s = load_settings()
         local = pg_server.start(dir)
+        done = migrate(local.owner_url, dim=s.pg_embedding_dim, schema=s.pg_schema, app_role=pg_server.APP_ROLE)
     except BaraError as exc:
         _fail(exc)
+    err.print(f"schema: applied {', '.join(done)}" if done else "schema: up to date")
     out.print(local.app_url)
     err.print(f"owner (migrations): {local.owner_url}\nuse: export BARA_DATABASE_URL='{local.app_url}' "
               f"BARA_PG_ADMIN_URL='{local.owner_url}' BARA_PG_APP_ROLE={pg_server.APP_ROLE}")

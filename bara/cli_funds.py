@@ -18,6 +18,7 @@ from bara.app import Bara
 from bara.errors import BaraError
 from bara.settings import load_settings
 from bara.types import SHARED
+from bara.identity import user_option
 
 console = Console()
 err = Console(stderr=True)
@@ -140,19 +141,29 @@ def users(json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
 
 # ------------------------------------------------------------------------ tool
 def tool(name: str = typer.Argument(..., help="Tool name, e.g. get_holdings."),
-         user: str = typer.Option(..., "--user", help="The signed-in user id the tool runs for."),
+         user: str = typer.Option(..., "--user", help="The signed-in user id the tool runs for.",
+                                  callback=user_option),
          args: str = typer.Option("{}", "--args", help="Tool arguments as a JSON object."),
          json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
-    """Call one tool as the agent runtime would for USER and print its result envelope."""
+    """Call one tool as the agent runtime would for USER and print its result envelope.
+
+    Exit 0 on ok, 1 on a tool's error envelope, 2 when ``--args`` is not a usable JSON object.
+    """
+    from bara.agent.tools import parse_tool_args
+
     try:
         with _open(db) as bara:
-            envelope = call_tool(bara, name, user, args)
+            parsed = parse_tool_args(args, bara.settings.tool_args_max_depth)
+            envelope = {"ok": False, "error": parsed} if isinstance(parsed, str) else \
+                call_tool(bara, name, user, json.dumps(parsed))
     except BaraError as exc:
         _fail(exc)
     if json_out:
         print(json.dumps(envelope, ensure_ascii=False))
     else:
         console.print_json(json.dumps(envelope, ensure_ascii=False))
+    if isinstance(parsed, str):
+        raise typer.Exit(2)  # bad input: say what to change (the envelope's error), exit 2
     if not envelope.get("ok"):
         raise typer.Exit(1)
 

@@ -113,7 +113,7 @@ class Assistant:
         self.fallback_offline = fallback_offline  # False: a model failure raises (HTTP answers 502/504)
         self.hooks = Hooks()
         self.offline = OfflineGenerator()
-        self.generator: Generator = ModelGenerator(model) if model is not None else self.offline
+        self.generator: Generator = ModelGenerator(model, bara.settings.gated_deadline_s) if model is not None else self.offline
         self.conversations = Conversations(bara.store)
         self.profile = ProfileMemory(bara.store)
         self.notes = NotesMemory(bara.store, bara.embedder, bara.settings)

@@ -288,6 +288,21 @@ class Settings(BaseModel):
     gate_social_history_messages: int = Field(2, ge=0, description=(
         "Thanks/greetings/acknowledgements see only the last exchange: replying to 'thanks' needs no "
         "four-exchange transcript, and those tokens are most of such a turn's context."))
+    # --- hardening: provider faults and deadlines (harden-faults) ---
+    llm_deadline_s: float = Field(90.0, gt=0, description="Wall-clock budget of ONE model call, retries and "
+                                                          "waits included: httpx's timeout is per read, so a "
+                                                          "provider trickling bytes would otherwise never stop.")
+    gated_deadline_s: float = Field(60.0, gt=0, description="Wall-clock budget of the generation step of one "
+                                                            "gated turn; past it the offline answer is shown "
+                                                            "(same budget as agent_deadline_s).")
+    llm_max_json_depth: int = Field(64, ge=8, le=500, description="Deepest JSON nesting accepted in a provider "
+                                                                  "reply; real replies nest < 10, a nesting bomb "
+                                                                  "would exhaust Python's recursion limit.")
+    llm_max_response_bytes: int = Field(8_000_000, ge=10_000, description="Largest provider reply read; a chat "
+                                                                          "reply is KBs, 8 MB bounds memory.")
+    tool_args_max_depth: int = Field(32, ge=2, le=500, description="Deepest JSON nesting accepted in tool "
+                                                                   "arguments; every tool takes flat objects, "
+                                                                   "so deeper is an error envelope.")
 
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""

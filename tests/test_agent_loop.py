@@ -140,8 +140,8 @@ def test_provider_failure_ends_run_with_error_and_keeps_transcript():
                            LLMUnavailableError("openai kept failing (HTTP 503); retry later")])
     run = run_agent(model, QUESTION, TOOLS, ctx())
     assert run.status == "error"
-    assert run.error == ("model scripted failed: LLMUnavailableError: openai kept failing (HTTP 503); "
-                         "retry later")
+    # the error reaches the user's answer: the kind of failure, not the provider's own text
+    assert run.error == "the model provider is unavailable right now (LLMUnavailableError)"
     assert len(run.messages) == 3 and run.tool_calls[0].ok and run.answer == ""
 
 

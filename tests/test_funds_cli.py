@@ -58,10 +58,12 @@ def test_tool_arguments_are_validated(db, tmp_path):
     assert code == 1 and envelope == {"ok": False, "error": envelope["error"]} and "schemes" in envelope["error"]
 
 
-@pytest.mark.parametrize("args", ['{not json', '[1, 2]', '"get_holdings"', '{"user_id": "u_bilal"}'])
-def test_bad_arguments_give_an_error_envelope_not_a_traceback(db, tmp_path, args):
+@pytest.mark.parametrize("args,exit_code", [('{not json', 2), ('[1, 2]', 2), ('"get_holdings"', 2),
+                                            ('{"user_id": "u_bilal"}', 1)])
+def test_bad_arguments_give_an_error_envelope_not_a_traceback(db, tmp_path, args, exit_code):
+    """Unusable --args (not a JSON object) is bad input: exit 2; arguments the tool refuses: exit 1."""
     code, envelope, output = tool(db, tmp_path, "get_holdings", "u_asha", args)
-    assert code == 1 and envelope["ok"] is False and envelope["error"]
+    assert code == exit_code and envelope["ok"] is False and envelope["error"]
     assert "Traceback" not in output
 
 

@@ -55,6 +55,11 @@ def test_create_get_list_are_scoped(convs):
     b = convs.create("bob", "fixed-id")
     assert len(a) == 32 and b == "fixed-id"
     assert convs.create("alice", a) == a  # idempotent for the owner
+    with pytest.raises(InputError) as foreign:  # bob's id, seen from alice: exactly an unknown id
+        convs.open("alice", "fixed-id")
+    with pytest.raises(InputError) as unknown:
+        convs.open("alice", "fixed-iX")
+    assert str(foreign.value).replace("fixed-id", "fixed-iX") == str(unknown.value)  # reveals nothing
     assert convs.get("alice", a).user_id == "alice"
     assert convs.get("alice", b) is None
     assert convs.create("carol", "fixed-id") == "fixed-id"  # ids are per user: carol's is her own

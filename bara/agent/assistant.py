@@ -113,9 +113,9 @@ class AgentAssistant:
     def _open(self, user_id: str, conversation_id: str | None, persist: bool) -> str:
         if not persist:
             return conversation_id or ""
-        if conversation_id is None or self.conversations.get(user_id, conversation_id) is None:
-            return self.conversations.create(user_id, conversation_id)
-        return conversation_id
+        # Same contract as the pipeline: a given id must be this user's (an unknown id and another
+        # user's id get the same answer); None starts a new conversation.
+        return self.conversations.open(user_id, conversation_id)
 
     def _turn(self, user_id: str, name: str, text: str, query: str, cid: str, persist: bool,
               rec: TurnRecorder) -> AgentTurn:

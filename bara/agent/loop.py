@@ -17,12 +17,14 @@ Why it is shaped like this:
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from bara.agent.tools import Tool, ToolContext, ToolResult, run_tool, toolbox
 from bara.errors import InputError
 from bara.llm.base import Model, ModelResponse
+from bara.llm.errors import public_reason
 from bara.llm.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, ToolSpec, Usage
 
 INCOMPLETE_NOTE = "(Based on incomplete work: the tool-call limit was reached before every lookup finished.)\n\n"
@@ -30,6 +32,8 @@ NOT_RUN = ("not run: the limit of {cap} tool rounds was reached; answer now from
            "have and say what could not be checked")
 
 COMPLETE, INCOMPLETE, ERROR = "complete", "incomplete", "error"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,9 @@ def _ask(model: Model, run: _Run, specs: tuple[ToolSpec, ...], ctx: ToolContext)
     try:
         reply = model.complete(tuple(run.messages), specs, deadline=ctx.deadline)
     except Exception as exc:  # noqa: BLE001 - any provider failure ends the run, transcript kept
-        return f"model {getattr(model, 'name', '?')} failed: {type(exc).__name__}: {exc}"
+        # The error reaches the user's answer: say what kind of failure, never the provider's URL or text.
+        log.warning("model %s failed: %s: %s", getattr(model, "name", "?"), type(exc).__name__, exc)
+        return f"{public_reason(exc)} ({type(exc).__name__})"
     run.messages.append(reply.message)
     run.usage = run.usage + reply.usage
     run.emit("model_response", text=reply.message.text, tool_calls=[c.name for c in reply.message.tool_calls],

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pydantic
 
 from bara.errors import InputError
+from bara.llm.http import json_depth
 from bara.llm.messages import ToolSpec
 from bara.settings import Settings
 
@@ -117,7 +118,7 @@ def run_tool(tools: Mapping[str, Tool], name: str, raw_args: Mapping[str, Any] |
     if tool is None:
         known = ", ".join(sorted(tools)) or "(none)"
         return _failed(f"unknown tool {name!r}; known tools: {known}", start)
-    args = _parse_args(tool, raw_args)
+    args = _parse_args(tool, raw_args, ctx.settings.tool_args_max_depth)
     if isinstance(args, str):
         return _failed(args, start)
     result = _call_with_timeout(tool, args, ctx)
@@ -128,19 +129,35 @@ def _failed(error: str, start: float) -> ToolResult:
     return ToolResult(ok=False, error=error, latency_ms=(time.perf_counter() - start) * 1000)
 
 
-def _parse_args(tool: Tool, raw: Mapping[str, Any] | str | None) -> pydantic.BaseModel | str:
-    """The validated arguments, or an error message for the model."""
+def parse_tool_args(raw: Mapping[str, Any] | str | None, max_depth: int) -> dict[str, Any] | str:
+    """Decoded tool arguments as a dict, or an error message saying what to send instead.
+
+    Never raises: a nesting bomb (``[[[[...]]]]`` thousands deep) is refused by
+    its depth, not met with a RecursionError.
+    """
     if isinstance(raw, str):
         try:
             raw = json.loads(raw) if raw.strip() else {}
+        except RecursionError:
+            return f"arguments: JSON nested too deeply; send a flat JSON object (at most {max_depth} levels)"
         except ValueError as exc:
             return f"arguments: not valid JSON ({exc}); send a JSON object"
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
         return f"arguments: expected a JSON object, got {type(raw).__name__}"
+    if json_depth(raw, max_depth) > max_depth:
+        return f"arguments: JSON nested deeper than {max_depth} levels; send a flat JSON object"
+    return dict(raw)
+
+
+def _parse_args(tool: Tool, raw: Mapping[str, Any] | str | None, max_depth: int) -> pydantic.BaseModel | str:
+    """The validated arguments, or an error message for the model."""
+    args = parse_tool_args(raw, max_depth)
+    if isinstance(args, str):
+        return args
     try:
-        return tool.args_model.model_validate(dict(raw))
+        return tool.args_model.model_validate(args)
     except pydantic.ValidationError as exc:
         return format_validation_error(exc)
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from bara.llm.base import STOP_END, STOP_MAX_TOKENS, STOP_TOOL_CALLS, ModelResponse
-from bara.llm.errors import LLMResponseError
+from bara.llm.base import STOP_END, STOP_MAX_TOKENS, STOP_TOOL_CALLS, ModelResponse, token_count
+from bara.llm.errors import MalformedResponse, malformed_guard
 from bara.llm.http import Endpoint, post_json
 from bara.llm.messages import (AssistantMessage, Message, SystemMessage, ToolCall, ToolResultMessage, ToolSpec,
                                Usage, UserMessage, check_tool_pairing)
@@ -102,20 +102,34 @@ def parse_anthropic_response(body: Mapping[str, Any]) -> ModelResponse:
     """Typed view of a Messages API response body (thinking and server-tool blocks are skipped)."""
     content = body.get("content")
     if not isinstance(content, list):
-        raise LLMResponseError("Messages API response has no content list; check that llm_base_url is the "
+        raise MalformedResponse("Messages API response has no content list; check that llm_base_url is the "
                                "Anthropic API root (without /v1)")
-    text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
-    calls = tuple(ToolCall(id=b["id"], name=b["name"], arguments=b.get("input") or {})
-                  for b in content if b.get("type") == "tool_use")
-    reason = body.get("stop_reason") or (STOP_TOOL_CALLS if calls else STOP_END)
-    return ModelResponse(message=AssistantMessage(text=text, tool_calls=calls), usage=_usage(body),
-                         stop_reason=_STOPS.get(reason, reason), raw=dict(body))
+    with malformed_guard("Messages API response"):
+        text = "".join(_str(b.get("text", "")) for b in content if b.get("type") == "text")
+        calls = tuple(ToolCall(id=_str(b["id"]), name=_str(b["name"]), arguments=_mapping(b.get("input") or {}))
+                      for b in content if b.get("type") == "tool_use")
+        reason = body.get("stop_reason") or (STOP_TOOL_CALLS if calls else STOP_END)
+        return ModelResponse(message=AssistantMessage(text=text, tool_calls=calls), usage=_usage(body),
+                             stop_reason=_STOPS.get(reason, reason), raw=dict(body))
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"tool_use input is a {type(value).__name__}, not an object")
+    return value
 
 
 def _usage(body: Mapping[str, Any]) -> Usage:
     u = body.get("usage") or {}
-    cached = int(u.get("cache_creation_input_tokens") or 0) + int(u.get("cache_read_input_tokens") or 0)
-    return Usage(int(u.get("input_tokens") or 0) + cached, int(u.get("output_tokens") or 0))
+    cached = token_count(u.get("cache_creation_input_tokens")) + token_count(u.get("cache_read_input_tokens"))
+    return Usage(token_count(u.get("input_tokens")) + cached, token_count(u.get("output_tokens")))
+
 
 
 @dataclass(frozen=True)

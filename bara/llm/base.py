@@ -13,6 +13,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import httpx
 
 from bara.errors import ConfigError
+from bara.llm.errors import MalformedResponse
 from bara.llm.http import Endpoint, RetryPolicy, Secret
 from bara.llm.messages import AssistantMessage, Message, ToolSpec, Usage
 from bara.settings import Settings
@@ -36,6 +37,15 @@ class ModelResponse:
     stop_reason: str = STOP_END
     raw: Mapping[str, Any] | None = None  # the provider's decoded body, for traces
     attempts: int = 1  # HTTP attempts it took (1 = no retry)
+
+
+def token_count(value: Any) -> int:
+    """A provider's token count: a non-negative number (absent = 0); anything else is a malformed reply."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 2 ** 53:
+        raise MalformedResponse(f"token count {str(value)[:40]!r} is not a non-negative number")
+    return int(value)
 
 
 class Model(Protocol):
@@ -94,7 +104,8 @@ def _endpoint(settings: Settings, provider: str, environ: dict[str, str],
         raise ConfigError(f"model {settings.model!r} needs an API key: export {key_env}=<your key>, or set "
                           "llm_base_url to a local OpenAI-compatible server, or unset BARA_MODEL to run offline")
     policy = RetryPolicy(settings.llm_max_retries, settings.llm_backoff_s, settings.llm_backoff_max_s,
-                         settings.llm_timeout_s)
+                         settings.llm_timeout_s, settings.llm_deadline_s, settings.llm_max_json_depth,
+                         settings.llm_max_response_bytes)
     auth = ("x-api-key", "") if provider == "anthropic" else ("Authorization", "Bearer ")
     extra = {"anthropic-version": "2023-06-01"} if provider == "anthropic" else {}
     return Endpoint(provider=provider, base_url=base_url, key=Secret(key) if key else None, key_env=key_env,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -50,13 +51,19 @@ class Generator(Protocol):
 
 
 class ModelGenerator:
-    """Shows a chat Model the prompt's typed messages; provider errors propagate (``LLMError``)."""
+    """Shows a chat Model the prompt's typed messages; provider errors propagate (``LLMError``).
 
-    def __init__(self, model: Model):
-        self.model, self.name = model, f"model:{model.name}"
+    ``deadline_s`` (``Settings.gated_deadline_s``) is the wall-clock budget of one
+    generation, passed to the model as a deadline; None leaves only the model's
+    own per-call budget (``llm_deadline_s``).
+    """
+
+    def __init__(self, model: Model, deadline_s: float | None = None):
+        self.model, self.name, self.deadline_s = model, f"model:{model.name}", deadline_s
 
     def generate(self, prompt: Prompt) -> str:
-        return self.model.complete(prompt.messages()).message.text
+        deadline = None if self.deadline_s is None else time.monotonic() + self.deadline_s
+        return self.model.complete(prompt.messages(), deadline=deadline).message.text
 
 
 class OfflineGenerator:

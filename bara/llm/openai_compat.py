@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from bara.llm.base import STOP_END, STOP_MAX_TOKENS, STOP_TOOL_CALLS, ModelResponse
-from bara.llm.errors import LLMResponseError
+from bara.llm.base import STOP_END, STOP_MAX_TOKENS, STOP_TOOL_CALLS, ModelResponse, token_count
+from bara.llm.errors import MalformedResponse, malformed_guard
 from bara.llm.http import Endpoint, post_json
 from bara.llm.messages import (AssistantMessage, Message, SystemMessage, ToolCall, ToolResultMessage, ToolSpec,
                                Usage, UserMessage, check_tool_pairing)
@@ -70,27 +70,40 @@ def parse_openai_response(body: Mapping[str, Any]) -> ModelResponse:
         choice = body["choices"][0]
         msg = choice["message"]
     except (KeyError, IndexError, TypeError) as exc:
-        raise LLMResponseError(f"Chat Completions response has no choices[0].message ({exc!r}); check that "
+        raise MalformedResponse(f"Chat Completions response has no choices[0].message ({exc!r}); check that "
                                "llm_base_url points at an OpenAI-compatible /v1 root") from exc
-    calls = tuple(_parse_call(c, i) for i, c in enumerate(msg.get("tool_calls") or ()))
+    with malformed_guard("Chat Completions response"):
+        return _parse_choice(body, choice, msg)
+
+
+def _parse_choice(body: Mapping[str, Any], choice: Mapping[str, Any], msg: Mapping[str, Any]) -> ModelResponse:
+    raw_calls = msg.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise MalformedResponse(f"Chat Completions tool_calls is a {type(raw_calls).__name__}, not a list")
+    calls = tuple(_parse_call(c, i) for i, c in enumerate(raw_calls))
     text = msg.get("content") or ""
+    if not isinstance(text, (str, list)):
+        raise MalformedResponse(f"Chat Completions message content is a {type(text).__name__}, not text")
     reason = choice.get("finish_reason") or (STOP_TOOL_CALLS if calls else STOP_END)
     usage = body.get("usage") or {}
     return ModelResponse(message=AssistantMessage(text=text if isinstance(text, str) else _join_parts(text),
                                                   tool_calls=calls),
-                         usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)),
+                         usage=Usage(token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens"))),
                          stop_reason=_STOPS.get(reason, reason), raw=dict(body))
+
 
 
 def _parse_call(call: Mapping[str, Any], index: int) -> ToolCall:
     fn = call.get("function") or {}
     raw = fn.get("arguments")
     call_id = call.get("id") or f"call_{index}"  # some local servers omit ids
+    if not isinstance(fn.get("name"), str) or not isinstance(call_id, str):
+        raise MalformedResponse("a Chat Completions tool call has no string name or id")
     if isinstance(raw, dict):  # older Ollama sends an object, not a string
         return ToolCall(id=call_id, name=fn.get("name", ""), arguments=raw)
     try:
         parsed = json.loads(raw or "{}")
-    except ValueError:
+    except (ValueError, TypeError, RecursionError):  # the tool runner reports bad arguments to the model
         parsed = None
     if isinstance(parsed, dict):
         return ToolCall(id=call_id, name=fn.get("name", ""), arguments=parsed)

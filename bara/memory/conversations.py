@@ -25,6 +25,7 @@ from typing import Any, Iterator, Mapping
 from weakref import WeakValueDictionary
 
 from bara.errors import InputError
+from bara.identity import require_user_id
 from bara.store.base import SqlRunner
 
 ROLES = frozenset({"user", "assistant", "system"})
@@ -73,6 +74,7 @@ class Conversations:
     # ------------------------------------------------------------------ conversations
     def create(self, user_id: str, conversation_id: str | None = None) -> str:
         """Create (or, for the same user, reuse) a conversation; returns its id."""
+        require_user_id(user_id)
         cid = conversation_id or uuid.uuid4().hex
         now = time.time()
         with self.store.transaction():  # ids are per user (key (user_id, id)): another user's never collide
@@ -83,26 +85,29 @@ class Conversations:
 
     def open(self, user_id: str, conversation_id: str | None = None, create: bool = False) -> str:
         """An existing conversation of ``user_id``, or a new one (``None``, or ``create=True``)."""
+        require_user_id(user_id)
         if conversation_id is None or create:
             return self.create(user_id, conversation_id)
         if self.get(user_id, conversation_id) is None:
-            raise InputError(f"conversation {conversation_id!r} does not exist for user {user_id!r}: "
-                             "pass an id from `bara memory inspect`, or create it (`bara chat --new`)")
+            raise not_found(conversation_id, user_id)
         return conversation_id
 
     def get(self, user_id: str, conversation_id: str) -> ConversationInfo | None:
+        require_user_id(user_id)
         rows = self.store.query(f"SELECT {_INFO_COLUMNS} FROM conversations c WHERE c.user_id=? AND c.id=?",
                                 (user_id, conversation_id))
         return ConversationInfo(*rows[0]) if rows else None
 
     def list(self, user_id: str) -> list[ConversationInfo]:
         """The user's conversations, most recently updated first."""
+        require_user_id(user_id)
         rows = self.store.query(f"SELECT {_INFO_COLUMNS} FROM conversations c WHERE c.user_id=?"
                                 " ORDER BY c.updated_at DESC, c.id", (user_id,))
         return [ConversationInfo(*r) for r in rows]
 
     def delete(self, user_id: str, conversation_id: str | None = None) -> int:
         """Delete one conversation (or all of the user's) with its messages; returns how many."""
+        require_user_id(user_id)
         where, params = "user_id=?", [user_id]
         if conversation_id is not None:
             where, params = where + " AND id=?", params + [conversation_id]
@@ -115,6 +120,7 @@ class Conversations:
     def append(self, user_id: str, conversation_id: str, role: str, text: str,
                meta: Mapping[str, Any] | None = None) -> int:
         """Append one message; returns its seq. Raises InputError for unknown conversations."""
+        require_user_id(user_id)
         with self.store.transaction():
             return self._append(user_id, conversation_id, role, text, meta, time.time())
 
@@ -143,6 +149,7 @@ class Conversations:
 
     def history(self, user_id: str, conversation_id: str, limit: int | None = None) -> list[StoredMessage]:
         """Messages oldest first; with ``limit``, only the last ``limit`` of them."""
+        require_user_id(user_id)
         sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND conversation_id=? ORDER BY seq DESC"
         params: tuple = (user_id, conversation_id)
         if limit is not None:
@@ -152,11 +159,13 @@ class Conversations:
     # -------------------------------------------------------------------------- state
     def load_state(self, user_id: str, conversation_id: str) -> dict[str, Any]:
         """The saved gate state; {} when none was saved or the conversation is not the user's."""
+        require_user_id(user_id)
         rows = self.store.query("SELECT state FROM conversations WHERE user_id=? AND id=?",
                                 (user_id, conversation_id))
         return json.loads(rows[0][0]) if rows and rows[0][0] else {}
 
     def save_state(self, user_id: str, conversation_id: str, state: Mapping[str, Any]) -> None:
+        require_user_id(user_id)
         encoded = _dumps(state, "state")
         with self.store.transaction():
             self._touch(user_id, conversation_id, time.time(), 0, encoded)
@@ -169,6 +178,7 @@ class Conversations:
 
         Returns the two seqs. Any failure rolls everything back: nothing of the turn is stored.
         """
+        require_user_id(user_id)
         encoded = _dumps(state, "state")
         with self.store.transaction():
             now = time.time()
@@ -186,6 +196,12 @@ class Conversations:
                 holder = self._locks[conversation_id] = _TurnLock()
         with holder.lock:
             yield
+
+
+def not_found(conversation_id: str, user_id: str) -> InputError:
+    """The one answer for an id the user cannot use, whether unknown or another user's (reveals neither)."""
+    return InputError(f"conversation {conversation_id!r} does not exist for user {user_id!r}: pass an id from "
+                      "`bara memory inspect`, or start a new conversation (leave the id out, or `bara chat --new`)")
 
 
 def _dumps(value: Mapping[str, Any], what: str) -> str:

@@ -25,6 +25,7 @@ from bara.settings import Settings
 from bara.store.base import Store
 from bara.types import Chunk, Document, Hit, text_hash
 from bara.understand.note_cues import CUES as _CUES
+from bara.identity import require_user_id
 
 KINDS = ("decision", "conclusion", "hypothesis", "open_question")
 COLLECTION = "notes"
@@ -143,6 +144,7 @@ def recap_topic(query: str) -> tuple[str, frozenset[str]]:
 # ------------------------------------------------------------ shared storage
 def next_source(store: Store, user_id: str, collection: str, prefix: str) -> str:
     """``<prefix><n>`` with n one past the largest used; call inside the write transaction."""
+    require_user_id(user_id)
     used = [s[len(prefix):] for s in store.list_sources(user_id, collection) if s.startswith(prefix)]
     return f"{prefix}{max((int(u) for u in used if u.isdigit()), default=0) + 1}"
 
@@ -150,6 +152,7 @@ def next_source(store: Store, user_id: str, collection: str, prefix: str) -> str
 def write_item(store: Store, user_id: str, collection: str, prefix: str, text: str,
                vector: np.ndarray, meta: Mapping[str, Any]) -> str:
     """Store one single-chunk memory item under a fresh source; returns the source."""
+    require_user_id(user_id)
     with store.transaction():
         source = next_source(store, user_id, collection, prefix)
         chunk = Chunk(text=text, source=source, ordinal=0, start=0, end=len(text))
@@ -161,6 +164,7 @@ def write_item(store: Store, user_id: str, collection: str, prefix: str, text: s
 
 def read_items(store: Store, user_id: str, collection: str) -> list[tuple[str, str, str, dict]]:
     """(owner, source, text, meta) of every item of the user in ``collection``."""
+    require_user_id(user_id)
     rows = store.query("SELECT d.owner, d.source, c.text, d.meta FROM documents d JOIN chunks c ON c.doc_id = d.id"
                        " WHERE d.owner=? AND c.owner=? AND d.collection=? ORDER BY d.id, c.ordinal",
                        (user_id, user_id, collection))
@@ -178,6 +182,7 @@ class NotesMemory:
     def add(self, user_id: str, conversation_id: str, notes: Sequence[Note],
             now: float | None = None) -> list[str]:
         """Store each note as its own document; returns their sources."""
+        require_user_id(user_id)
         if not notes:
             return []
         vectors = self.embedder.embed([n.text for n in notes])
@@ -189,10 +194,12 @@ class NotesMemory:
 
     def list(self, user_id: str) -> list[StoredNote]:
         """All of the user's notes, oldest first."""
+        require_user_id(user_id)
         notes = [_stored(*item) for item in read_items(self.store, user_id, COLLECTION)]
         return sorted(notes, key=lambda n: (n.created_at, n.source))
 
     def forget(self, user_id: str) -> int:
+        require_user_id(user_id)
         return self.store.delete_owner(user_id, COLLECTION)
 
     def search(self, user_id: str, query: str, k: int | None = None, floor: float | None = None,
@@ -205,6 +212,7 @@ class NotesMemory:
         query names no topic at all ("what did we decide?"), the k most recent notes of the
         asked kinds are returned with ``via="recent"``.
         """
+        require_user_id(user_id)
         k = k or self.settings.gate_notes_k
         floor = self.settings.memory_floor_notes if floor is None else floor
         topic, kinds = recap_topic(query)

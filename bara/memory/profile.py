@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from bara.store.base import SqlRunner
+from bara.identity import require_user_id
 
 _CLAUSE = re.compile(r"[^,;.!?\n]+[,;.!?\n]*")
 _QUESTION_START = re.compile(
@@ -174,15 +175,18 @@ class ProfileMemory:
         self.store = store
 
     def get(self, user_id: str) -> dict[str, str]:
+        require_user_id(user_id)
         return {e.key: e.value for e in self.entries(user_id)}
 
     def entries(self, user_id: str) -> list[ProfileEntry]:
+        require_user_id(user_id)
         rows = self.store.query("SELECT key, value, source_text, updated_at FROM profile WHERE user_id=?"
                                 " ORDER BY key", (user_id,))
         return [ProfileEntry(k, v, s, float(t)) for k, v, s, t in rows]
 
     def set_facts(self, user_id: str, facts: Sequence[ProfileFact]) -> int:
         """Upsert ``facts`` in one transaction; returns how many were written."""
+        require_user_id(user_id)
         now = time.time()
         with self.store.transaction():
             for f in facts:
@@ -195,6 +199,7 @@ class ProfileMemory:
 
     def forget(self, user_id: str, key: str | None = None) -> int:
         """Delete one fact (``key``) or all of the user's; returns how many rows went."""
+        require_user_id(user_id)
         if key is None:
             return self.store.execute("DELETE FROM profile WHERE user_id=?", (user_id,))
         return self.store.execute("DELETE FROM profile WHERE user_id=? AND key=?", (user_id, key))
@@ -204,6 +209,7 @@ class ProfileMemory:
 
         Never pass retrieved text, notes, old answers or the assistant's reply here.
         """
+        require_user_id(user_id)
         facts = extract_profile_facts(user_text)
         if facts:
             self.set_facts(user_id, facts)

@@ -21,6 +21,7 @@ from bara.retrieval.hybrid import Arms, HybridRetriever
 from bara.settings import Settings
 from bara.store.base import Store
 from bara.types import Hit
+from bara.identity import require_user_id
 
 COLLECTION = "qa"
 
@@ -54,6 +55,7 @@ class QAMemory:
     def add(self, user_id: str, conversation_id: str, question: str, answer: str,
             question_vector: np.ndarray | None = None, now: float | None = None) -> str:
         """Store one pair (pass ``question_vector`` if the query was already embedded); returns its source."""
+        require_user_id(user_id)
         vector = self.embedder.embed([question])[0] if question_vector is None else question_vector
         meta = {"answer": answer, "conversation_id": conversation_id,
                 "created_at": time.time() if now is None else now}
@@ -61,11 +63,13 @@ class QAMemory:
 
     def list(self, user_id: str) -> list[QAHit]:
         """Every stored pair of the user, oldest first (scores are 0)."""
+        require_user_id(user_id)
         items = [_hit(owner, src, text, meta, 0.0, 0.0, 0.0) for owner, src, text, meta
                  in read_items(self.store, user_id, COLLECTION)]
         return sorted(items, key=lambda h: (h.created_at, h.source))
 
     def forget(self, user_id: str) -> int:
+        require_user_id(user_id)
         return self.store.delete_owner(user_id, COLLECTION)
 
     def search(self, user_id: str, query: str, conversation_id: str | None = None, k: int | None = None,
@@ -82,6 +86,7 @@ class QAMemory:
 
         The bonuses only reorder pairs that passed the floor; they never admit one.
         """
+        require_user_id(user_id)
         s = self.settings
         k = k or s.k
         floor = s.floor_qa if floor is None else floor

@@ -96,7 +96,8 @@ def sqlite_migrations() -> list[Migration]:
 def postgres_migrations(dim: int = 384) -> list[Migration]:
     """PostgreSQL core (tsvector + ``vector(dim)`` + HNSW + row-level security), the portable domain
     steps, then row-level security on the memory tables and on portfolio transactions. ``dim`` is fixed when the schema is created."""
-    from bara.store.pg_sql import EPISODIC_RLS, FUNDS_RLS, MEMORY_RLS, core_statements
+    from bara.store.pg_sql import (CORE_SHARED_READ_ONLY, EPISODIC_RLS, EPISODIC_SHARED_READ_ONLY, FUNDS_RLS,
+                                   FUNDS_SHARED_READ_ONLY, MEMORY_RLS, MEMORY_SHARED_READ_ONLY, core_statements)
 
     steps = [Migration("0001_core", core_statements(dim)), *_domain_steps()]
     if any(s.name == "0002_memory" for s in steps):
@@ -110,4 +111,12 @@ def postgres_migrations(dim: int = 384) -> list[Migration]:
         from bara.serve.schema import SERVE_RLS
 
         steps += [*serve, Migration("0006_pg_serve_rls", SERVE_RLS)]
+    # A user's scope may read shared rows but never write one (harden-faults).
+    steps.append(Migration("0012_pg_core_shared_read_only", CORE_SHARED_READ_ONLY))
+    if any(s.name == "0003_pg_memory_rls" for s in steps):
+        steps.append(Migration("0013_pg_memory_shared_read_only", MEMORY_SHARED_READ_ONLY))
+    if any(s.name == "0011_pg_episodic_rls" for s in steps):
+        steps.append(Migration("0014_pg_episodic_shared_read_only", EPISODIC_SHARED_READ_ONLY))
+    if any(s.name == "0103_pg_funds_rls" for s in steps):
+        steps.append(Migration("0104_pg_funds_shared_read_only", FUNDS_SHARED_READ_ONLY))
     return steps

@@ -8,6 +8,11 @@ request's analysed terms with ``or`` and never raises on user syntax.
 Row-level security: every policy compares the row's owner with the transaction-local setting
 ``bara.owners`` (a JSON array of owner ids, or ``*`` for trusted maintenance SQL). An unset or empty
 setting shows no rows at all: a connection that forgot its scope fails closed.
+
+Shared rows are read-only in a user's scope (steps ``*_shared_read_only``): a user's turn reads with
+``bara.owners = ["", "<user>"]`` (the knowledge base's owner is ``SHARED``, the empty string), but it
+may write, update or delete only rows of a non-empty owner in its scope. Only trusted maintenance SQL
+(``*``: ingest, migrations) writes shared rows.
 """
 
 from __future__ import annotations
@@ -70,12 +75,36 @@ def core_statements(dim: int) -> tuple[str, ...]:
     )
 
 
+def shared_read_only(table: str, column: str) -> tuple[str, ...]:
+    """Replace ``{table}_owner`` by per-command policies: reads as before; writes never to a shared row.
+
+    A user scope lists ``SHARED`` ('') so the user can read the knowledge base; without this split
+    the same list let a user path INSERT (or UPDATE/DELETE) rows owned by the knowledge base.
+    """
+    setting = "(SELECT current_setting('bara.owners', true))"
+    owners = "((SELECT bara_owners())::text[])"
+    read = f"({setting} = '*' OR {column} = ANY {owners})"
+    write = f"({setting} = '*' OR ({column} <> '' AND {column} = ANY {owners}))"
+    return (f"DROP POLICY IF EXISTS {table}_owner ON {table}",
+            f"CREATE POLICY {table}_read ON {table} FOR SELECT USING {read}",
+            f"CREATE POLICY {table}_insert ON {table} FOR INSERT WITH CHECK {write}",
+            f"CREATE POLICY {table}_update ON {table} FOR UPDATE USING {write} WITH CHECK {write}",
+            f"CREATE POLICY {table}_delete ON {table} FOR DELETE USING {write}")
+
+
+CORE_SHARED_READ_ONLY = (*shared_read_only("documents", "owner"), *shared_read_only("chunks", "owner"))
+
+
 MEMORY_RLS = (*policy("conversations", "user_id"), *policy("messages", "user_id"),
               *policy("profile", "user_id"))
 # Portfolio transactions are per-user data; schemes, NAVs and the user directory are shared.
 FUNDS_RLS = policy("funds_transactions", "user_id")
 # Episodic sessions (issue 14): per-user dates and speakers of remembered dialogue.
 EPISODIC_RLS = policy("episodic_sessions", "user_id")
+MEMORY_SHARED_READ_ONLY = (*shared_read_only("conversations", "user_id"), *shared_read_only("messages", "user_id"),
+                           *shared_read_only("profile", "user_id"))
+FUNDS_SHARED_READ_ONLY = shared_read_only("funds_transactions", "user_id")
+EPISODIC_SHARED_READ_ONLY = shared_read_only("episodic_sessions", "user_id")
 
 MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS bara_migrations (
     seq INTEGER GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -35,6 +35,16 @@ def _scope(owners: Sequence[str] | None) -> str:
     return ALL_OWNERS if owners is None else json.dumps(list(owners))
 
 
+def _write_scope(owner: str) -> str:
+    """The scope a store write of ``owner``'s rows runs in.
+
+    A user's rows: that user alone. Shared rows (the knowledge base): whatever scope the caller is
+    in, so maintenance (unscoped, ``*``) may write them and a user's turn (``["", user]``) may not:
+    the database's write policy refuses shared rows in any listed scope.
+    """
+    return _SCOPE.get() if owner == SHARED else _scope([owner])
+
+
 class PostgresStore:
     """Store protocol over one PostgreSQL database (optionally one schema of it)."""
 
@@ -161,7 +171,7 @@ class PostgresStore:
                              f"{vecs.shape[1]}: use the embedder the store was built with, or a new database")
         with self.transaction():
             conn = self._local.conn
-            conn.execute(pg_sql.SET_SCOPE, (_scope([doc.owner]),))
+            conn.execute(pg_sql.SET_SCOPE, (_write_scope(doc.owner),))
             self._delete(conn, doc.source, doc.owner, doc.collection)
             doc_id = conn.execute(pg_sql.INSERT_DOCUMENT, (
                 doc.owner, doc.collection, doc.source, doc.title, doc.content_hash,
@@ -173,14 +183,14 @@ class PostgresStore:
     def delete_document(self, source: str, owner: str = SHARED, collection: str = "kb") -> bool:
         with self.transaction():
             conn = self._local.conn
-            conn.execute(pg_sql.SET_SCOPE, (_scope([owner]),))
+            conn.execute(pg_sql.SET_SCOPE, (_write_scope(owner),))
             return self._delete(conn, source, owner, collection)
 
     def delete_owner(self, owner: str, collection: str | None = None) -> int:
         sql, params = "DELETE FROM documents WHERE owner=%s", [owner]
         if collection is not None:
             sql, params = sql + " AND collection=%s", params + [collection]
-        return self._run(sql, params, _scope([owner]), fetch=False)
+        return self._run(sql, params, _write_scope(owner), fetch=False)
 
     @staticmethod
     def _delete(conn: psycopg.Connection, source: str, owner: str, collection: str) -> bool:
