@@ -105,9 +105,13 @@ def test_another_users_conversation_answers_exactly_as_an_unknown_one(bara):
                 answers.append(None)
             except InputError as exc:
                 answers.append(str(exc).replace(cid, "<id>"))
-    foreign_open, foreign_create, unknown_open, _ = answers
-    assert foreign_open == unknown_open == foreign_create  # one message, whatever the id belongs to
-    assert "in use" not in foreign_create and "bob" not in foreign_create
+    foreign_open, foreign_create, unknown_open, unknown_create = answers
+    assert foreign_open == unknown_open and foreign_open is not None  # one message, whatever the id belongs to
+    assert "in use" not in foreign_open and "bob" not in foreign_open
+    # Ids are per user (key (user_id, id)): creating bob's id makes alice a conversation of her own,
+    # exactly as creating an unknown id does; bob's stays his and untouched.
+    assert foreign_create is None and unknown_create is None
+    assert convs.get("alice", theirs).user_id == "alice"
     assert convs.get("bob", theirs) is not None and convs.history("bob", theirs) == []
 
 

@@ -110,7 +110,10 @@ def test_overlays():
     privacy = base_policy(intent("privacy"), personal, S)
     assert apply_overlays(privacy, replace(personal, notes_request=True), S, {"role": "dev"}) == privacy
     notes = apply_overlays(rag, replace(F, notes_request=True), S, {})
-    assert (notes.inject_notes, notes.notes_k, notes.reasons[-1]) == (True, S.gate_notes_k, "overlay:notes_request")
+    assert (notes.inject_notes, notes.notes_k, notes.reasons[-2:]) == (
+        True, S.gate_notes_k, ("overlay:notes_request", "kb:off_recap_from_notes"))
+    # A recap is answered by the notes: the knowledge base and Q&A close, the route says so.
+    assert (notes.route, notes.inject_kb, notes.kb_k, notes.inject_qa, notes.qa_k) == ("notes", False, 0, False, 0)
 
 
 def test_rewrite_flag():
