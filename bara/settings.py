@@ -82,6 +82,8 @@ class Settings(BaseModel):
                                                description="Prior per-pair cost until one call is measured.")
 
     # --- route floors (gated pipeline) -------------------------------------
+    # Ceiling: eval/floors.toml (`bara eval calibrate`, highest floor dropping <=5% of a route's relevant
+    # hits on the MTRAG-UN dev tune half): kb 0.32, continuation 0.31, general 0.27. These sit below it.
     floor_kb: float = Field(0.15, description="MiniLM cosine: on the MTRAG-UN dev half it costs <=0.001 R@5 "
                                               "(0.877 -> 0.876 at k=4); 0.25 cost 0.02, 0.30 cost 0.03.")
     floor_continuation: float = Field(0.15, description="Same embedder, same calibration as floor_kb: the "
