@@ -186,6 +186,11 @@ class Settings(BaseModel):
                               description="HNSW candidate list; pgvector's 40 loses recall at k*3 = 12+ "
                                           "candidates, 100 keeps p50 ~1 ms at 100k chunks.")
 
+    # --- embedder variants (performance) ---
+    model_dir: Path = Field(_cache_home() / "models",
+                            description="Built MiniLM ONNX files, once per machine, named by weights hash and "
+                                        "recipe (not under cache_dir: a fresh cache must not rebuild); safe to delete.")
+
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""
         try:

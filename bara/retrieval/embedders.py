@@ -26,6 +26,7 @@ import numpy as np
 
 from bara.errors import EmbedderError
 from bara.retrieval.embed_cache import CachedEmbedder, EmbeddingCache, check_texts
+from bara.retrieval.minilm_graph import RECIPE_VERSION
 
 if TYPE_CHECKING:
     from bara.settings import Settings
@@ -177,7 +178,8 @@ class OnnxMiniLMEmbedder:
         self.batch_size = 1 if variant == "q8" else batch_size
         self.threads = threads or default_threads()
         self.model_dir = model_dir
-        self.model_id = MINILM_ID if variant == "int8" else f"all-MiniLM-L6-v2-onnx-{variant}"
+        # Built variants carry their recipe version: a recipe change must not reuse cached vectors.
+        self.model_id = MINILM_ID if variant == "int8" else f"all-MiniLM-L6-v2-onnx-{variant}-{RECIPE_VERSION}"
         #: Cache namespace: the variant and the truncation length both change vectors.
         self.cache_key = f"{self.model_id}@{max_tokens}"
         self._tokenizer: Any = None
@@ -310,7 +312,7 @@ def build_embedder(settings: "Settings", cache: bool = True) -> Embedder:
         inner = OnnxMiniLMEmbedder(settings.embed_max_tokens, settings.embed_batch_size,
                                    threads=settings.embed_threads or None,
                                    variant=settings.embedder.removeprefix("minilm-"),
-                                   model_dir=Path(settings.cache_dir) / "models")
+                                   model_dir=Path(settings.model_dir))
     else:
         inner = SentenceTransformerEmbedder(settings.embedder, batch_size=settings.embed_batch_size)
     if not cache:
