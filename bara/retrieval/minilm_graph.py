@@ -25,13 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 #: Bump when the graph recipe changes: it is part of the model id and so of the vector cache key.
-RECIPE_VERSION = "v1"
+RECIPE_VERSION = "v2"  # v2: q8 keeps the feed-forward output projections in float32
 HIDDEN, HEADS, LAYERS, EPS = 384, 12, 6, 1e-12
 
 _DTYPES = {"F32": np.float32, "I64": np.int64, "F16": np.float16}
@@ -134,14 +133,3 @@ def _layer_nodes(i: int, x: str, w: dict[str, np.ndarray], init: Any) -> list[An
                          [f"l{i}_out"], domain=ms, epsilon=EPS),
     ]
 
-
-def build_file(weights_blob: bytes, dest: Path) -> Path:
-    """Write the graph to ``dest`` atomically (a temporary name, then rename)."""
-    import onnx
-
-    model = build_graph(read_safetensors(weights_blob))
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(dest.suffix + ".tmp")
-    onnx.save_model(model, str(tmp))
-    tmp.replace(dest)
-    return dest
