@@ -49,8 +49,10 @@ class Settings(BaseModel):
                                  description="Shorter fragments (page debris) carry no retrievable meaning.")
 
     # --- embeddings --------------------------------------------------------
-    embedder: str = Field("minilm-int8",
-                          description="'minilm-int8' (bundled ONNX) or any sentence-transformers name/path.")
+    embedder: str = Field("minilm-q8",
+                          description="'minilm-q8': MiniLM on int8 kernels, 2.3x round 1's speed at equal SciFact "
+                                      "nDCG (docs/benchmarks.md); 'minilm-fp32', 'minilm-int8' (round 1's file), or "
+                                      "any sentence-transformers name/path.")
     embed_batch_size: int = Field(32, ge=1,
                                   description="Big enough to amortise ONNX call overhead, small enough for padding waste.")
     embed_threads: int = Field(0, ge=0,
