@@ -54,7 +54,8 @@ class Settings(BaseModel):
                                       "nDCG (docs/benchmarks.md); 'minilm-fp32', 'minilm-int8' (round 1's file), or "
                                       "any sentence-transformers name/path.")
     embed_batch_size: int = Field(32, ge=1,
-                                  description="Big enough to amortise ONNX call overhead, small enough for padding waste.")
+                                  description="Big enough to amortise ONNX call overhead, small enough for padding waste "
+                                              "(minilm-q8 ignores it: one text per call keeps vectors batch-independent).")
     embed_threads: int = Field(0, ge=0,
                                description="ONNX intra-op threads; 0 = all cores (1 can win on a busy machine).")
     embed_max_tokens: int = Field(256, ge=8, le=512,
