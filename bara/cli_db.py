@@ -77,5 +77,20 @@ def migrate_cmd(db: Optional[str] = typer.Option(None, "--db", help="postgresql:
     out.print(f"{redact(url)}: applied {', '.join(done)}" if done else f"{redact(url)}: up to date")
 
 
+@db_app.command("reembed")
+def reembed_cmd(db: Optional[str] = typer.Option(None, "--db", help="Store location (default: settings / $BARA_DB).")) -> None:
+    """Re-embed every stored chunk with the configured embedder if another one made the vectors."""
+    from bara.app import Bara
+    from bara.settings import load_settings
+
+    try:
+        with Bara(load_settings(db=db)) as bara:
+            done = bara.check_vectors(write=True, say=err.print)
+            out.print(f"re-embedded {done} chunks with {bara.embedder.model_id}" if done
+                      else f"vectors already made by {bara.embedder.model_id}: nothing to do")
+    except BaraError as exc:
+        _fail(exc)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(db_app, name="db")

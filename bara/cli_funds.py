@@ -73,6 +73,7 @@ def load(data: Optional[Path] = DataOption, db: Optional[str] = DbOption,
         raise typer.Exit(2)
     try:
         with _open(db) as bara:
+            bara.check_vectors(write=True, say=err.print)
             summary = _load(bara, _data_dir(bara, data), index and sheets, quiet=json_out)
     except BaraError as exc:
         _fail(exc)

@@ -64,11 +64,13 @@ def serve(db: Optional[str] = DbOption,
 
 
 def _check_store(settings) -> None:
-    """Open (and migrate) the store once before any worker starts, so a bad --db is a clear error."""
-    from bara.store import open_store
+    """Open (and migrate) the store once before any worker starts, so a bad --db is a clear error;
+    a store whose vectors another embedder made is re-embedded here, once, not by every worker."""
+    from bara.app import Bara
 
     try:
-        open_store(settings.db).close()
+        with Bara(settings) as bara:
+            bara.check_vectors(write=True, say=err.print)
     except BaraError as exc:
         _fail(str(exc))
 

@@ -49,10 +49,13 @@ class Settings(BaseModel):
                                  description="Shorter fragments (page debris) carry no retrievable meaning.")
 
     # --- embeddings --------------------------------------------------------
-    embedder: str = Field("minilm-int8",
-                          description="'minilm-int8' (bundled ONNX) or any sentence-transformers name/path.")
+    embedder: str = Field("minilm-q8",
+                          description="'minilm-q8': MiniLM on int8 kernels, 2.3x round 1's speed at equal SciFact "
+                                      "nDCG (docs/benchmarks.md); 'minilm-fp32', 'minilm-int8' (round 1's file), or "
+                                      "any sentence-transformers name/path.")
     embed_batch_size: int = Field(32, ge=1,
-                                  description="Big enough to amortise ONNX call overhead, small enough for padding waste.")
+                                  description="Big enough to amortise ONNX call overhead, small enough for padding waste "
+                                              "(minilm-q8 ignores it: one text per call keeps vectors batch-independent).")
     embed_threads: int = Field(0, ge=0,
                                description="ONNX intra-op threads; 0 = all cores (1 can win on a busy machine).")
     embed_max_tokens: int = Field(256, ge=8, le=512,
@@ -305,6 +308,10 @@ class Settings(BaseModel):
     tool_args_max_depth: int = Field(32, ge=2, le=500, description="Deepest JSON nesting accepted in tool "
                                                                    "arguments; every tool takes flat objects, "
                                                                    "so deeper is an error envelope.")
+    # --- embedder variants (performance) ---
+    model_dir: Path = Field(_cache_home() / "models",
+                            description="Built MiniLM ONNX files, once per machine, named by weights hash and "
+                                        "recipe (not under cache_dir: a fresh cache must not rebuild); safe to delete.")
 
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""

