@@ -186,6 +186,11 @@ class Settings(BaseModel):
                               description="HNSW candidate list; pgvector's 40 loses recall at k*3 = 12+ "
                                           "candidates, 100 keeps p50 ~1 ms at 100k chunks.")
 
+    # --- hardening: ingest of large files (issue 15, harden-input) ---
+    ingest_embed_batch: int = Field(256, ge=1, description="Chunks embedded (and cached) per step of one document: "
+                                                           "bounds ingest memory, and an interrupted ingest keeps "
+                                                           "the vectors it finished.")
+
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""
         try:
