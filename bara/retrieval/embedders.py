@@ -165,7 +165,7 @@ class OnnxMiniLMEmbedder:
     dim = MINILM_DIM
 
     def __init__(self, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None,
-                 batch_tokens: int = 1024):
+                 batch_tokens: int = 512):
         if max_tokens < 8 or batch_size < 1:
             raise EmbedderError(f"max_tokens={max_tokens}, batch_size={batch_size}: the caller must "
                                 "pass max_tokens >= 8 and batch_size >= 1")
