@@ -19,6 +19,10 @@ from pathlib import Path
 
 import pytest
 
+# long variants: marked slow and run only with BARA_SLOW=1 (make test stays sized for 2 cores)
+LONG = pytest.mark.skipif(os.environ.get("BARA_SLOW") != "1", reason="long variant: set BARA_SLOW=1")
+
+
 ROOT = Path(__file__).resolve().parents[1]
 RFCS = ("rfc2119.txt", "rfc6797.txt", "rfc2818.txt")
 
@@ -100,6 +104,7 @@ def test_sigkill_during_ingest_leaves_whole_documents(corpus, tmp_path, delay):
 
 
 @pytest.mark.slow
+@LONG
 @pytest.mark.parametrize("delay", _kill_points(16, 6))
 def test_sigkill_during_ingest_many_points(corpus, tmp_path, delay):
     _check_ingest_kill(corpus, tmp_path, delay, own_cache=True)
