@@ -31,6 +31,7 @@ $(DEV_STAMP): $(STAMP) requirements-dev.lock
 	touch $(DEV_STAMP)
 
 demo: $(STAMP)
+	@test -d $(DATA)/rfc || { echo "error: no RFC folder at $(DATA)/rfc: set DATA=/path/to/shared/data" >&2; exit 2; }
 	$(BIN)/bara ingest $(DATA)/rfc --db $(DEMO_DB)
 	$(BIN)/bara search "How does TCP detect a lost segment?" --k 3 --db $(DEMO_DB)
 	$(BIN)/bara chat --script scripts/demo_conversation.jsonl --user demo --db $(DEMO_DB)

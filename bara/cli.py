@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bara.app import Bara
+from bara.cli_common import fail, floor_option, free_text, k_option, open_bara, printable
 from bara.errors import BaraError
 from bara.memory.knowledge import FileOutcome, IngestReport, discover
 from bara.settings import load_settings
@@ -28,13 +29,12 @@ err = Console(stderr=True)
 DbOption = typer.Option(None, "--db", help="Store location (SQLite file). Default: settings / $BARA_DB.")
 
 
-def _open(db: Optional[str], **overrides: object) -> Bara:
-    return Bara(load_settings(db=db, **overrides))
+def _open(db: Optional[str], mode: str = "read", **overrides: object) -> Bara:
+    return open_bara(db, mode, **overrides)
 
 
 def _fail(exc: BaraError) -> None:
-    err.print(f"[red]error:[/red] {exc}")
-    raise typer.Exit(2)
+    fail(str(exc))
 
 
 @app.command()
@@ -43,8 +43,11 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Files or folders to ing
            prune: bool = typer.Option(False, "--prune", help="Remove stored files that no longer exist."),
            json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON.")) -> None:
     """Chunk, embed and store files into the knowledge base (unchanged files are skipped)."""
+    missing = [printable(str(p)) for p in paths if not p.expanduser().exists()]
+    if missing:
+        fail(f"no such file or folder: {', '.join(missing)}; pass files or folders that exist")
     try:
-        with _open(db) as bara:
+        with _open(db, "write") as bara:
             bara.check_vectors(write=True, say=err.print)
             report = _ingest_with_progress(bara, paths, prune, quiet=json_out)
     except BaraError as exc:
@@ -63,7 +66,7 @@ def _ingest_with_progress(bara: Bara, paths: List[Path], prune: bool, quiet: boo
 
         def step(outcome: FileOutcome) -> None:
             if outcome.status != "pruned":
-                bar.update(task, advance=1, name=Path(outcome.path).name)
+                bar.update(task, advance=1, name=printable(Path(outcome.path).name))
 
         return bara.knowledge.ingest(paths, prune=prune, progress=step)
 
@@ -81,15 +84,15 @@ def _print_ingest(report: IngestReport, json_out: bool) -> None:
     console.print(f"chunks written {report.chunks_written}, chunks unchanged {report.chunks_unchanged},"
                   f" {report.seconds:.2f} s")
     for path, reason in report.skipped:
-        console.print(f"  skipped {path}: {reason}")
+        console.print(f"  skipped {printable(path)}: {reason}", markup=False)
     if report.interrupted:
         console.print("[yellow]interrupted: every committed document is whole; rerun to continue[/yellow]")
 
 
 @app.command()
-def search(query: str = typer.Argument(..., help="What to look for."),
-           k: Optional[int] = typer.Option(None, "--k", help="How many chunks to return."),
-           floor: Optional[float] = typer.Option(None, "--floor", help="Cosine similarity floor."),
+def search(query: str = typer.Argument(..., help="What to look for.", callback=free_text),
+           k: Optional[int] = k_option(help="How many chunks to return."),
+           floor: Optional[float] = floor_option(),
            rerank: Optional[bool] = typer.Option(None, "--rerank/--no-rerank", help="Cross-encoder rerank."),
            json_out: bool = typer.Option(False, "--json", help="Print JSON."),
            db: Optional[str] = DbOption) -> None:
@@ -151,7 +154,7 @@ def eval_retrieval(corpus: Path = typer.Option(..., "--corpus", help="BEIR corpu
         err.print(f"[red]error:[/red] unknown arm(s) {unknown}; choose from {', '.join(ARM_NAMES)}")
         raise typer.Exit(2)
     try:
-        bara = _open(None)
+        bara = Bara(load_settings())
         report = _run_eval(bara, corpus, queries, qrels, chosen, json_out)
     except BaraError as exc:
         _fail(exc)

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from bara.app import Bara
+from bara.cli_common import fail, free_text, id_callback, k_option, open_bara
 from bara.errors import BaraError, InputError
 from bara.llm.base import build_model
 from bara.memory.conversations import Conversations
@@ -25,9 +26,7 @@ from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
 from bara.pipeline import MODES, Assistant
-from bara.settings import load_settings
 from bara.trace import HitRecord, TurnTrace
-from bara.identity import user_option
 
 DEFAULT_USER = "local"
 TIERS = ("kb", "profile", "notes", "qa")
@@ -39,7 +38,10 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 memory_app = typer.Typer(help="Inspect, query and delete what bara remembers.", no_args_is_help=True)
 
 DbOption = typer.Option(None, "--db", help="Store location (SQLite file). Default: settings / $BARA_DB.")
-UserOption = typer.Option(DEFAULT_USER, "--user", help="User id whose memory is used.", callback=user_option)
+UserOption = typer.Option(DEFAULT_USER, "--user", help="User id whose memory is used.",
+                          callback=id_callback("user id"))
+ConversationOption = typer.Option(None, "--conversation", callback=id_callback("conversation id"),
+                                  help="Resume this conversation.")
 
 
 def register(app: typer.Typer) -> None:
@@ -49,15 +51,11 @@ def register(app: typer.Typer) -> None:
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
-    err.print(Text("error: ", style="red") + Text(message))
-    raise typer.Exit(code)
+    fail(message, code)
 
 
-def _open(db: Optional[str]) -> Bara:
-    try:
-        return Bara(load_settings(db=db))
-    except BaraError as exc:
-        _fail(str(exc))
+def _open(db: Optional[str], mode: str = "read") -> Bara:
+    return open_bara(db, mode)
 
 
 # ----------------------------------------------------------------------------- chat
@@ -131,7 +129,7 @@ def _assistant(bara: Bara, mode: str) -> Assistant:
 def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always (sliding-window RAG baseline) "
                                   "or agent (portfolio assistant; run `bara funds load` first)."),
          user: str = UserOption,
-         conversation: Optional[str] = typer.Option(None, "--conversation", help="Resume this conversation."),
+         conversation: Optional[str] = ConversationOption,
          new: bool = typer.Option(False, "--new", help="Create --conversation ID if it does not exist."),
          script: Optional[Path] = typer.Option(None, "--script", help='JSON lines {"user": "text"} to replay.'),
          json_out: bool = typer.Option(False, "--json", help="Print one JSON trace object per turn."),
@@ -141,7 +139,7 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
         _fail(f"--mode must be one of {', '.join((*MODES, 'agent'))}, not {mode!r}")
     if script is not None and not script.is_file():
         _fail(f"script {script} does not exist: pass a JSON-lines file")
-    bara = _open(db)
+    bara = _open(db, "write")
     try:
         bara.check_vectors(write=True, say=err.print)
         assistant = _assistant(bara, mode)
@@ -212,6 +210,7 @@ def _print_json(value: Any) -> None:
 @memory_app.command("inspect")
 def memory_inspect(user: str = UserOption,
                    conversation: Optional[str] = typer.Option(None, "--conversation",
+                                                              callback=id_callback("conversation id"),
                                                               help="Also show this conversation's messages."),
                    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
                    db: Optional[str] = DbOption) -> None:
@@ -264,10 +263,10 @@ def _section(title: str, lines: list[str]) -> None:
 
 
 @memory_app.command("query")
-def memory_query(text: str = typer.Argument(..., help="What to look for."),
+def memory_query(text: str = typer.Argument(..., help="What to look for.", callback=free_text),
                  tier: str = typer.Option(..., "--tier", help="kb | profile | notes | qa"),
                  user: str = UserOption,
-                 k: Optional[int] = typer.Option(None, "--k", help="How many results."),
+                 k: Optional[int] = k_option(),
                  json_out: bool = typer.Option(False, "--json", help="Print JSON."),
                  db: Optional[str] = DbOption) -> None:
     """Search one memory tier the way the pipeline would (the user's rows only)."""
@@ -303,12 +302,13 @@ def query_tier(bara: Bara, tier: str, text: str, user: str, k: int) -> list[dict
 
 
 @memory_app.command("forget")
-def memory_forget(user: str = typer.Option(..., "--user", help="User whose memory to delete.", callback=user_option),
+def memory_forget(user: str = typer.Option(..., "--user", help="User whose memory to delete.",
+                                           callback=id_callback("user id")),
                   key: Optional[str] = typer.Option(None, "--key", help="Delete only this profile fact."),
                   json_out: bool = typer.Option(False, "--json", help="Print JSON."),
                   db: Optional[str] = DbOption) -> None:
     """Delete one profile fact (--key), or everything about the user: profile, notes, Q&A, conversations."""
-    with _open(db) as bara:
+    with _open(db, "update") as bara:
         profile = ProfileMemory(bara.store)
         if key is not None and key not in profile.get(user):
             known = ", ".join(sorted(profile.get(user))) or "none"

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from bara.cli_common import K_MAX, K_MIN
 from bara.errors import BaraError
 from bara.settings import Settings, load_settings
 
@@ -62,7 +63,7 @@ def _embedder(settings: Settings) -> Any:
 def eval_ab(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN tasks .jsonl"),
             corpus: Path = typer.Option(..., "--corpus", help="Corpus .jsonl {_id,title,text,collection}"),
             modes: str = typer.Option("always,gated", "--modes", help="Comma-separated assistant modes."),
-            k: int = typer.Option(4, "--k", min=1, max=100, help="Knowledge-base chunks per search."),
+            k: int = typer.Option(4, "--k", min=K_MIN, max=K_MAX, help="Knowledge-base chunks per search."),
             limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks."),
             json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
             report: Optional[Path] = typer.Option(None, "--report", help="Folder for rows (resumable) and ab.json."),

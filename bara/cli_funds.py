@@ -15,10 +15,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bara.app import Bara
+from bara.cli_common import fail, id_callback, open_bara
 from bara.errors import BaraError
-from bara.settings import load_settings
 from bara.types import SHARED
-from bara.identity import user_option
 
 console = Console()
 err = Console(stderr=True)
@@ -48,13 +47,12 @@ def _eval_group(app: typer.Typer) -> typer.Typer:
     return group_app
 
 
-def _open(db: Optional[str]) -> Bara:
-    return Bara(load_settings(db=db))
+def _open(db: Optional[str], mode: str = "read") -> Bara:
+    return open_bara(db, mode)
 
 
 def _fail(exc: BaraError) -> None:
-    err.print(f"[red]error:[/red] {exc}")
-    raise typer.Exit(2)
+    fail(str(exc))
 
 
 def _data_dir(bara: Bara, data: Optional[Path]) -> Path:
@@ -72,7 +70,7 @@ def load(data: Optional[Path] = DataOption, db: Optional[str] = DbOption,
         err.print(f"[red]error:[/red] --sheets must be 'all' or 'held', not {sheets!r}")
         raise typer.Exit(2)
     try:
-        with _open(db) as bara:
+        with _open(db, "write") as bara:
             bara.check_vectors(write=True, say=err.print)
             summary = _load(bara, _data_dir(bara, data), index and sheets, quiet=json_out)
     except BaraError as exc:
@@ -143,7 +141,7 @@ def users(json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
 # ------------------------------------------------------------------------ tool
 def tool(name: str = typer.Argument(..., help="Tool name, e.g. get_holdings."),
          user: str = typer.Option(..., "--user", help="The signed-in user id the tool runs for.",
-                                  callback=user_option),
+                                  callback=id_callback("user id")),
          args: str = typer.Option("{}", "--args", help="Tool arguments as a JSON object."),
          json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
     """Call one tool as the agent runtime would for USER and print its result envelope.
@@ -204,9 +202,8 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
         err.print(f"[red]error:[/red] no golden case id starts with {case}; see bara/agent/data/golden_*.jsonl")
         raise typer.Exit(2)
     try:
-        with Bara(load_settings(db=db, **({"model": model} if model else {}))) as bara:
-            chosen = _golden_model(bara)
-            report = _run_golden(bara, chosen, gate_tools, picked, quiet=json_out)
+        with _open(db, "write") as bara:
+            report = _run_golden(bara, gate_tools, picked, quiet=json_out)
     except BaraError as exc:
         _fail(exc)
     if json_out:

@@ -312,6 +312,13 @@ class Settings(BaseModel):
     model_dir: Path = Field(_cache_home() / "models",
                             description="Built MiniLM ONNX files, once per machine, named by weights hash and "
                                         "recipe (not under cache_dir: a fresh cache must not rebuild); safe to delete.")
+    # --- hardening: ingest of large files (issue 15, harden-input) ---
+    ingest_embed_batch: int = Field(256, ge=1, description="Chunks embedded (and cached) per step of one document: "
+                                                           "bounds ingest memory, and an interrupted ingest keeps "
+                                                           "the vectors it finished.")
+    embed_batch_tokens: int = Field(512, ge=8, description="Padded tokens per ONNX call: attention memory grows "
+                                                            "with rows x width^2, so 32 rows of 256 tokens peaked "
+                                                            "at 1.7 GB; 512 (2 such rows) peaked at 0.3 GB, no slower.")
 
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""

@@ -103,6 +103,9 @@ def test_load_with_a_wrong_data_dir_says_who_must_act(tmp_path):
 
 
 def test_users_on_an_empty_store_points_to_load(tmp_path):
+    from bara.store.sqlite import SQLiteStore
+
+    SQLiteStore(tmp_path / "empty.db").close()  # a store without funds data (a missing one is an error)
     result = invoke(["funds", "users", "--json", "--db", str(tmp_path / "empty.db")], tmp_path)
     assert result.exit_code == 0 and json.loads(result.stdout) == [] and "bara funds load" in result.output
 

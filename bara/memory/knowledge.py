@@ -1,16 +1,22 @@
 """The knowledge-base tier: turning files into stored, embedded chunks.
 
 Each file is one document written in one transaction: chunks are embedded
-first (outside the transaction), then the old version is replaced atomically.
-An unchanged file (same content hash) is skipped before it is even chunked.
+first (outside the transaction, ``ingest_embed_batch`` at a time, each batch
+cached as soon as it is computed), then the old version is replaced atomically.
+So a store never holds part of a document, and an interrupted ingest of a large
+file resumes from the embedding cache. An unchanged file (same content hash) is
+skipped before it is even chunked.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
+
+import numpy as np
 
 from bara.retrieval.chunking import chunk_document
 from bara.retrieval.embedders import Embedder
@@ -71,8 +77,13 @@ def discover(paths: Sequence[str | Path]) -> tuple[list[Path], list[FileOutcome]
         elif p.is_file():
             files.append(p)
         else:
-            missing.append(FileOutcome(str(p), "skipped", reason="not found"))
+            missing.append(FileOutcome(printable_path(str(p)), "skipped", reason="not found"))
     return files, missing
+
+
+def printable_path(path: str) -> str:
+    """``path`` with bytes that are not UTF-8 shown as escapes (\\udcff), safe to store and print."""
+    return path.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _texty(path: Path) -> bool:
@@ -128,6 +139,9 @@ class KnowledgeBase:
 
     def ingest_file(self, path: Path) -> FileOutcome:
         source = str(path.resolve())
+        if printable_path(source) != source:  # the name has bytes that are not UTF-8
+            return FileOutcome(printable_path(source), "skipped",
+                               reason="file name is not valid UTF-8: rename the file to ingest it")
         text, reason = read_text(path)
         if text is None:
             return self._unusable(source, reason)
@@ -144,11 +158,20 @@ class KnowledgeBase:
             chunks = [Chunk(text=text.strip(), source=source, ordinal=0, start=0, end=len(text))]
         if not chunks:
             return self._unusable(source, "no text to index")
-        vectors = self.embedder.embed([_embed_text(title, c) for c in chunks])
+        vectors = self._embed(title, chunks)
         doc = Document(source=source, content_hash=digest or text_hash(text), chunks=tuple(chunks),
                        collection=self.collection, owner=self.owner, title=title, meta=meta or {})
         self.store.write_document(doc, vectors)
         return FileOutcome(source, "written", len(chunks))
+
+    def _embed(self, title: str, chunks: list[Chunk]) -> np.ndarray:
+        """Vectors of every chunk, embedded ``ingest_embed_batch`` at a time into one array."""
+        step = self.settings.ingest_embed_batch
+        out = np.empty((len(chunks), self.embedder.dim), dtype=np.float32)
+        for start in range(0, len(chunks), step):
+            part = chunks[start:start + step]
+            out[start:start + len(part)] = self.embedder.embed([_embed_text(title, c) for c in part])
+        return out
 
     def _unusable(self, source: str, reason: str) -> FileOutcome:
         """Skip the file; if it became empty since the last ingest, its stale chunks go too."""
@@ -159,9 +182,10 @@ class KnowledgeBase:
 
     def prune(self, roots: Sequence[str | Path]) -> Iterable[FileOutcome]:
         """Remove stored documents under ``roots`` whose file no longer exists."""
-        prefixes = tuple(str(Path(r).expanduser().resolve()) for r in roots)
+        resolved = [str(Path(r).expanduser().resolve()) for r in roots]
+        prefixes = tuple(r.rstrip(os.sep) + os.sep for r in resolved)  # "docs" must not prune "docs2"
         for source in self.store.list_sources(self.owner, self.collection):
-            if source.startswith(prefixes) and not Path(source).exists():
+            if (source in resolved or source.startswith(prefixes)) and not Path(source).exists():
                 self.store.delete_document(source, self.owner, self.collection)
                 yield FileOutcome(source, "pruned")
 

@@ -14,30 +14,13 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import groupby
 
+from bara.retrieval.chunk_patterns import (APPENDIX, FENCE, MD_ANY, MD_LIST, NUMBERED, RFC_ID, SENT, UNDERLINE,
+                                           WORD, count_footers, ends_with_leader, is_footer, is_header_after_break,
+                                           is_running_header, md_heading, toc_line)
 from bara.settings import Settings
 from bara.types import Chunk
 
 _EOL = re.compile(r"(\r\n|\r|\n)")
-_DATE = r"(?:\d{1,2}\s+)?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+\d{4}"
-_FOOTER = re.compile(r"^[ \t\f]*(?:\S[^\r\n]*[ \t]{2,})?\[page[ \t]+[0-9ivxlc]+\]"
-                     r"(?:[ \t]{2,}\S[^\r\n]*)?[ \t]*\r?$", re.I | re.M)
-_HEADER = re.compile(rf"^\s*RFC\s?\d+\s{{2,}}.*\S\s{{2,}}{_DATE}\s*$")  # modern running header
-_HEADER_AFTER_BREAK = re.compile(  # older, looser running headers: only trusted right after \f
-    rf"^\s*(?:RFC:?\s?\d+(?:\s*$|\s{{2,}})|{_DATE}\s*$)|.*\S\s{{2,}}(?:RFC\s?\d+|{_DATE})\s*$")
-_RFC_ID = re.compile(r"^[ \t]*(?:Request[ \t]+for[ \t]+Comments:?[ \t]*(\d+)"
-                     r"|RFC:?[ \t]*(\d+)(?:[ \t]{2,}\S|[ \t]*\r?$))", re.I | re.M)
-_NUMBERED = re.compile(r"^(\d{1,2}(?:\.\d{1,3})*\.?|[A-Z](?:\.\d{1,3})*\.)\s+"
-                       r"([A-Za-z\"'](?:(?!   )[^<>|]){0,78})(?<!:)$")
-_APPENDIX = re.compile(r"^appendix\s+([A-Z](?:\.\d{1,3})*)\.?\s*[:.\-]?\s+(\S.{0,78})$", re.I)
-_LEADER = re.compile(r"(?:\.\s?){3,}\s*[0-9ivxlc]+$")
-_TOC = re.compile(r"(?:(?:\.\s?){3,}|\S\s{2,})[0-9ivxlc]+$")
-_UNDERLINE = re.compile(r"^\s*(?:-{3,}|={3,})\s*$")
-_SENT = re.compile(r"[.!?][\"')\]]*(\s+)(?=\S)")
-_WORD = re.compile(r"\S+")
-_MD_HEAD = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
-_MD_ANY = re.compile(r"^ {0,3}#{1,6}[ \t]+\S", re.M)
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
-_MD_LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+|^\s*\|")
 _ABBREV = frozenset("e.g. i.e. etc. vs. cf. al. fig. no. sec. mr. ms. dr. st. approx. resp.".split())
 _FRONT = frozenset(["abstract", "status of this memo", "copyright notice", "table of contents", "contents",
                     "acknowledgements", "acknowledgments", "authors' addresses", "author's address",
@@ -71,13 +54,13 @@ _Block = tuple[str, str, list[_Line], bool]  # (section, title, lines, is_figure
 
 def looks_like_rfc(text: str) -> bool:
     """True for IETF RFC plain-text layout: an RFC number header or repeated page footers."""
-    return bool(_RFC_ID.search(text[:5000])) or sum(1 for _ in zip(range(2), _FOOTER.finditer(text))) == 2
+    return bool(RFC_ID.search(text[:5000])) or count_footers(text, 2) == 2
 
 
 def chunk_document(text: str, source: str, settings: Settings) -> tuple[str, list[Chunk]]:
     """Returns (document title, chunks). Dispatches: RFC layout -> RFC chunker;
     Markdown (#-headings) -> markdown chunker; else plain-text chunker."""
-    parse = _rfc_blocks if looks_like_rfc(text) else _markdown_blocks if _MD_ANY.search(text) else _plain_blocks
+    parse = _rfc_blocks if looks_like_rfc(text) else _markdown_blocks if MD_ANY.search(text) else _plain_blocks
     title, blocks = parse(text)
     return title, _chunks(text, source, blocks, settings)
 
@@ -125,7 +108,7 @@ def _rfc_blocks(text: str) -> tuple[str, list[_Block]]:
     lines = _drop_furniture(_lines(text))
     blocks = _paragraphs(lines, _continues)
     title, first = _rfc_title(blocks)
-    m = _RFC_ID.search(text[:5000])
+    m = RFC_ID.search(text[:5000])
     if m:
         title = f"RFC {m.group(1) or m.group(2)}" + (f": {title}" if title else "")
     indented = sum(1 for ln in lines if ln.indent) * 2 > sum(1 for ln in lines if ln.text)
@@ -138,8 +121,7 @@ def _drop_furniture(lines: list[_Line]) -> list[_Line]:
     i, brk = 0, False
     while i < len(lines):
         ln = lines[i]
-        footer = ln.text and ("]" in ln.text and _FOOTER.match(ln.text)
-                              or "RFC" in ln.text and _HEADER.match(ln.text))
+        footer = ln.text and (is_footer(ln.text) or is_running_header(ln.text))
         j = i + 1 if footer else _header_end(lines, i) if ln.ff else i
         brk = brk or j != i or ln.ff
         if j == i:
@@ -155,7 +137,7 @@ def _header_end(lines: list[_Line], i: int) -> int:
     j = i if lines[i].text else i + 1
     while j < len(lines) and not lines[j].text:
         j += 1
-    if j < len(lines) and _HEADER_AFTER_BREAK.match(lines[j].text):
+    if j < len(lines) and is_header_after_break(lines[j].text):
         k = j
         while k < len(lines) and lines[k].text and k - j < 3:
             k += 1
@@ -168,16 +150,16 @@ def _continues(prev: _Line, nxt: _Line) -> bool:
     before and no heading after (a figure followed by prose changes indent)."""
     s = nxt.text.strip()
     return nxt.indent == prev.indent and (s[0].islower() or prev.text[-1] not in ".:!?"
-                                          and not _NUMBERED.match(s) and s.lower() not in _FRONT)
+                                          and not NUMBERED.match(s) and s.lower() not in _FRONT)
 
 
 def _rfc_title(blocks: list[list[_Line]]) -> tuple[str, int]:
     """The block after the first-page 'Request for Comments' block is the title."""
     for i, blk in enumerate(blocks[:6]):
-        if any(_RFC_ID.match(ln.text) or "Request for Comments" in ln.text for ln in blk):
+        if any(RFC_ID.match(ln.text) or "Request for Comments" in ln.text for ln in blk):
             nxt = blocks[i + 1] if i + 1 < len(blocks) else []
             if 0 < len(nxt) <= 8:
-                words = [ln.text.strip() for ln in nxt if not _UNDERLINE.match(ln.text)]
+                words = [ln.text.strip() for ln in nxt if not UNDERLINE.match(ln.text)]
                 return " ".join(" ".join(words).split()), i + 2
             return "", i + 1
     return "", 0
@@ -188,14 +170,14 @@ def _rfc_sections(blocks: list[list[_Line]], indented: bool) -> list[_Block]:
     out: list[_Block] = []
     state, section, title, toc = (), "", "", False
     for i, blk in enumerate(blocks):
-        if toc and any(_TOC.search(ln.text) for ln in blk):
+        if toc and any(toc_line(ln.text) for ln in blk):
             continue
         head = _heading(blk, blocks[i + 1] if i + 1 < len(blocks) else None, state, indented)
         toc = head is not None and head[1].lower() in ("table of contents", "contents")
         if head is not None:
             title, state, section = head[1], (head[0] or state), ".".join(head[0])
             continue
-        kept = [ln for ln in blk if not (("..." in ln.text or ". ." in ln.text) and _LEADER.search(ln.text))]
+        kept = [ln for ln in blk if not (("..." in ln.text or ". ." in ln.text) and ends_with_leader(ln.text))]
         if kept:
             out.append((section, title, kept, _is_figure(kept)))
     return out
@@ -204,11 +186,11 @@ def _rfc_sections(blocks: list[list[_Line]], indented: bool) -> list[_Block]:
 def _heading(blk, nxt, state, indented) -> tuple[tuple[str, ...], str] | None:
     """(number parts, title) when ``blk`` is a section heading, else None."""
     first = blk[0].text.strip()
-    if len(blk) == 2 and _UNDERLINE.match(blk[1].text) and len(first) <= 70:
+    if len(blk) == 2 and UNDERLINE.match(blk[1].text) and len(first) <= 70:
         return (), first.rstrip(":")
     if len(blk) > 2 or len(first) > 80:
         return None
-    m = _APPENDIX.match(first) or _NUMBERED.match(first)
+    m = APPENDIX.match(first) or NUMBERED.match(first)
     num = tuple(m.group(1).upper().rstrip(".").split(".")) if m else ()
     if m and _follows(state, num) and _placed(blk, nxt):
         return num, " ".join([m.group(2).strip()] + [ln.text.strip() for ln in blk[1:]])
@@ -251,15 +233,15 @@ def _markdown_blocks(text: str) -> tuple[str, list[_Block]]:
     blocks: list[_Block] = []
     path, heads, cur, fence = [], [], [], None
     for ln in _lines(text) + [_Line(len(text), len(text), "")]:  # the blank sentinel flushes
-        fm, hm = _FENCE.match(ln.text), _MD_HEAD.match(ln.text)
+        fm, hm = FENCE.match(ln.text), md_heading(ln.text)
         if fence and not ln.text.strip().startswith(fence) or not (fence or fm or hm or not ln.text):
             cur.append(ln)
             continue
         _flush_md(blocks, path, cur, bool(fence))
         cur, fence = [], (None if fence else fm.group(1) if fm else None)
         if hm and not fm:
-            path = path[:len(hm.group(1)) - 1] + [hm.group(2)]
-            heads.append((len(hm.group(1)), hm.group(2)))
+            path = path[:hm[0] - 1] + [hm[1]]
+            heads.append(hm)
     h1 = [t for level, t in heads if level == 1]
     return (h1 or [t for _, t in heads] or [""])[0], blocks
 
@@ -268,7 +250,7 @@ def _flush_md(blocks: list[_Block], path: list[str], lines: list[_Line], code: b
     keep = [i for i, ln in enumerate(lines) if ln.text]
     if keep:
         lines = lines[keep[0]:keep[-1] + 1]
-        figure = code or any(_MD_LIST.match(ln.text) for ln in lines) or _is_figure(lines)
+        figure = code or any(MD_LIST.match(ln.text) for ln in lines) or _is_figure(lines)
         blocks.append((" > ".join(path), path[-1] if path else "", lines, figure))
 
 
@@ -303,7 +285,7 @@ def _prose_units(text: str, lines: list[_Line], size: int) -> list[_Unit]:
 
 
 def _sentences(flat: str) -> list[tuple[int, int]]:
-    cuts = [m for m in _SENT.finditer(flat) if _is_boundary(flat, m)]
+    cuts = [m for m in SENT.finditer(flat) if _is_boundary(flat, m)]
     spans = zip([0] + [m.end() for m in cuts], [m.start(1) for m in cuts] + [len(flat.rstrip())])
     return [(a, b) for a, b in spans if b > a]
 
@@ -324,7 +306,7 @@ def _fit(flat: str, a: int, b: int, size: int) -> list[tuple[int, int, bool]]:
         return [(a, b, True)]
     out: list[tuple[int, int, bool]] = []
     c, d, used = -1, -1, 0
-    for m in _WORD.finditer(flat, a, b):
+    for m in WORD.finditer(flat, a, b):
         for s in range(m.start(), m.end(), size):
             e = min(s + size, m.end())
             if c >= 0 and used + 1 + e - s > size:

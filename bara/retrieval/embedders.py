@@ -124,6 +124,20 @@ def load_tokenizer(max_tokens: int) -> Any:
     return tokenizer
 
 
+def _batches(order: np.ndarray, lengths: list[int], max_rows: int, max_tokens: int) -> list[np.ndarray]:
+    """Consecutive slices of ``order`` (ascending length) with at most ``max_rows`` rows and, once
+    padded to their longest member, at most ``max_tokens`` tokens (always at least one row)."""
+    out, start = [], 0
+    while start < len(order):
+        stop = start + 1
+        while (stop < len(order) and stop - start < max_rows
+               and (stop - start + 1) * lengths[order[stop]] <= max_tokens):
+            stop += 1
+        out.append(order[start:stop])
+        start = stop
+    return out
+
+
 def open_session(path: Path, threads: int, fix: str = "") -> Any:
     """CPU session with full graph optimisation; intra-op threads do the parallel work."""
     try:
@@ -166,7 +180,7 @@ class OnnxMiniLMEmbedder:
     dim = MINILM_DIM
 
     def __init__(self, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None,
-                 variant: str = "q8", model_dir: Path | None = None):
+                 variant: str = "q8", model_dir: Path | None = None, batch_tokens: int = 512):
         if max_tokens < 8 or batch_size < 1:
             raise EmbedderError(f"max_tokens={max_tokens}, batch_size={batch_size}: the caller must "
                                 "pass max_tokens >= 8 and batch_size >= 1")
@@ -176,6 +190,7 @@ class OnnxMiniLMEmbedder:
         self.max_tokens = max_tokens
         # Per-call activation quantisation: one text per call keeps vectors batch-independent.
         self.batch_size = 1 if variant == "q8" else batch_size
+        self.batch_tokens = batch_tokens  # attention memory grows with rows x width^2: cap rows x width
         self.threads = threads or default_threads()
         self.model_dir = model_dir
         # Built variants carry their recipe version: a recipe change must not reuse cached vectors.
@@ -194,10 +209,10 @@ class OnnxMiniLMEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         self._ensure_loaded()
         encodings = self._tokenizer.encode_batch(items)
-        order = np.argsort([len(e.ids) for e in encodings], kind="stable")
+        lengths = [len(e.ids) for e in encodings]
+        order = np.argsort(lengths, kind="stable")
         out = np.empty((len(items), self.dim), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
+        for rows in _batches(order, lengths, self.batch_size, self.batch_tokens):
             out[rows] = self._run([encodings[i] for i in rows])
         return out
 
@@ -314,7 +329,7 @@ def build_embedder(settings: "Settings", cache: bool = True) -> Embedder:
         inner = OnnxMiniLMEmbedder(settings.embed_max_tokens, settings.embed_batch_size,
                                    threads=settings.embed_threads or None,
                                    variant=settings.embedder.removeprefix("minilm-"),
-                                   model_dir=Path(settings.model_dir))
+                                   model_dir=Path(settings.model_dir), batch_tokens=settings.embed_batch_tokens)
     else:
         inner = SentenceTransformerEmbedder(settings.embedder, batch_size=settings.embed_batch_size)
     if not cache:

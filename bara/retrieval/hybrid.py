@@ -22,6 +22,7 @@ from bara.store.base import Store
 from bara.types import SHARED, Candidate, Hit, RetrievalOutcome, SearchRequest, Status
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")  # undecodable input bytes: cannot be stored or embedded
 
 
 class Arms(str, Enum):
@@ -33,8 +34,8 @@ class Arms(str, Enum):
 
 
 def clean_query(text: str, max_chars: int) -> tuple[str, tuple[str, ...]]:
-    """Strip control characters and cap the length; returns the query and reason codes."""
-    cleaned = _CONTROL.sub(" ", text).strip()
+    """Strip control characters, replace undecodable bytes, cap the length; returns the query and reason codes."""
+    cleaned = _SURROGATE.sub("\ufffd", _CONTROL.sub(" ", text)).strip()
     if len(cleaned) > max_chars:
         return cleaned[:max_chars], ("query_truncated",)
     return cleaned, ()

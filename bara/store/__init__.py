@@ -8,14 +8,15 @@ from bara.store.base import SqlRunner, Store
 __all__ = ["Store", "SqlRunner", "open_store"]
 
 
-def open_store(location: str) -> Store:
+def open_store(location: str, mode: str = "write") -> Store:
     """A ``postgresql://`` URL opens PostgreSQL (pg_* settings from BARA_PG_* / bara.toml);
-    a SQLite file path (or ``:memory:``) opens the embedded store."""
+    a SQLite file path (or ``:memory:``) opens the embedded store. ``mode`` (SQLite): ``read`` needs
+    an existing store and accepts a read-only file, ``write`` may create one, ``update`` may not."""
     if location.startswith(("postgresql://", "postgres://")):
         return _open_postgres(location)
     from bara.store.sqlite import SQLiteStore
 
-    return SQLiteStore(location)
+    return SQLiteStore(location, mode=mode)
 
 
 def _open_postgres(url: str) -> Store:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -29,6 +30,9 @@ from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, St
                         StoreSearchResult)
 
 APPLICATION_ID = 0x62617261  # "bara": marks the file as ours
+#: How a command opens a store: ``read`` needs an existing file and works on a read-only one;
+#: ``write`` may create the file; ``update`` writes but never creates (e.g. deleting memory).
+MODES = ("read", "write", "update")
 
 
 class _Matrix:
@@ -42,33 +46,54 @@ class _Matrix:
 class SQLiteStore:
     """Store protocol over one SQLite file (or ``:memory:``)."""
 
-    def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None):
+    def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None, *, mode: str = "write"):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.location = str(path)
         self._lock = threading.RLock()
         self._depth = 0
         self._matrices: dict[tuple, _Matrix] = {}
-        self._conn = _connect(self.location)
-        _check_identity(self._conn, self.location)
-        self._migrate(list(migrations) if migrations is not None else sqlite_migrations())
+        existed = _exists(self.location)
+        if not existed and mode != "write":
+            raise StoreError(f"no store at {self.location} (create one with `bara ingest PATH --db {self.location}`);"
+                             " check the --db path")
+        self._conn, self.read_only = _connect(self.location, mode)
+        with self._translated():
+            _check_identity(self._conn, self.location)
+            if existed and mode != "read":
+                _check_integrity(self._conn, self.location)
+            self._migrate(list(migrations) if migrations is not None else sqlite_migrations())
 
     # ----------------------------------------------------------------- SQL runner
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        with self._lock:
+        with self._lock, self._translated():
             return self._conn.execute(sql, tuple(params)).rowcount
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self._lock:
+        with self._lock, self._translated():
             self._conn.executemany(sql, rows)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
+        with self._lock, self._translated():
             return self._conn.execute(sql, tuple(params)).fetchall()
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """A damaged or read-only file becomes a StoreError naming the file and the fix; other
+        SQLite errors (constraints, locks) pass through for the caller to handle."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            problem = _file_problem(exc, self.location)
+            if problem is None:
+                raise
+            raise problem from exc
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """BEGIN IMMEDIATE at the outermost level, savepoints inside; rollback on any exception
         (KeyboardInterrupt included), so a document is stored whole or not at all."""
-        with self._lock:
+        with self._lock, self._translated():
             outer = self._depth == 0
             self._conn.execute("BEGIN IMMEDIATE" if outer else f"SAVEPOINT sp{self._depth}")
             self._depth += 1
@@ -259,6 +284,9 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ migrations
     def _migrate(self, steps: list[Migration]) -> None:
+        if self.read_only:
+            self._check_read_only_schema(steps)
+            return
         self._conn.execute("CREATE TABLE IF NOT EXISTS bara_migrations (seq INTEGER PRIMARY KEY,"
                            " name TEXT NOT NULL UNIQUE, applied_at REAL NOT NULL)")
         applied = [r[0] for r in self.query("SELECT name FROM bara_migrations ORDER BY seq")]
@@ -270,6 +298,15 @@ class SQLiteStore:
         for step in steps:
             if step.name not in applied:
                 self._apply(step)
+
+    def _check_read_only_schema(self, steps: list[Migration]) -> None:
+        """A read-only file is used as it is; it must not need a schema step."""
+        has_table = self._conn.execute("SELECT 1 FROM sqlite_master WHERE name='bara_migrations'").fetchone()
+        applied = {r[0] for r in self._conn.execute("SELECT name FROM bara_migrations")} if has_table else set()
+        missing = [s.name for s in steps if s.name not in applied]
+        if missing:
+            raise StoreError(f"{self.location} is read-only and needs schema steps ({', '.join(missing)}): "
+                             "make it writable (chmod u+w) and run any bara command once, or use another --db")
 
     def _apply(self, step: Migration) -> None:
         with self.transaction():
@@ -295,24 +332,70 @@ def _stored(r: tuple) -> StoredChunk:
                        owner=r[6], ordinal=r[7], start=r[8], end=r[9], meta={**meta, "doc_title": r[10]})
 
 
-def _connect(location: str) -> sqlite3.Connection:
-    if location != ":memory:":
-        parent = Path(location).expanduser().parent
+def _exists(location: str) -> bool:
+    return location == ":memory:" or Path(location).expanduser().is_file()
+
+
+def _connect(location: str, mode: str) -> tuple[sqlite3.Connection, bool]:
+    """The connection and whether it is read-only (a read-only file opened by a reader)."""
+    if location == ":memory:":
+        return _open(location, location, False), False
+    path = Path(location).expanduser()
+    if not path.exists():
         try:
-            parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the folder for the store {location}: {exc}. "
                              "Pass --db with a writable path.") from exc
+    elif not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        if mode != "read":
+            raise _read_only(location)
+        return _open(f"{path.resolve().as_uri()}?mode=ro", location, True), True
+    return _open(str(path), location, False), False
+
+
+def _open(target: str, location: str, read_only: bool) -> sqlite3.Connection:
     try:
-        conn = sqlite3.connect(str(Path(location).expanduser()) if location != ":memory:" else location,
-                               isolation_level=None, check_same_thread=False, timeout=30.0)
+        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30.0,
+                               uri=read_only)
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA journal_mode = WAL") if location != ":memory:" else None
-        conn.execute("PRAGMA synchronous = NORMAL")
+        if not read_only:
+            conn.execute("PRAGMA journal_mode = WAL") if location != ":memory:" else None
+            conn.execute("PRAGMA synchronous = NORMAL")
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{location} is not a usable SQLite database ({exc}). It may be corrupt or another "
-                         "program's file: move it aside or pass --db with a new path.") from exc
+        raise _file_problem(exc, location) or StoreError(
+            f"{location} is not a usable SQLite database ({exc}). It may be corrupt or another "
+            "program's file: move it aside or pass --db with a new path.") from exc
     return conn
+
+
+def _read_only(location: str) -> StoreError:
+    return StoreError(f"{location} is read-only: read commands (search, memory inspect, funds users) work on it, "
+                      "but bara cannot write into it. Make the file and its folder writable (chmod u+w) "
+                      "or pass --db with another path.")
+
+
+def _corrupt(location: str, detail: object) -> StoreError:
+    return StoreError(f"{location} is damaged ({detail}): bara will neither read nor write it. Restore it "
+                      "from a backup, or move it aside and rebuild it with `bara ingest PATH --db NEW_PATH`.")
+
+
+def _file_problem(exc: sqlite3.DatabaseError, location: str) -> StoreError | None:
+    """A StoreError for a damaged or read-only file; None for other errors (locks, constraints)."""
+    text = str(exc).lower()
+    if "readonly" in text or "read-only" in text:
+        return _read_only(location)
+    if "malformed" in text or "not a database" in text or "corrupt" in text or "encrypted" in text:
+        return _corrupt(location, exc)
+    return None
+
+
+def _check_integrity(conn: sqlite3.Connection, location: str) -> None:
+    """Writers refuse a damaged file: ``quick_check`` reads every page once (time linear in the
+    file size; figure in docs/benchmarks.md) but skips the index cross-checks of ``integrity_check``."""
+    rows = conn.execute("PRAGMA quick_check(1)").fetchall()
+    if rows != [("ok",)]:
+        raise _corrupt(location, rows[0][0] if rows else "quick_check returned nothing")
 
 
 def _check_identity(conn: sqlite3.Connection, location: str) -> None:

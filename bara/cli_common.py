@@ -1,0 +1,92 @@
+"""What every `bara` command shares: failing with exit code 2, opening the store in the right
+mode, and validating numbers and text that came from the command line.
+
+Arguments arrive as ``str`` decoded from the OS with ``surrogateescape``: bytes that are not UTF-8
+show up as lone surrogates, which cannot be stored, printed or sent anywhere. Ids (users,
+conversations) with such bytes are refused; free text (queries, messages) has them replaced.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from bara.app import Bara
+from bara.errors import BaraError
+from bara.settings import Settings, load_settings
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _bound(field: str, kind: str) -> Any:
+    for item in Settings.model_fields[field].metadata:
+        if hasattr(item, kind):
+            return getattr(item, kind)
+    raise LookupError(f"Settings.{field} has no {kind} bound")
+
+
+K_MIN, K_MAX = _bound("k", "ge"), _bound("k", "le")  # the same cap BARA_K enforces
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print ``error: message`` to stderr and exit (2: the user must change something)."""
+    err.print(Text("error: ", style="red") + Text(printable(message)))
+    raise typer.Exit(code)
+
+
+def printable(text: str) -> str:
+    """``text`` with undecodable bytes shown as escapes, so it can be printed anywhere."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def open_bara(db: Optional[str], mode: str = "read", **overrides: Any) -> Bara:
+    """A Bara over the store at ``db`` (settings/$BARA_DB when None). ``mode``: ``read`` needs an
+    existing store and works on a read-only one; ``write`` may create it; ``update`` may not."""
+    from bara.store import open_store
+
+    try:
+        settings = load_settings(db=db, **overrides)
+        return Bara(settings, store=open_store(settings.db, mode=mode))
+    except BaraError as exc:
+        fail(str(exc))
+
+
+def k_option(default: Optional[int] = None, help: str = "How many results.") -> Any:
+    return typer.Option(default, "--k", min=K_MIN, max=K_MAX, help=f"{help} ({K_MIN} to {K_MAX}).")
+
+
+def _floor(value: Optional[float]) -> Optional[float]:
+    if value is not None and not (math.isfinite(value) and -1.0 <= value <= 1.0):
+        raise typer.BadParameter(f"{value} is not a cosine similarity: pass a number from -1 to 1")
+    return value
+
+
+def floor_option(help: str = "Cosine similarity floor.") -> Any:
+    return typer.Option(None, "--floor", callback=_floor, help=f"{help} (-1 to 1).")
+
+
+def identifier(value: Optional[str], name: str = "id") -> Optional[str]:
+    """An id from the command line: valid UTF-8, not blank, no control characters."""
+    if value is None:
+        return None
+    if _SURROGATE.search(value):
+        raise typer.BadParameter(f"{printable(value)!r} contains bytes that are not UTF-8: "
+                                 f"pass the {name} as UTF-8 text")
+    if not value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise typer.BadParameter(f"{value!r} is not a usable {name}: pass visible text")
+    return value
+
+
+def id_callback(name: str) -> Any:
+    return lambda value: identifier(value, name)
+
+
+def free_text(value: Optional[str]) -> Optional[str]:
+    """Query or message text: undecodable bytes become U+FFFD (search never fails on odd text)."""
+    return None if value is None else _SURROGATE.sub("\ufffd", value)
