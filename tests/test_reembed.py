@@ -39,6 +39,16 @@ def fill(store, embedder) -> None:
     QAMemory(store, embedder, SETTINGS).add("bob", "c2", "what port does smtp use", "25")
 
 
+def as_round_one(store) -> None:
+    """What migration 0201 did to a store that already held vectors: one written before the stamp."""
+    from bara.store.migrations import STORE_META
+
+    with store.transaction():
+        store.execute("DELETE FROM store_meta")
+        for sql in STORE_META.statements[1:]:
+            store.execute(sql)
+
+
 def vectors(store) -> dict[tuple, np.ndarray]:
     """Every stored vector by (owner, collection, text), whatever the backend's column type."""
     rows = store.query("SELECT owner, collection, text, embedding FROM chunks")
@@ -66,9 +76,12 @@ class CountingStop:
 
 
 class ReembedContract:
-    def test_unstamped_store_with_chunks_counts_as_round_one(self, store, old_embedder, embedder):
+    def test_a_store_from_before_the_stamp_counts_as_round_one(self, store, old_embedder, embedder):
         assert stored_key(store) is None
         fill(store, old_embedder)
+        assert stored_key(store) is None  # written through the library alone: unstamped, read as current
+        check_readable(store, embedder)
+        as_round_one(store)
         assert stored_key(store) == LEGACY_KEY == vector_key(old_embedder)
         check_readable(store, old_embedder)
         with pytest.raises(VectorMismatchError, match="bara db reembed"):
@@ -76,6 +89,7 @@ class ReembedContract:
 
     def test_writer_reembeds_every_owner_and_collection(self, store, fresh_store, old_embedder, embedder):
         fill(store, old_embedder)
+        as_round_one(store)
         said: list[str] = []
         n = ensure_current(store, embedder, say=said.append)
         assert n == store.count_chunks() >= 4
@@ -93,6 +107,7 @@ class ReembedContract:
 
     def test_search_after_reembed_finds_with_the_new_model(self, store, old_embedder, embedder):
         fill(store, old_embedder)
+        as_round_one(store)
         ensure_current(store, embedder)
         from bara.retrieval.hybrid import HybridRetriever
 
@@ -101,12 +116,13 @@ class ReembedContract:
 
     def test_interrupted_reembed_refuses_readers_and_resumes(self, store, old_embedder, embedder):
         fill(store, old_embedder)
+        as_round_one(store)
         total = store.count_chunks()
         stopping = CountingStop(embedder, stop_at=3)
         with pytest.raises(KeyboardInterrupt):
             ensure_current(store, stopping, batch=1)
         meta = read_meta(store)
-        assert meta.get("embedder") is None and meta["reembed_target"] == vector_key(embedder)
+        assert meta["embedder"] == LEGACY_KEY and meta["reembed_target"] == vector_key(embedder)  # old stamp kept
         with pytest.raises(VectorMismatchError, match="interrupted"):
             check_readable(store, embedder)
         said: list[str] = []
@@ -133,6 +149,7 @@ class TestSQLiteReembed(ReembedContract):
 
     def test_cached_matrix_of_another_handle_sees_new_vectors(self, store, tmp_path, old_embedder, embedder):
         fill(store, old_embedder)
+        as_round_one(store)
         with SQLiteStore(tmp_path / "a.db") as other:
             from bara.retrieval.hybrid import HybridRetriever
 
@@ -180,6 +197,7 @@ def test_cli_reader_exits_2_and_writer_reembeds(tmp_path, monkeypatch, old_embed
     db = str(tmp_path / "old.db")
     with SQLiteStore(db) as store:
         fill(store, old_embedder)
+        as_round_one(store)
     runner = CliRunner()
     for args in (["search", "congestion window", "--db", db],
                  ["memory", "query", "smtp port", "--tier", "qa", "--user", "bob", "--db", db]):

@@ -11,8 +11,9 @@ embedding cache uses) in the shared key/value table ``store_meta`` (migration
   and any other tier kept in ``chunks`` — in committed batches, then stamps the store;
 - a **reader** (search, memory query) on such a store refuses with a message saying what to run.
 
-A store with chunks but no stamp predates the stamp: its vectors came from round 1's default,
-:data:`LEGACY_KEY`. An empty store takes the stamp of its first writer.
+A store that held chunks when migration ``0201_store_meta`` ran predates the stamp: the migration
+stamps it with round 1's default, :data:`LEGACY_KEY`. A newer store takes the stamp of its first
+checked writer (a store written through the library alone stays unstamped and is read as current).
 
 Resumable: each batch commits its vectors with the id it reached (``reembed_through``) and the
 target key, so an interrupted run continues where it stopped; until the last batch commits, the
@@ -56,11 +57,9 @@ def read_meta(store: Store) -> dict[str, str]:
 
 
 def stored_key(store: Store, meta: dict[str, str] | None = None) -> str | None:
-    """The key of the embedder that made the store's vectors; None for an empty, unstamped store."""
-    stamp = (read_meta(store) if meta is None else meta).get(STAMP)
-    if stamp is not None:
-        return stamp
-    return LEGACY_KEY if store.query("SELECT 1 FROM chunks LIMIT 1") else None
+    """The key of the embedder that made the store's vectors; None for a store no writer has stamped
+    yet (new, or written through the library without a check: taken as the current embedder's)."""
+    return (read_meta(store) if meta is None else meta).get(STAMP)
 
 
 def check_readable(store: Store, embedder: Any) -> None:

@@ -59,6 +59,10 @@ STORE_META = Migration("0201_store_meta", (
         key TEXT PRIMARY KEY,
         value TEXT NOT NULL,
         updated_at DOUBLE PRECISION NOT NULL)""",
+    # A store that already holds vectors when this step runs predates the stamp: round 1's default
+    # embedder made them (bara.memory.reembed.LEGACY_KEY). A new store is stamped by its first writer.
+    """INSERT INTO store_meta (key, value, updated_at)
+        SELECT 'embedder', 'all-MiniLM-L6-v2-onnx-int8@256', 0 WHERE EXISTS (SELECT 1 FROM chunks)""",
 ))
 
 

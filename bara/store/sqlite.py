@@ -385,7 +385,8 @@ def _file_problem(exc: sqlite3.DatabaseError, location: str) -> StoreError | Non
     text = str(exc).lower()
     if "readonly" in text or "read-only" in text:
         return _read_only(location)
-    if "malformed" in text or "not a database" in text or "corrupt" in text or "encrypted" in text:
+    if any(sign in text for sign in ("malformed", "not a database", "corrupt", "encrypted",
+                                     "vtable constructor failed")):  # a damaged full-text shadow table
         return _corrupt(location, exc)
     return None
 
