@@ -243,9 +243,9 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
 def _judge_model(settings: Settings, judge: str) -> Any:
     from bara.llm.base import build_model
 
-    if ":" not in judge:
+    provider, _, name = judge.partition(":")
+    if not provider.strip() or not name.strip():
         _fail(f"--judge {judge!r} must be provider:name, e.g. openai:gpt-4o-mini")
-    provider, name = judge.split(":", 1)
     return build_model(settings.override(model=name, llm_provider=provider))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import NoReturn, Optional
 
 import typer
@@ -91,13 +92,27 @@ def _safe(location: str) -> str:
     return location
 
 
-def _keys(db: Optional[str]):
+def _keys(db: Optional[str], existing: bool = False):
+    """A Bara over the store and its KeyStore; ``existing``: refuse (exit 2) a SQLite file that does
+    not exist yet instead of creating an empty store (list and revoke only read or change keys)."""
     from bara.app import Bara
     from bara.serve.keys import KeyStore
     from bara.settings import load_settings
 
-    bara = Bara(load_settings(db=db))
+    settings = load_settings(db=db)
+    if existing:
+        require_store(settings.db)
+    bara = Bara(settings)
     return bara, KeyStore(bara.store)
+
+
+def require_store(location: str) -> None:
+    """Exit 2 when a SQLite store does not exist: a mistyped --db must not silently create an empty one."""
+    if location.startswith(("postgresql://", "postgres://")) or location == ":memory:":
+        return
+    if not Path(location).is_file():
+        _fail(f"no bara store at {location}: pass the --db you created (with `bara ingest ... --db` or "
+              "`bara keys create --db`), or set $BARA_DB")
 
 
 @keys_app.command("create")
@@ -127,8 +142,12 @@ def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this
               db: Optional[str] = DbOption,
               json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List keys (ids, users, admin flag, created/revoked times; never the secrets)."""
+    from bara.serve.keys import check_user_id
+
     try:
-        bara, keys = _keys(db)
+        if user is not None:
+            check_user_id(user)
+        bara, keys = _keys(db, existing=True)
         with bara:
             rows = keys.list(user)
     except BaraError as exc:
@@ -137,6 +156,8 @@ def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this
         print(json.dumps([{"key_id": k.key_id, "user": k.user_id, "admin": k.admin, "created_at": k.created_at,
                            "revoked_at": k.revoked_at} for k in rows]))
         return
+    if not rows:
+        err.print("no keys" + (f" for user {user!r}" if user else "") + ": create one with `bara keys create --user U`")
     for k in rows:
         state = "revoked " + _when(k.revoked_at) if k.revoked_at else "active"
         out.print(f"{k.key_id}  {k.user_id}  {'admin' if k.admin else 'user'}  created {_when(k.created_at)}  {state}")
@@ -147,7 +168,7 @@ def revoke(key_id: str = typer.Argument(..., help="A key id from `bara keys list
            db: Optional[str] = DbOption) -> None:
     """Revoke a key: requests with it get 401 from then on."""
     try:
-        bara, keys = _keys(db)
+        bara, keys = _keys(db, existing=True)
         with bara:
             n = keys.revoke(key_id)
     except BaraError as exc:

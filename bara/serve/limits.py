@@ -10,19 +10,28 @@ from __future__ import annotations
 import json
 from typing import Any, Awaitable, Callable
 
+from starlette.exceptions import HTTPException
+
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-class TooLarge(Exception):
-    pass
+class TooLarge(HTTPException):
+    """Raised from ``receive`` when a streamed body passes the limit. An HTTPException, so FastAPI's
+    body parser re-raises it (instead of a generic 400) and the JSON error handler answers 413."""
+
+    def __init__(self, limit: int, what: str):
+        super().__init__(413, _message(limit, what))
+
+
+def _message(limit: int, what: str) -> str:
+    return (f"the {what} is larger than {limit} bytes: send less (fewer or shorter messages, a smaller "
+            "file) or ask the operator to raise the limit")
 
 
 def _refusal(limit: int, what: str) -> bytes:
-    return json.dumps({"error": {"type": "request_too_large", "message":
-                                 f"the {what} is larger than {limit} bytes: send less (fewer or shorter "
-                                 "messages, a smaller file) or ask the operator to raise the limit"}}).encode()
+    return json.dumps({"error": {"type": "request_too_large", "message": _message(limit, what)}}).encode()
 
 
 class BodyLimit:
@@ -48,7 +57,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise TooLarge
+                    raise TooLarge(limit, what)
             return message
 
         async def tracking_send(message: dict[str, Any]) -> None:
