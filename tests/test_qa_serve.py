@@ -108,3 +108,17 @@ def test_web_page_keeps_a_too_long_message_without_flooding_the_status(api):
             assert page.evaluate("(e => e.scrollWidth <= e.clientWidth + 1)(document.getElementById('chat-status'))")
         finally:
             browser.close()
+
+
+def test_mcp_endpoint_refusal_has_the_api_error_shape(api):
+    from bara.mcp.mount import mount_mcp
+
+    _, keys, runtime = api
+    app = make_app(runtime, warm=False)
+    mount_mcp(app)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    with TestClient(app) as c:
+        for headers in ({}, bearer("bara_nope_x")):
+            err = _error(c.post("/mcp/", json=body, headers={**headers, **accept}), 401)
+            assert err["type"] == "invalid_api_key" and "Bearer" in err["message"]
