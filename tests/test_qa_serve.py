@@ -122,3 +122,36 @@ def test_mcp_endpoint_refusal_has_the_api_error_shape(api):
         for headers in ({}, bearer("bara_nope_x")):
             err = _error(c.post("/mcp/", json=body, headers={**headers, **accept}), 401)
             assert err["type"] == "invalid_api_key" and "Bearer" in err["message"]
+
+
+def test_docs_need_no_network(api):
+    import re
+
+    c, _, _ = api
+    r = c.get("/docs")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    external = re.findall(r"""(?:src|href)=["'](https?:)?//""", r.text)
+    assert not external, "the API reference must load nothing from another host"
+    for asset in re.findall(r"""src=["']([^"']+)["']""", r.text):
+        assert c.get("/" + asset.lstrip("/")).status_code == 200
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="Chromium missing (apt-get install chromium)")
+def test_docs_page_lists_every_path_offline(api):
+    from playwright.sync_api import sync_playwright
+
+    _, _, runtime = api
+    with live_server(make_app(runtime)) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            outside: list[str] = []
+            page.on("request", lambda req: outside.append(req.url) if not req.url.startswith(url) else None)
+            page.goto(url + "/docs")
+            page.locator("[data-testid=api-operation]").first.wait_for(timeout=30_000)
+            spec = page.evaluate("fetch('/openapi.json').then(r => r.json())")
+            text = page.inner_text("#ops")
+            assert all(path in text for path in spec["paths"])
+            assert not [u for u in outside if not u.startswith("data:")]
+        finally:
+            browser.close()
