@@ -155,3 +155,17 @@ def test_docs_page_lists_every_path_offline(api):
             assert not [u for u in outside if not u.startswith("data:")]
         finally:
             browser.close()
+
+
+def test_agent_mode_without_a_funds_account_says_what_an_api_caller_can_do(api):
+    c, keys, runtime = api
+    before = len(runtime.conversations.list("eve"))
+    native = _error(c.post("/api/turns", json={"message": "what is my XIRR?", "mode": "agent"},
+                           headers=bearer(keys["eve"])), 400)
+    assert native["type"] == "no_funds_account" and "bara-gated" in native["message"]
+    for stream in (False, True):
+        r = c.post("/v1/chat/completions", headers={**bearer(keys["eve"]), "X-Bara-Conversation": "agent-try"},
+                   json={"model": "bara-agent", "stream": stream,
+                         "messages": [{"role": "user", "content": "what is my XIRR?"}]})
+        assert _error(r, 400)["type"] == "no_funds_account"
+    assert len(runtime.conversations.list("eve")) == before  # no empty conversation left behind

@@ -110,6 +110,8 @@ class Runtime:
                  create: bool = False) -> TurnOutcome:
         """One turn. ``conversation_id`` None starts a conversation; an unknown id raises InputError
         unless ``create`` (then it is created for this user; ids are per user)."""
+        if (mode or self.mode) == "agent":
+            self._check_agent_user(user_id)
         if conversation_id is not None and create:
             self.conversations.open(user_id, conversation_id, create=True)
         result = self.assistant(mode or self.mode).turn(user_id, message, conversation_id)
@@ -117,6 +119,19 @@ class Runtime:
         if trace.get("stored", {}).get("turn"):
             self.traces.save(user_id, trace)
         return TurnOutcome(result.answer, result.conversation_id, trace)
+
+    def _check_agent_user(self, user_id: str) -> None:
+        """Agent mode answers from the caller's funds account; without one, say what an API caller can
+        change (the CLI's advice to pick another --user does not apply: the key fixes the user)."""
+        from bara.errors import InputError
+        from bara.serve.errors import ApiError
+
+        try:
+            self.assistant("agent").user_name(user_id)
+        except InputError:
+            raise ApiError(400, "no_funds_account", f"agent mode answers from a funds account, and this API key's "
+                           f"user {user_id!r} has none: use model bara-gated or bara-always (mode gated or "
+                           "always), or ask the operator for a key of a user listed by `bara funds users`") from None
 
     def close(self) -> None:
         self.bara.close()
