@@ -48,6 +48,9 @@ def serve(db: Optional[str] = DbOption,
         settings = load_settings(db=db)
     except BaraError as exc:
         _fail(str(exc))
+    if _is_new_sqlite(settings.db):
+        err.print(f"[yellow]note:[/yellow] no store at {settings.db} yet: starting with an empty one (check --db; "
+                  f"add documents with `bara ingest PATH --db {settings.db}`)")
     _check_store(settings)
     _check_port(host, port)
     if workers > 1 and not settings.db.startswith(("postgresql://", "postgres://")):
@@ -106,11 +109,14 @@ def _keys(db: Optional[str], existing: bool = False):
     return bara, KeyStore(bara.store)
 
 
+def _is_new_sqlite(location: str) -> bool:
+    return not location.startswith(("postgresql://", "postgres://")) and location != ":memory:" \
+        and not Path(location).exists()
+
+
 def require_store(location: str) -> None:
     """Exit 2 when a SQLite store does not exist: a mistyped --db must not silently create an empty one."""
-    if location.startswith(("postgresql://", "postgres://")) or location == ":memory:":
-        return
-    if not Path(location).is_file():
+    if _is_new_sqlite(location) or Path(location).is_dir():
         _fail(f"no bara store at {location}: pass the --db you created (with `bara ingest ... --db` or "
               "`bara keys create --db`), or set $BARA_DB")
 

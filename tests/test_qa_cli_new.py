@@ -85,3 +85,16 @@ def test_eval_memory_json_keys_as_issue_14_names_them(data_dir):
                 "abstain_adversarial"} <= set(mode)
         assert set(mode["latency_ms"]) == {"p50", "p95"}
     assert all(set(cats) == {"1", "2", "3", "4"} for cats in out["by_category"].values())
+
+
+def test_serve_on_a_new_store_says_so(tmp_path):
+    import socket
+
+    db = tmp_path / "typo.db"
+    with socket.socket() as busy:  # a busy port stops serve right after its store checks
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        result = run("serve", "--db", str(db), "--port", str(busy.getsockname()[1]))
+    assert result.exit_code == 2
+    assert "no store at" in result.output and "bara ingest" in result.output
+
