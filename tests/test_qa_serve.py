@@ -169,3 +169,17 @@ def test_agent_mode_without_a_funds_account_says_what_an_api_caller_can_do(api):
                          "messages": [{"role": "user", "content": "what is my XIRR?"}]})
         assert _error(r, 400)["type"] == "no_funds_account"
     assert len(runtime.conversations.list("eve")) == before  # no empty conversation left behind
+
+
+def test_lone_surrogate_in_a_message_is_answered_not_a_500(api):
+    c, keys, runtime = api
+    raw = b'{"message": "What is HSTS? \\ud83d and \\u202e\\u200b"}'  # a lone high surrogate, as JSON allows
+    r = c.post("/api/turns", content=raw, headers={**bearer(keys["sam"]), "content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert "\ufffd" in out["trace"]["message"]
+    turns = c.get(f"/api/conversations/{out['conversation_id']}/turns", headers=bearer(keys["sam"])).json()["turns"]
+    assert len(turns) == 1  # stored once, readable back
+    chat = b'{"model": "bara-gated", "messages": [{"role": "user", "content": "hi \\udc00"}]}'
+    r = c.post("/v1/chat/completions", content=chat, headers={**bearer(keys["sam"]), "content-type": "application/json"})
+    assert r.status_code == 200, r.text

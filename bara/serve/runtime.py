@@ -9,6 +9,7 @@ any number of processes over one PostgreSQL serve the same users (docs/scaling.m
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -31,6 +32,14 @@ class TurnOutcome:
     answer: str
     conversation_id: str
     trace: dict[str, Any]  # TurnTrace.to_json() plus trace_id, message, degraded, errors
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def no_surrogates(text: str) -> str:
+    """JSON may carry a lone surrogate ("\\ud83d"), which no UTF-8 output can encode: U+FFFD instead."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 class TraceStore:
@@ -110,6 +119,7 @@ class Runtime:
                  create: bool = False) -> TurnOutcome:
         """One turn. ``conversation_id`` None starts a conversation; an unknown id raises InputError
         unless ``create`` (then it is created for this user; ids are per user)."""
+        message = no_surrogates(message)
         if (mode or self.mode) == "agent":
             self._check_agent_user(user_id)
         if conversation_id is not None and create:
