@@ -181,5 +181,6 @@ def test_lone_surrogate_in_a_message_is_answered_not_a_500(api):
     turns = c.get(f"/api/conversations/{out['conversation_id']}/turns", headers=bearer(keys["sam"])).json()["turns"]
     assert len(turns) == 1  # stored once, readable back
     chat = b'{"model": "bara-gated", "messages": [{"role": "user", "content": "hi \\udc00"}]}'
-    r = c.post("/v1/chat/completions", content=chat, headers={**bearer(keys["sam"]), "content-type": "application/json"})
+    r = c.post("/v1/chat/completions", content=chat,
+               headers={**bearer(keys["sam"]), "content-type": "application/json"})
     assert r.status_code == 200, r.text
