@@ -179,9 +179,19 @@ def revoke(key_id: str = typer.Argument(..., help="A key id from `bara keys list
             n = keys.revoke(key_id)
     except BaraError as exc:
         _fail(str(exc))
+    shown = _key_id(key_id)  # never print a whole key (a secret) back
     if not n:
-        _fail(f"no active key {key_id!r}: see `bara keys list`")
-    out.print(f"revoked {key_id}")
+        _fail(f"no active key {shown!r}: see `bara keys list`")
+    out.print(f"revoked {shown}")
+
+
+def _key_id(given: str) -> str:
+    """The key id of a whole key (``bara_<key_id>_<secret>``), or ``given`` when it is already an id."""
+    from bara.serve.keys import PREFIX
+
+    if given.startswith(PREFIX) and given.count("_") >= 2:
+        return given[len(PREFIX):].split("_", 1)[0]
+    return given
 
 
 def _when(ts: float | None) -> str:

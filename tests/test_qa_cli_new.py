@@ -98,3 +98,13 @@ def test_serve_on_a_new_store_says_so(tmp_path):
     assert result.exit_code == 2
     assert "no store at" in result.output and "bara ingest" in result.output
 
+
+
+def test_keys_revoke_by_whole_key_never_prints_the_secret(tmp_path):
+    db = str(tmp_path / "r.db")
+    created = json.loads(run("keys", "create", "--user", "sam", "--db", db, "--json").stdout)
+    secret = created["key"].rsplit("_", 1)[1]
+    revoked = run("keys", "revoke", created["key"], "--db", db)
+    assert revoked.exit_code == 0 and created["key_id"] in revoked.output and secret not in revoked.output
+    again = run("keys", "revoke", created["key"], "--db", db)
+    assert again.exit_code == 2 and secret not in again.output
