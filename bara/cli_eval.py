@@ -221,6 +221,9 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
 
     settings = _settings()
     files = tuple([*locomo, *(more or [])])
+    folders = [str(f) for f in files if f.is_dir()]
+    if folders:
+        _fail(f"{', '.join(folders)} is a folder: pass the LoCoMo files in it, e.g. --locomo {folders[0]}/conv-*.json")
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         _fail(f"LoCoMo file(s) not found: {', '.join(missing)}; pass --locomo conv-*.json files")

@@ -108,3 +108,8 @@ def test_keys_revoke_by_whole_key_never_prints_the_secret(tmp_path):
     assert revoked.exit_code == 0 and created["key_id"] in revoked.output and secret not in revoked.output
     again = run("keys", "revoke", created["key"], "--db", db)
     assert again.exit_code == 2 and secret not in again.output
+
+
+def test_eval_memory_given_a_folder_says_to_pass_its_files(data_dir):
+    result = run("eval", "memory", "--locomo", str(data_dir / "locomo"), "--json")
+    assert result.exit_code == 2 and "is a folder" in result.output and "conv-*.json" in result.output
