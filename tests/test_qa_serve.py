@@ -184,3 +184,15 @@ def test_lone_surrogate_in_a_message_is_answered_not_a_500(api):
     r = c.post("/v1/chat/completions", content=chat,
                headers={**bearer(keys["sam"]), "content-type": "application/json"})
     assert r.status_code == 200, r.text
+
+
+def test_a_stored_trace_with_a_lone_surrogate_still_reads(api):
+    c, keys, runtime = api
+    out = c.post("/api/turns", json={"message": "What is HSTS?"}, headers=bearer(keys["sam"])).json()
+    legacy = {**out["trace"], "trace_id": "legacy" + out["trace"]["trace_id"][6:], "message": "old \ud83d text"}
+    runtime.traces.save("sam", legacy)  # as a server before the edge cleaning stored it
+    turns = c.get(f"/api/conversations/{out['conversation_id']}/turns", headers=bearer(keys["sam"]))
+    assert turns.status_code == 200, turns.text
+    assert turns.json()["turns"][0]["trace"]["message"] == "old \ufffd text"
+    one = c.get(f"/api/traces/{legacy['trace_id']}", headers=bearer(keys["sam"]))
+    assert one.status_code == 200 and one.json()["message"] == "old \ufffd text"

@@ -58,15 +58,31 @@ class TraceStore:
     def for_conversation(self, user_id: str, conversation_id: str) -> dict[int, dict[str, Any]]:
         rows = self.store.query("SELECT turn, trace FROM serve_traces WHERE user_id=? AND conversation_id=?"
                                 " ORDER BY turn, created_at", (user_id, conversation_id))
-        return {int(t): json.loads(body) for t, body in rows}
+        return {int(t): _loads(body) for t, body in rows}
 
     def get(self, user_id: str, trace_id: str) -> dict[str, Any] | None:
         rows = self.store.query("SELECT trace FROM serve_traces WHERE user_id=? AND trace_id=?", (user_id, trace_id))
-        return json.loads(rows[0][0]) if rows else None
+        return _loads(rows[0][0]) if rows else None
 
     def forget(self, user_id: str) -> int:
         with self.store.transaction():
             return self.store.execute("DELETE FROM serve_traces WHERE user_id=?", (user_id,))
+
+
+def _loads(body: str) -> Any:
+    """A stored trace; lone surrogates (kept by traces saved before messages were cleaned) become U+FFFD,
+    so reading an old conversation can never fail to encode."""
+    return _clean(json.loads(body))
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return no_surrogates(value)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
 
 
 def trace_json(trace: TurnTrace, message: str) -> dict[str, Any]:
