@@ -258,6 +258,9 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
 
     settings = _settings()
     files = tuple([*locomo, *(more or [])])
+    folders = [str(f) for f in files if f.is_dir()]
+    if folders:
+        _fail(f"{', '.join(folders)} is a folder: pass the LoCoMo files in it, e.g. --locomo {folders[0]}/conv-*.json")
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         _fail(f"LoCoMo file(s) not found: {', '.join(missing)}; pass --locomo conv-*.json files")
@@ -280,9 +283,9 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
 def _judge_model(settings: Settings, judge: str) -> Any:
     from bara.llm.base import build_model
 
-    if ":" not in judge:
+    provider, _, name = judge.partition(":")
+    if not provider.strip() or not name.strip():
         _fail(f"--judge {judge!r} must be provider:name, e.g. openai:gpt-4o-mini")
-    provider, name = judge.split(":", 1)
     return build_model(settings.override(model=name, llm_provider=provider))
 
 

@@ -30,11 +30,17 @@ def mcp(user: str = typer.Option(..., "--user", help="The user every tool acts f
     from bara.prompts.mcp import EMPTY_USER
     from bara.settings import load_settings
 
+    from bara.cli_serve import require_store
+    from bara.serve.keys import check_user_id
+
     if not user.strip():
         err.print(f"[red]error:[/red] {EMPTY_USER}")
         raise typer.Exit(2)
     try:
-        with Bara(load_settings(db=db)) as bara:
+        check_user_id(user.strip())
+        settings = load_settings(db=db)
+        require_store(settings.db)
+        with Bara(settings) as bara:
             anyio.run(serve_stdio, bara, user.strip())
     except BaraError as exc:
         err.print(f"[red]error:[/red] {exc}")

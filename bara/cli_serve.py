@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import NoReturn, Optional
 
 import typer
@@ -47,6 +48,9 @@ def serve(db: Optional[str] = DbOption,
         settings = load_settings(db=db)
     except BaraError as exc:
         _fail(str(exc))
+    if _is_new_sqlite(settings.db):
+        err.print(f"[yellow]note:[/yellow] no store at {settings.db} yet: starting with an empty one (check --db; "
+                  f"add documents with `bara ingest PATH --db {settings.db}`)")
     _check_store(settings)
     _check_port(host, port)
     if workers > 1 and not settings.db.startswith(("postgresql://", "postgres://")):
@@ -93,13 +97,30 @@ def _safe(location: str) -> str:
     return location
 
 
-def _keys(db: Optional[str]):
+def _keys(db: Optional[str], existing: bool = False):
+    """A Bara over the store and its KeyStore; ``existing``: refuse (exit 2) a SQLite file that does
+    not exist yet instead of creating an empty store (list and revoke only read or change keys)."""
     from bara.app import Bara
     from bara.serve.keys import KeyStore
     from bara.settings import load_settings
 
-    bara = Bara(load_settings(db=db))
+    settings = load_settings(db=db)
+    if existing:
+        require_store(settings.db)
+    bara = Bara(settings)
     return bara, KeyStore(bara.store)
+
+
+def _is_new_sqlite(location: str) -> bool:
+    return not location.startswith(("postgresql://", "postgres://")) and location != ":memory:" \
+        and not Path(location).exists()
+
+
+def require_store(location: str) -> None:
+    """Exit 2 when a SQLite store does not exist: a mistyped --db must not silently create an empty one."""
+    if _is_new_sqlite(location) or Path(location).is_dir():
+        _fail(f"no bara store at {location}: pass the --db you created (with `bara ingest ... --db` or "
+              "`bara keys create --db`), or set $BARA_DB")
 
 
 @keys_app.command("create")
@@ -129,8 +150,12 @@ def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this
               db: Optional[str] = DbOption,
               json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List keys (ids, users, admin flag, created/revoked times; never the secrets)."""
+    from bara.serve.keys import check_user_id
+
     try:
-        bara, keys = _keys(db)
+        if user is not None:
+            check_user_id(user)
+        bara, keys = _keys(db, existing=True)
         with bara:
             rows = keys.list(user)
     except BaraError as exc:
@@ -139,6 +164,8 @@ def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this
         print(json.dumps([{"key_id": k.key_id, "user": k.user_id, "admin": k.admin, "created_at": k.created_at,
                            "revoked_at": k.revoked_at} for k in rows]))
         return
+    if not rows:
+        err.print("no keys" + (f" for user {user!r}" if user else "") + ": create one with `bara keys create --user U`")
     for k in rows:
         state = "revoked " + _when(k.revoked_at) if k.revoked_at else "active"
         out.print(f"{k.key_id}  {k.user_id}  {'admin' if k.admin else 'user'}  created {_when(k.created_at)}  {state}")
@@ -149,14 +176,24 @@ def revoke(key_id: str = typer.Argument(..., help="A key id from `bara keys list
            db: Optional[str] = DbOption) -> None:
     """Revoke a key: requests with it get 401 from then on."""
     try:
-        bara, keys = _keys(db)
+        bara, keys = _keys(db, existing=True)
         with bara:
             n = keys.revoke(key_id)
     except BaraError as exc:
         _fail(str(exc))
+    shown = _key_id(key_id)  # never print a whole key (a secret) back
     if not n:
-        _fail(f"no active key {key_id!r}: see `bara keys list`")
-    out.print(f"revoked {key_id}")
+        _fail(f"no active key {shown!r}: see `bara keys list`")
+    out.print(f"revoked {shown}")
+
+
+def _key_id(given: str) -> str:
+    """The key id of a whole key (``bara_<key_id>_<secret>``), or ``given`` when it is already an id."""
+    from bara.serve.keys import PREFIX
+
+    if given.startswith(PREFIX) and given.count("_") >= 2:
+        return given[len(PREFIX):].split("_", 1)[0]
+    return given
 
 
 def _when(ts: float | None) -> str:

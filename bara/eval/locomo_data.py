@@ -72,9 +72,20 @@ def load_locomo(path: Path) -> LocomoConversation:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read LoCoMo file {path}: {exc}; pass a conv-*.json file") from exc
-    conv = raw.get("conversation", raw)
-    if not isinstance(conv, dict) or "speaker_a" not in conv or "qa" not in raw:
+    if isinstance(raw, list):
+        raise InputError(f"{path} holds a JSON list ({len(raw)} items), not one LoCoMo conversation: pass one "
+                         "conversation per file (conv-*.json; split the original locomo10.json by sample)")
+    conv = raw.get("conversation", raw) if isinstance(raw, dict) else None
+    if not isinstance(conv, dict) or "speaker_a" not in conv or not isinstance(raw.get("qa"), list):
         raise InputError(f"{path} is not a LoCoMo conversation (needs speaker_a, session_N and qa)")
+    try:
+        return _parse(path, raw, conv)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise InputError(f"{path} has a malformed LoCoMo entry ({type(exc).__name__}: {exc}): each session_N must "
+                         "be a list of {speaker, dia_id, text} objects and each qa item an object") from exc
+
+
+def _parse(path: Path, raw: dict, conv: dict) -> LocomoConversation:
     sessions = []
     for key, value in conv.items():
         m = _SESSION.match(key)

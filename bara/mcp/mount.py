@@ -29,7 +29,7 @@ class McpMount:
         if self.app is None:
             if scope["type"] != "http":
                 return
-            body = json.dumps({"error": NOT_READY}).encode()
+            body = json.dumps({"error": {"type": "unavailable", "message": NOT_READY}}).encode()
             await send({"type": "http.response.start", "status": 503,
                         "headers": [(b"content-type", b"application/json")]})
             await send({"type": "http.response.body", "body": body})

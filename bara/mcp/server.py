@@ -180,7 +180,7 @@ class RequireKey:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             key = bearer_key(headers)
             if not key or not self.resolve_user(key):
-                body = json.dumps({"error": UNKNOWN_KEY}).encode()
+                body = json.dumps({"error": {"type": "invalid_api_key", "message": UNKNOWN_KEY}}).encode()
                 await send({"type": "http.response.start", "status": 401, "headers": [
                     (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="bara"'),
                     (b"content-length", str(len(body)).encode())]})

@@ -83,8 +83,9 @@ def search_knowledge(ctx: ToolContext, args: SearchKnowledgeArgs) -> dict[str, A
     if retriever is None:
         raise ToolError(NO_STORE)
     outcome = retriever.search(args.query, k=args.k)
-    hits = [{"source": h.chunk.source, "section": h.chunk.section, "title": h.chunk.title, "text": h.chunk.text,
-             "score": round(float(h.score), 4)} for h in outcome.hits]
+    # the file's name, as /api/search gives it: the server's folders are not the model's business
+    hits = [{"source": h.chunk.source.rsplit("/", 1)[-1], "section": h.chunk.section, "title": h.chunk.title,
+             "text": h.chunk.text, "score": round(float(h.score), 4)} for h in outcome.hits]
     return {"query": args.query, "status": outcome.status.value, "reasons": list(outcome.reasons), "hits": hits}
 
 

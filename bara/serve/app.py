@@ -1,7 +1,8 @@
 """The ASGI app: ``create_app(settings)`` builds it; ``factory()`` is uvicorn's import-string factory.
 
 Routes: the native API under ``/api`` (bara.serve.native), the OpenAI-compatible ``/v1``
-(bara.serve.openai_compat), ``/metrics`` (Prometheus), OpenAPI docs at ``/docs``, and the static web
+(bara.serve.openai_compat), ``/metrics`` (Prometheus), an offline API reference at ``/docs`` (Swagger UI,
+which needs a CDN, at ``/swagger``), and the static web
 timeline at ``/`` (files in ``bara/serve/static/``, mounted last so every API path wins).
 
 Extension point: ``create_app(..., mounts={"/mcp": asgi_app})`` mounts extra ASGI apps before the
@@ -19,6 +20,7 @@ from typing import Any, AsyncIterator, Mapping
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import FileResponse
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
@@ -59,7 +61,7 @@ def create_app(settings: Settings | None = None, *, mode: str = "gated", runtime
             if owned:
                 app.state.runtime.close()
 
-    app = FastAPI(title="bara", version="1", lifespan=lifespan,
+    app = FastAPI(title="bara", version="1", lifespan=lifespan, docs_url="/swagger", redoc_url=None,
                   description="Adaptive retrieval for multi-turn assistants: an OpenAI-compatible chat endpoint "
                               "(/v1) and a native API (/api) whose every turn carries its full trace.")
     app.state.runtime = runtime
@@ -72,12 +74,19 @@ def create_app(settings: Settings | None = None, *, mode: str = "gated", runtime
     app.include_router(native.router)
     app.include_router(openai_compat.router)
     app.add_api_route("/metrics", lambda: app.state.metrics.render(), include_in_schema=False)
+    app.add_api_route("/docs", _api_docs, include_in_schema=False)
     for path, sub in (mounts or {}).items():
         extend(app, path, sub)
     if static_dir is not None and Path(static_dir).is_dir():
         app.mount("/", StaticFiles(directory=str(static_dir), html=True), name="static")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _api_docs() -> FileResponse:
+    """The API reference at /docs: a static page rendering /openapi.json, working with no network
+    (FastAPI's Swagger UI, kept at /swagger, loads its scripts from a CDN)."""
+    return FileResponse(STATIC_DIR / "apidocs.html", media_type="text/html")
 
 
 def extend(app: FastAPI, path: str, asgi_app: Any, name: str | None = None) -> None:

@@ -30,9 +30,28 @@ def error_json(status: int, type_: str, message: str, headers: dict[str, str] | 
     return JSONResponse({"error": {"type": type_, "message": message}}, status_code=status, headers=headers)
 
 
+def _http_message(request: Request, exc: StarletteHTTPException) -> str:
+    """Starlette's bare "Not Found" / "Method Not Allowed" turned into what to change."""
+    where = f"{request.method} {request.url.path}"
+    if exc.status_code == 404 and exc.detail == "Not Found":
+        return f"no such path: {where}; the API's paths are listed at /docs (OpenAPI schema at /openapi.json)"
+    if exc.status_code == 405:
+        allowed = (getattr(exc, "headers", None) or {}).get("Allow") or "another method"
+        return f"{request.method} is not allowed on {request.url.path}: use {allowed} (see /docs)"
+    if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+        return "the request body could not be read: send a complete JSON object (or a multipart upload)"
+    return str(exc.detail)
+
+
 def _validation_message(exc: RequestValidationError) -> str:
+    errors = exc.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        e = next(e for e in errors if e.get("type") == "json_invalid")
+        at = e.get("loc", ("body", "?"))[-1]
+        return (f"the request body is not valid JSON (error near character {at}): send a JSON object "
+                "with Content-Type: application/json")
     parts = []
-    for e in exc.errors()[:5]:
+    for e in errors[:5]:
         loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
         parts.append(f"{loc}: {e.get('msg', 'invalid')}")
     return "invalid request: " + "; ".join(parts) + " (fix these fields and retry)"
@@ -55,9 +74,10 @@ def install(app: FastAPI) -> None:
         return error_json(422, "invalid_request", _validation_message(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return error_json(exc.status_code, kind, str(exc.detail), getattr(exc, "headers", None))
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        kind = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(exc.status_code,
+                                                                                          "http_error")
+        return error_json(exc.status_code, kind, _http_message(request, exc), getattr(exc, "headers", None))
 
     @app.exception_handler(LLMError)
     async def _llm(_: Request, exc: LLMError) -> JSONResponse:

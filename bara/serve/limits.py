@@ -1,8 +1,8 @@
 """Request-size limits enforced before any parsing, as JSON 413 errors that say what to change.
 
 :class:`BodyLimit` is pure ASGI: it refuses a declared ``Content-Length`` over the limit at once and
-counts streamed bytes otherwise (chunked uploads cannot sneak past). Uploads to ``/api/ingest``
-get their own, larger limit.
+reads a body without one (chunked) up to the limit before the app sees it, so a chunked body cannot
+sneak past and gets the same JSON 413. Uploads to ``/api/ingest`` get their own, larger limit.
 """
 
 from __future__ import annotations
@@ -10,19 +10,28 @@ from __future__ import annotations
 import json
 from typing import Any, Awaitable, Callable
 
+from starlette.exceptions import HTTPException
+
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-class TooLarge(Exception):
-    pass
+class TooLarge(HTTPException):
+    """Raised from ``receive`` when a body passes its declared size's limit. An HTTPException, so
+    FastAPI's body parser re-raises it (instead of a generic 400) when nothing wraps ``receive``."""
+
+    def __init__(self, limit: int, what: str):
+        super().__init__(413, _message(limit, what))
+
+
+def _message(limit: int, what: str) -> str:
+    return (f"the {what} is larger than {limit} bytes: send less (fewer or shorter messages, a smaller "
+            "file) or ask the operator to raise the limit")
 
 
 def _refusal(limit: int, what: str) -> bytes:
-    return json.dumps({"error": {"type": "request_too_large", "message":
-                                 f"the {what} is larger than {limit} bytes: send less (fewer or shorter "
-                                 "messages, a smaller file) or ask the operator to raise the limit"}}).encode()
+    return json.dumps({"error": {"type": "request_too_large", "message": _message(limit, what)}}).encode()
 
 
 class BodyLimit:
@@ -40,6 +49,12 @@ class BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await _send_413(send, limit, what)
             return
+        if declared is None:  # streamed (chunked): read it whole here, so the refusal is ours, not a parse error
+            body = await _read_capped(receive, limit)
+            if body is None:
+                await _send_413(send, limit, what)
+                return
+            receive = _replay(body, receive)
         seen, started = 0, False
 
         async def counted() -> dict[str, Any]:
@@ -48,7 +63,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise TooLarge
+                    raise TooLarge(limit, what)
             return message
 
         async def tracking_send(message: dict[str, Any]) -> None:
@@ -61,6 +76,35 @@ class BodyLimit:
         except TooLarge:
             if not started:
                 await _send_413(send, limit, what)
+
+
+async def _read_capped(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body, or None as soon as it passes ``limit`` bytes."""
+    parts: list[bytes] = []
+    seen = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(parts)  # a disconnect: the app sees a short body and the disconnect after it
+        parts.append(message.get("body", b""))
+        seen += len(parts[-1])
+        if seen > limit:
+            return None
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replayed() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
 
 
 async def _send_413(send: Send, limit: int, what: str) -> None:

@@ -6,6 +6,7 @@ that belongs to another user get the same 404. Sync handlers run in FastAPI's th
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from typing import Any
 
@@ -23,12 +24,18 @@ from bara.serve.schemas import (ConversationList, ConversationOut, ForgetOut, He
 router = APIRouter(prefix="/api")
 
 
+_VISIBLE = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")  # what an empty-looking message may still contain
+
+
 def runtime(request: Request) -> Any:
     return request.app.state.runtime
 
 
 def check_message(request: Request, message: str) -> None:
     limit = request.app.state.runtime.settings.serve_max_message_chars
+    if not _VISIBLE.sub("", message):
+        raise ApiError(422, "empty_message", "the message is empty (only spaces or control characters): "
+                       "send some text")
     if len(message) > limit:
         raise ApiError(413, "message_too_long", f"the message has {len(message)} characters; the limit is "
                        f"{limit}: shorten it or split it into several turns")
@@ -79,7 +86,7 @@ def list_conversations(request: Request, key: ApiKey = Depends(caller)) -> Conve
                                            for c in infos])
 
 
-@router.get("/conversations/{conversation_id}/turns", response_model=TurnList, tags=["conversations"])
+@router.get("/conversations/{conversation_id:path}/turns", response_model=TurnList, tags=["conversations"])
 def conversation_turns(conversation_id: str, request: Request, key: ApiKey = Depends(caller)) -> TurnList:
     """Every turn of one conversation in order, each with its stored trace (None for turns not made
     through this server, e.g. a history imported from chat-completions messages)."""

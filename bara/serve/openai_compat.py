@@ -34,6 +34,7 @@ from bara.serve.auth import caller
 from bara.serve.errors import ApiError
 from bara.serve.keys import ApiKey
 from bara.serve.native import check_message, run_turn
+from bara.serve.runtime import no_surrogates
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 MODELS = {"bara-gated": "gated", "bara-always": "always", "bara-agent": "agent"}
@@ -95,9 +96,9 @@ class ModelList(BaseModel):
 
 def text_of(m: ChatMessage) -> str:
     if isinstance(m.content, str):
-        return m.content
+        return no_surrogates(m.content)
     parts = m.content or []
-    return "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return no_surrogates("\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)))
 
 
 def thread_hash(turns: list[tuple[str, str]]) -> str:

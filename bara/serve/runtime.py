@@ -9,6 +9,7 @@ any number of processes over one PostgreSQL serve the same users (docs/scaling.m
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -33,6 +34,14 @@ class TurnOutcome:
     trace: dict[str, Any]  # TurnTrace.to_json() plus trace_id, message, degraded, errors
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def no_surrogates(text: str) -> str:
+    """JSON may carry a lone surrogate ("\\ud83d"), which no UTF-8 output can encode: U+FFFD instead."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 class TraceStore:
     """Per-user stored traces (``serve_traces``), one per answered turn."""
 
@@ -49,15 +58,31 @@ class TraceStore:
     def for_conversation(self, user_id: str, conversation_id: str) -> dict[int, dict[str, Any]]:
         rows = self.store.query("SELECT turn, trace FROM serve_traces WHERE user_id=? AND conversation_id=?"
                                 " ORDER BY turn, created_at", (user_id, conversation_id))
-        return {int(t): json.loads(body) for t, body in rows}
+        return {int(t): _loads(body) for t, body in rows}
 
     def get(self, user_id: str, trace_id: str) -> dict[str, Any] | None:
         rows = self.store.query("SELECT trace FROM serve_traces WHERE user_id=? AND trace_id=?", (user_id, trace_id))
-        return json.loads(rows[0][0]) if rows else None
+        return _loads(rows[0][0]) if rows else None
 
     def forget(self, user_id: str) -> int:
         with self.store.transaction():
             return self.store.execute("DELETE FROM serve_traces WHERE user_id=?", (user_id,))
+
+
+def _loads(body: str) -> Any:
+    """A stored trace; lone surrogates (kept by traces saved before messages were cleaned) become U+FFFD,
+    so reading an old conversation can never fail to encode."""
+    return _clean(json.loads(body))
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return no_surrogates(value)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
 
 
 def trace_json(trace: TurnTrace, message: str) -> dict[str, Any]:
@@ -110,6 +135,9 @@ class Runtime:
                  create: bool = False) -> TurnOutcome:
         """One turn. ``conversation_id`` None starts a conversation; an unknown id raises InputError
         unless ``create`` (then it is created for this user; ids are per user)."""
+        message = no_surrogates(message)
+        if (mode or self.mode) == "agent":
+            self._check_agent_user(user_id)
         if conversation_id is not None and create:
             self.conversations.open(user_id, conversation_id, create=True)
         result = self.assistant(mode or self.mode).turn(user_id, message, conversation_id)
@@ -117,6 +145,19 @@ class Runtime:
         if trace.get("stored", {}).get("turn"):
             self.traces.save(user_id, trace)
         return TurnOutcome(result.answer, result.conversation_id, trace)
+
+    def _check_agent_user(self, user_id: str) -> None:
+        """Agent mode answers from the caller's funds account; without one, say what an API caller can
+        change (the CLI's advice to pick another --user does not apply: the key fixes the user)."""
+        from bara.errors import InputError
+        from bara.serve.errors import ApiError
+
+        try:
+            self.assistant("agent").user_name(user_id)
+        except InputError:
+            raise ApiError(400, "no_funds_account", f"agent mode answers from a funds account, and this API key's "
+                           f"user {user_id!r} has none: use model bara-gated or bara-always (mode gated or "
+                           "always), or ask the operator for a key of a user listed by `bara funds users`") from None
 
     def close(self) -> None:
         self.bara.close()

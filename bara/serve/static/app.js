@@ -233,7 +233,7 @@ async function onSubmit(event) {
       clear(bot.querySelector(".answer")).append(`Not answered: ${err.message}`);
     }
     if (err.status === 401) setStatus("Your key is no longer accepted: sign in again.", true);
-    else setStatus(`The turn failed: ${err.message}. Your message was: “${message}”.`, true);
+    else setStatus(`The turn failed: ${err.message}. Your message is back in the box: “${excerpt(message)}”.`, true);
     input.value = message;
   } finally {
     state.busy = false;
@@ -273,3 +273,8 @@ function init() {
 }
 
 init();
+
+/** The start of a long text, so an error line never carries a whole message (it stays in the box). */
+function excerpt(text, max = 80) {
+  return text.length > max ? `${text.slice(0, max)}… (${text.length} characters)` : text;
+}
