@@ -47,8 +47,8 @@ def _eval_group(app: typer.Typer) -> typer.Typer:
     return group_app
 
 
-def _open(db: Optional[str], mode: str = "read") -> Bara:
-    return open_bara(db, mode)
+def _open(db: Optional[str], mode: str = "read", **overrides: object) -> Bara:
+    return open_bara(db, mode, **overrides)
 
 
 def _fail(exc: BaraError) -> None:
@@ -202,8 +202,11 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
         err.print(f"[red]error:[/red] no golden case id starts with {case}; see bara/agent/data/golden_*.jsonl")
         raise typer.Exit(2)
     try:
-        with _open(db, "write") as bara:
-            report = _run_golden(bara, gate_tools, picked, quiet=json_out)
+        if model is not None and (":" not in model or not all(model.split(":", 1))):
+            fail(f"--model {model!r} must be provider:name, e.g. openai:gpt-4o-mini")
+        with _open(db, "write", **({"model": model} if model else {})) as bara:
+            chosen = _golden_model(bara)
+            report = _run_golden(bara, chosen, gate_tools, picked, quiet=json_out)
     except BaraError as exc:
         _fail(exc)
     if json_out:
