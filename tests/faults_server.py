@@ -15,8 +15,9 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+from loopback import LoopbackServer
 
 SECRET = "sk-fault-0123456789abcdefSECRETTAIL"
 
@@ -48,26 +49,15 @@ def deep_json(levels: int) -> bytes:
     return head + b"[" * levels + b"]" * levels + b'}, "finish_reason": "stop"}]}'
 
 
-class FaultServer:
+class FaultServer(LoopbackServer):
     def __init__(self, *faults: Fault) -> None:
         self.faults, self.requests = list(faults), 0
         self.stop = threading.Event()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads, self.server.block_on_close = True, False
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> "FaultServer":
-        self.thread.start()
-        return self
+        super().__init__(self._handler())
 
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().__exit__(*exc)
 
     def _next(self) -> Fault:
         fault = self.faults[min(self.requests, len(self.faults) - 1)]

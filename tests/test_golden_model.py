@@ -8,8 +8,7 @@ tokens and provider-reported tokens in the report are checked against what actua
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from typer.testing import CliRunner
@@ -22,30 +21,18 @@ from bara.cli import app
 from bara.domains.funds import create_demo_users, load_amfi
 from bara.prompts.frames import estimate_tokens
 from bara.settings import Settings
+from loopback import LoopbackServer
 
 PICKED = ("num-xirr-asha", "ret-fact-house", "ref-named-user", "sel-xirr", "sel-greeting")
 
 
-class FakeModelServer:
+class FakeModelServer(LoopbackServer):
+    path = "/v1"
     """OpenAI Chat Completions on 127.0.0.1: one keyword-chosen tool call, then the results as the answer."""
 
     def __init__(self) -> None:
         self.requests: list[dict] = []
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> "FakeModelServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(self._handler())
 
     @staticmethod
     def reply(body: dict) -> dict:

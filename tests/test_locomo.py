@@ -4,13 +4,13 @@ metric, the loader, input errors, and the optional judge against a loopback fake
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from typer.testing import CliRunner
 
 from bara.eval.locomo_data import evidence_recall, load_locomo
+from loopback import LoopbackServer
 
 METRIC_KEYS = {"evidence_recall@5", "evidence_recall@10", "context_tokens", "latency_ms", "abstain_adversarial"}
 SLICE = ["--sessions", "2", "--limit", "6"]
@@ -81,9 +81,11 @@ def test_bad_input_exits_2_and_says_what_to_change(conv26, args, says):
     assert says in result.output and "Traceback" not in result.output
 
 
-class _FakeJudge:
+class _FakeJudge(LoopbackServer):
     """A loopback OpenAI-compatible server: answers by quoting the excerpts it was shown, judges CORRECT
     when the reference occurs in the answer. So the judged score follows what memory retrieved."""
+
+    path = "/v1"
 
     def __init__(self) -> None:
         self.requests: list[dict] = []
@@ -113,21 +115,7 @@ class _FakeJudge:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
-
-    def __enter__(self) -> "_FakeJudge":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        super().__init__(Handler)
 
 
 def test_judge_answers_and_grades_with_the_configured_model(conv26):

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -28,6 +27,7 @@ from bara.llm.http import RetryPolicy, _retry_after
 from bara.llm.openai_compat import OpenAICompatModel, openai_payload, parse_openai_response
 from bara.settings import Settings
 from llm_fixtures import SPEC, transcript
+from loopback import LoopbackServer
 
 SECRET = "sk-test-0123456789abcdefSECRETTAIL"
 
@@ -89,26 +89,12 @@ class Seen:
     body: Any
 
 
-class FakeProvider:
+class FakeProvider(LoopbackServer):
     """An HTTP server on 127.0.0.1 that replays canned replies and records requests."""
 
     def __init__(self, *replies: Canned) -> None:
         self.replies, self.requests = deque(replies), []
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads, self.server.block_on_close = True, False
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> "FakeProvider":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(self._handler())
 
     def _handler(self) -> type:
         fake = self
