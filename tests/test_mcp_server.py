@@ -299,3 +299,55 @@ def test_http_two_keys_in_parallel_act_for_their_own_users(world, http_url):
         assert names == MEMORY_TOOLS | FUND_TOOLS
         assert holdings == [held_codes(bara, user)] * 2
         assert injected.is_error and "user_id" in text(injected)
+
+
+def test_clean_line_replaces_only_lone_surrogates():
+    from bara.mcp.server import clean_line
+
+    lone = '{"jsonrpc": "2.0", "id": 3, "params": {"q": "a\\ud83d b", "k": ["\\udc00"]}}\n'
+    assert json.loads(clean_line(lone))["params"] == {"q": "a\ufffd b", "k": ["\ufffd"]}
+    pair = '{"q": "\\ud83d\\ude00"}\n'
+    assert json.loads(clean_line(pair)) == {"q": "\U0001F600"}
+    plain = '{"q": "\\\\ud83d is text"}\n'  # an escaped backslash: literal text, no surrogate
+    assert json.loads(clean_line(plain)) == {"q": "\\ud83d is text"}
+    assert clean_line("not json \\ud83d\n") == "not json \\ud83d\n"
+
+
+def test_stdio_answers_a_request_carrying_a_lone_surrogate(world, tmp_path):
+    """Legal JSON with a lone surrogate escape used to get no reply at all: the client waited for ever."""
+    import select
+    import subprocess
+
+    _bara, db = world
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BARA_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "bara.cli", "mcp", "--user", "u_chitra", "--db", str(db)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                            cwd=str(ROOT))
+
+    def send(line: str) -> None:
+        proc.stdin.write(line.encode() + b"\n")
+        proc.stdin.flush()
+
+    def reply(wanted: int, seconds: float = 60.0) -> dict:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            message = json.loads(proc.stdout.readline())
+            if message.get("id") == wanted:
+                return message
+        raise AssertionError(f"no reply to request {wanted} within {seconds} s")
+
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
+        assert "result" in reply(1)
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search_knowledge", '
+             '"arguments": {"query": "HSTS max-age \\ud83d"}}}')
+        answer = reply(2)
+        assert "result" in answer and not answer["result"].get("isError"), answer
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
