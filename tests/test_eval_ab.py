@@ -20,6 +20,7 @@ from bara.llm import ScriptedModel
 from bara.retrieval.embed_cache import CachedEmbedder, EmbeddingCache
 from bara.retrieval.embedders import OnnxMiniLMEmbedder
 from bara.settings import Settings
+from kb_helpers import write_mtrag_slice
 
 ROOT = Path(__file__).resolve().parents[1]
 PREREG = ROOT / "eval" / "preregistered.toml"
@@ -32,16 +33,7 @@ BOUNDED = ("retrieval_rate", "recall@5", "ndcg@10", "answer_f1", "rouge_l", "abs
 @pytest.fixture(scope="module")
 def slice_files(tmp_path_factory, data_dir):
     """30 tasks spread over the dev file, and a corpus of their passages plus distractors."""
-    folder = tmp_path_factory.mktemp("ab_slice")
-    lines = (data_dir / "mtrag" / "tasks.dev.jsonl").read_text(encoding="utf-8").splitlines()
-    picked = lines[::len(lines) // N_TASKS][:N_TASKS]
-    wanted = {c["document_id"] for line in picked for c in json.loads(line)["contexts"]}
-    corpus = (data_dir / "mtrag" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-    others = [c for c in corpus if json.loads(c)["_id"] not in wanted][::7][:DISTRACTORS]
-    (folder / "tasks.jsonl").write_text("\n".join(picked) + "\n")
-    (folder / "corpus.jsonl").write_text("\n".join([c for c in corpus if json.loads(c)["_id"] in wanted] + others)
-                                         + "\n")
-    return folder
+    return write_mtrag_slice(tmp_path_factory.mktemp("ab_slice"), data_dir, N_TASKS, DISTRACTORS, stride=7)
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from bara.eval.prereg import load_prereg
 from bara.retrieval.embed_cache import CachedEmbedder, EmbeddingCache
 from bara.retrieval.embedders import OnnxMiniLMEmbedder
 from bara.settings import Settings
+from kb_helpers import write_mtrag_slice
 
 ROOT = Path(__file__).resolve().parents[1]
 PREREG = ROOT / "eval" / "preregistered_round2.toml"
@@ -29,17 +30,8 @@ MODES = ("always", "gated", "last2")
 
 @pytest.fixture(scope="module")
 def slice_files(tmp_path_factory, data_dir):
-    folder = tmp_path_factory.mktemp("whole_slice")
-    lines = (data_dir / "mtrag" / "tasks.dev.jsonl").read_text(encoding="utf-8").splitlines()
-    multi = [line for line in lines if len(json.loads(line)["input"]) >= 5]
-    picked = multi[::len(multi) // N_TASKS][:N_TASKS]
-    wanted = {c["document_id"] for line in picked for c in json.loads(line)["contexts"]}
-    corpus = (data_dir / "mtrag" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-    others = [c for c in corpus if json.loads(c)["_id"] not in wanted][::11][:DISTRACTORS]
-    (folder / "tasks.jsonl").write_text("\n".join(picked) + "\n")
-    (folder / "corpus.jsonl").write_text("\n".join([c for c in corpus if json.loads(c)["_id"] in wanted] + others)
-                                         + "\n")
-    return folder
+    return write_mtrag_slice(tmp_path_factory.mktemp("whole_slice"), data_dir, N_TASKS, DISTRACTORS, stride=11,
+                             keep=lambda task: len(task["input"]) >= 5)
 
 
 @pytest.fixture(scope="module")

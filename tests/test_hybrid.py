@@ -9,6 +9,7 @@ from bara.retrieval.lexical import analyze
 from bara.retrieval.hybrid import Arms, HybridRetriever
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
+from kb_helpers import retriever_over
 from bara.types import Status
 
 TEXTS = {
@@ -23,14 +24,8 @@ TEXTS = {
 
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory, embedder):
-    folder = tmp_path_factory.mktemp("kb")
-    for name, text in TEXTS.items():
-        (folder / name).write_text(text)
-    settings = Settings(db=str(folder / "kb.db"), cache_dir=folder / "cache")
-    store = SQLiteStore(settings.db)
-    KnowledgeBase(store, embedder, settings).ingest([folder])
-    yield HybridRetriever(store, embedder, settings)
-    store.close()
+    with retriever_over(tmp_path_factory.mktemp("kb"), TEXTS, embedder) as retriever:
+        yield retriever
 
 
 def test_hybrid_finds_the_right_document_with_arm_details(kb):

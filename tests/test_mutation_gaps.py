@@ -14,11 +14,9 @@ from dataclasses import replace
 import pytest
 
 from bara.decide import decide
-from bara.memory.knowledge import KnowledgeBase
 from bara.prompts.frames import NoteItem, PromptInputs, QAItem, Source, assemble, build_frames
-from bara.retrieval.hybrid import HybridRetriever
 from bara.settings import Settings
-from bara.store.sqlite import SQLiteStore
+from kb_helpers import retriever_over
 from bara.types import Status, Utterance
 from bara.understand.features import compute_features
 
@@ -32,14 +30,8 @@ TEXTS = {
 
 @pytest.fixture(scope="module")
 def retriever(tmp_path_factory, embedder):
-    folder = tmp_path_factory.mktemp("gaps")
-    for name, text in TEXTS.items():
-        (folder / name).write_text(text)
-    settings = Settings(db=str(folder / "kb.db"), cache_dir=folder / "cache")
-    store = SQLiteStore(settings.db)
-    KnowledgeBase(store, embedder, settings).ingest([folder])
-    yield HybridRetriever(store, embedder, settings)
-    store.close()
+    with retriever_over(tmp_path_factory.mktemp("gaps"), TEXTS, embedder) as retriever:
+        yield retriever
 
 
 # ------------------------------------------------------------------------------ floor boundary
