@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from bara.retrieval.lexical import analyze
+from bara.text.lexical import analyze
 from bara.store import pg_server
 from bara.store.postgres import PostgresStore
 from bara.store.sqlite import SQLiteStore

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from bara.retrieval import chunk_patterns as cp
 from bara.retrieval.chunking import chunk_document, looks_like_rfc
-from bara.retrieval.lexical import analyze, index_text
+from bara.text.lexical import analyze, index_text
 from bara.settings import Settings
 from bara.understand.sanitize import sanitize
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bara.memory.knowledge import KnowledgeBase
-from bara.retrieval.lexical import analyze
+from bara.text.lexical import analyze
 from bara.retrieval.hybrid import Arms, HybridRetriever
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore

@@ -20,7 +20,8 @@ import numpy as np
 
 from bara.retrieval.embedders import Embedder
 from bara.retrieval.hybrid import HybridRetriever
-from bara.retrieval.lexical import STOPWORDS, analyze
+from bara.text.lexical import analyze
+from bara.text.stopwords import RETRIEVAL_STOPWORDS
 from bara.settings import Settings
 from bara.store.base import Store
 from bara.types import Chunk, Document, Hit, text_hash
@@ -55,7 +56,7 @@ something anything everything way ways good better best well sure okay yeah yes 
 first next also instead actually because rather keep done work works working agreed settled takeaway bottom
 line turns unclear unknown remains seen find check needs needed
 """.split())
-_SKIP = STOPWORDS | _GENERIC
+_SKIP = RETRIEVAL_STOPWORDS | _GENERIC
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from bara.retrieval.embedders import Embedder
-from bara.retrieval.lexical import analyze
+from bara.text.lexical import analyze
 from bara.retrieval.rerank import PassthroughReranker, Reranker
 from bara.settings import Settings
 from bara.store.base import Store

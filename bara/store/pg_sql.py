@@ -1,7 +1,7 @@
 """PostgreSQL text of the store: core schema, row-level security and the one-statement hybrid search.
 
 Full-text choice: the ``tsvector`` is built with the ``simple`` configuration over text already
-analysed by :mod:`bara.retrieval.lexical` (the same stems and stopwords as the SQLite FTS5 index),
+analysed by :mod:`bara.text.lexical` (the same stems and stopwords as the SQLite FTS5 index),
 so both backends match the same terms for the same query; ``websearch_to_tsquery`` joins the
 request's analysed terms with ``or`` and never raises on user syntax.
 
