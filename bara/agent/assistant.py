@@ -32,7 +32,7 @@ from bara.domains.funds import (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, FundsRep
 from bara.domains.funds.tools import DOCS_COLLECTION
 from bara.errors import InputError
 from bara.llm.base import Model, build_model
-from bara.llm.messages import AssistantMessage, Message, SystemMessage, UserMessage
+from bara.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from bara.memory.conversations import Conversations
 from bara.memory.knowledge import KnowledgeBase
 from bara.pipeline import TurnResult

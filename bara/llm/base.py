@@ -15,7 +15,7 @@ import httpx
 from bara.errors import ConfigError
 from bara.llm.errors import MalformedResponse
 from bara.llm.http import Endpoint, RetryPolicy, Secret
-from bara.llm.messages import AssistantMessage, Message, ToolSpec, Usage
+from bara.messages import AssistantMessage, Message, ToolSpec, Usage
 from bara.settings import Settings
 
 #: Normalised stop reasons (provider-specific ones pass through unchanged).
