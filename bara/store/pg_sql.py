@@ -92,20 +92,6 @@ def shared_read_only(table: str, column: str) -> tuple[str, ...]:
             f"CREATE POLICY {table}_delete ON {table} FOR DELETE USING {write}")
 
 
-CORE_SHARED_READ_ONLY = (*shared_read_only("documents", "owner"), *shared_read_only("chunks", "owner"))
-
-
-MEMORY_RLS = (*policy("conversations", "user_id"), *policy("messages", "user_id"),
-              *policy("profile", "user_id"))
-# Portfolio transactions are per-user data; schemes, NAVs and the user directory are shared.
-FUNDS_RLS = policy("funds_transactions", "user_id")
-# Episodic sessions (issue 14): per-user dates and speakers of remembered dialogue.
-EPISODIC_RLS = policy("episodic_sessions", "user_id")
-MEMORY_SHARED_READ_ONLY = (*shared_read_only("conversations", "user_id"), *shared_read_only("messages", "user_id"),
-                           *shared_read_only("profile", "user_id"))
-FUNDS_SHARED_READ_ONLY = shared_read_only("funds_transactions", "user_id")
-EPISODIC_SHARED_READ_ONLY = shared_read_only("episodic_sessions", "user_id")
-
 MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS bara_migrations (
     seq INTEGER GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
