@@ -32,13 +32,13 @@ from typing import Sequence
 import numpy as np
 
 from bara.memory.dates import annotate, fmt_day
-from bara.retrieval.embedders import Embedder
-from bara.text.fusion import weighted_rrf
 from bara.retrieval.hybrid import HybridRetriever
-from bara.text.lexical import analyze
-from bara.text.stopwords import RETRIEVAL_STOPWORDS
+from bara.retrieval.protocol import Embedder
 from bara.settings import Settings
 from bara.store.base import Store
+from bara.text.fusion import weighted_rrf
+from bara.text.lexical import analyze
+from bara.text.stopwords import RETRIEVAL_STOPWORDS
 from bara.types import Chunk, Document, Hit, text_hash
 
 COLLECTION = "episodic"
