@@ -22,6 +22,7 @@ so this module imports nothing from bara.
 from __future__ import annotations
 
 import importlib
+import threading
 from importlib import metadata
 from typing import Callable
 
@@ -34,6 +35,7 @@ BUILTIN: dict[str, str] = {
 }
 
 _loaded: set[str] = set()
+_lock = threading.RLock()  # two stores opened at once (serve workers' threads) load the plug-ins once
 
 
 def declared() -> dict[str, str]:
@@ -55,10 +57,11 @@ def resolve(target: str) -> Callable[[], None] | None:
 
 def load_all() -> None:
     """Run each plug-in's ``register()`` once per process (later calls are free)."""
-    for name, target in declared().items():
-        if name in _loaded:
-            continue
-        register = resolve(target)
-        if register is not None:
-            register()
-        _loaded.add(name)
+    with _lock:
+        for name, target in declared().items():
+            if name in _loaded:
+                continue
+            register = resolve(target)
+            if register is not None:
+                register()
+            _loaded.add(name)

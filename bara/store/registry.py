@@ -68,7 +68,7 @@ def steps_for(backend: str) -> list[tuple[str, tuple[str, ...]]]:
 
     plugins.load_all()
     grouped: dict[str, list[StepPart]] = {}
-    for p in _PARTS.values():
+    for p in list(_PARTS.values()):
         if p.backend == backend:
             grouped.setdefault(p.name, []).append(p)
     ordered = sorted(grouped.values(), key=lambda parts: min((p.phase, p.rank, p.name) for p in parts))
