@@ -10,8 +10,9 @@ from functools import cached_property
 from typing import Any, Callable
 
 from bara.memory.knowledge import KnowledgeBase
-from bara.retrieval.embedders import Embedder, build_embedder
+from bara.retrieval.embedders import build_embedder
 from bara.retrieval.hybrid import HybridRetriever
+from bara.retrieval.protocol import Embedder
 from bara.retrieval.rerank import Reranker, build_reranker
 from bara.settings import Settings, load_settings
 from bara.store import Store, open_store

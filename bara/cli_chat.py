@@ -20,7 +20,7 @@ from rich.text import Text
 from bara.app import Bara
 from bara.cli_common import fail, free_text, id_callback, k_option, open_bara
 from bara.errors import BaraError, InputError
-from bara.llm.base import build_model
+from bara.llm.build import build_model
 from bara.memory.conversations import Conversations
 from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory

@@ -85,7 +85,7 @@ def eval_ab(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN tasks .jso
     quality, abstention, latency. Modes: the assistant's, plus the reference `last2`."""
     from bara.eval.ab import RunConfig, evaluate_ab
     from bara.eval.mixing import MixConfig
-    from bara.llm.base import build_model
+    from bara.llm.build import build_model
 
     settings = _settings()
     if turns not in ("last", "all"):
@@ -219,7 +219,7 @@ def _selector(settings: Settings, model: Optional[str]) -> Any:
     from bara.eval.tools_bfcl import ModelSelector, RouterSelector
 
     if model:
-        from bara.llm.base import build_model
+        from bara.llm.build import build_model
 
         return ModelSelector(build_model(settings.override(model=model)))
     from bara.agent.router import RuleRouter
@@ -281,7 +281,7 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
 
 
 def _judge_model(settings: Settings, judge: str) -> Any:
-    from bara.llm.base import build_model
+    from bara.llm.build import build_model
 
     provider, _, name = judge.partition(":")
     if not provider.strip() or not name.strip():

@@ -217,7 +217,7 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
 
 def _golden_model(bara: Bara) -> Any:
     """The configured model, or None (the offline router) after saying so on stderr."""
-    from bara.llm.base import build_model
+    from bara.llm.build import build_model
 
     model = build_model(bara.settings)
     if model is None:

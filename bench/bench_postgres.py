@@ -23,10 +23,10 @@ import time
 
 import numpy as np
 
-from bara.retrieval.lexical import analyze
 from bara.store import pg_server
 from bara.store.postgres import PostgresStore
 from bara.store.sqlite import SQLiteStore
+from bara.text.lexical import analyze
 from bara.types import SHARED, Chunk, Document, SearchRequest
 
 QUERIES = ["How does TCP detect a lost segment?", "What is the TCP three-way handshake?",

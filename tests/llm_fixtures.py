@@ -3,7 +3,7 @@ one success and one failure, then a follow-up user turn."""
 
 from __future__ import annotations
 
-from bara.llm import AssistantMessage, SystemMessage, ToolCall, ToolResultMessage, ToolSpec, UserMessage
+from bara.messages import AssistantMessage, SystemMessage, ToolCall, ToolResultMessage, ToolSpec, UserMessage
 
 SPEC = ToolSpec("search_documents", "Search factsheets. Do NOT use for the user's own portfolio figures.",
                 {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bara.retrieval.lexical import analyze
+from bara.text.lexical import analyze
 from bara.types import SHARED, Chunk, Document, SearchRequest
 
 DIM = 8

@@ -8,8 +8,8 @@ import time
 from pydantic import BaseModel, ConfigDict, Field
 
 from bara.agent import INCOMPLETE_NOTE, AgentEvent, Tool, ToolContext, run_agent
-from bara.llm import (AssistantMessage, LLMUnavailableError, ModelResponse, ScriptedModel, ToolCall,
-                      ToolResultMessage, Usage, UserMessage)
+from bara.llm import LLMUnavailableError, ModelResponse, ScriptedModel
+from bara.messages import AssistantMessage, ToolCall, ToolResultMessage, Usage, UserMessage
 from bara.settings import Settings
 
 

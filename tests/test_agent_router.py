@@ -20,7 +20,7 @@ from bara.agent.router import RuleRouter, extract_schemes, is_thin, Seen
 from bara.agent.router_text import allocation_by, date_range, normal, reformulate
 from bara.agent.tools import Tool, ToolContext, ToolError
 from bara.domains.funds.tools import build_fund_tools
-from bara.llm.messages import SystemMessage, UserMessage
+from bara.messages import SystemMessage, UserMessage
 from bara.settings import Settings
 
 SYSTEM = SystemMessage("You are bara's portfolio assistant.\nSigned-in user: Esha (u_esha).")

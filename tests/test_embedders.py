@@ -23,9 +23,10 @@ import pytest
 from bara.errors import EmbedderError
 from bara.retrieval.embed_cache import CachedEmbedder, EmbeddingCache, EmbeddingCacheWarning
 from bara.retrieval.embedders import (
-    Embedder, OnnxMiniLMEmbedder, SentenceTransformerEmbedder, build_embedder, load_tokenizer,
+    OnnxMiniLMEmbedder, SentenceTransformerEmbedder, build_embedder, load_tokenizer,
 )
 from bara.retrieval.minilm_graph import RECIPE_VERSION
+from bara.retrieval.protocol import Embedder
 from bara.settings import Settings
 from bara.types import text_hash
 

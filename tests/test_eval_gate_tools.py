@@ -12,7 +12,7 @@ from bara.errors import InputError
 from bara.eval.gate import evaluate_gate
 from bara.eval.tools_bfcl import ModelSelector, RouterSelector, evaluate_tools
 from bara.llm import ScriptedModel
-from bara.llm.messages import AssistantMessage, ToolCall
+from bara.messages import AssistantMessage, ToolCall
 from bara.settings import Settings
 
 RATES = ("accuracy", "skip_precision", "skip_recall", "retrieve_recall")

@@ -16,8 +16,8 @@ from bara.cli import app
 from bara.domains.funds import build_fund_tools
 from bara.llm import ScriptedModel
 from bara.llm.base import ModelResponse
-from bara.llm.messages import AssistantMessage, ToolCall, UserMessage
 from bara.llm.openai_compat import parse_openai_response
+from bara.messages import AssistantMessage, ToolCall, UserMessage
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
 

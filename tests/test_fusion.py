@@ -2,7 +2,7 @@
 
 import pytest
 
-from bara.retrieval.fusion import weighted_rrf
+from bara.text.fusion import weighted_rrf
 
 
 def test_two_lists_hand_computed():

@@ -21,7 +21,7 @@ from bara.cli import app
 from bara.domains.funds import create_demo_users, load_amfi
 from bara.errors import InputError
 from bara.llm.base import ModelResponse
-from bara.llm.messages import AssistantMessage
+from bara.messages import AssistantMessage
 from bara.settings import Settings
 
 #: Per-category pass rate the offline router must keep on the dev split (tuned on; 1.0 everywhere when

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from bara.retrieval import chunk_patterns as cp
 from bara.retrieval.chunking import chunk_document, looks_like_rfc
-from bara.retrieval.lexical import analyze, index_text
 from bara.settings import Settings
+from bara.text.lexical import analyze, index_text
 from bara.understand.sanitize import sanitize
 
 # long variants: marked slow and run only with BARA_SLOW=1 (make test stays sized for 2 cores)

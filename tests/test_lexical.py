@@ -1,4 +1,4 @@
-from bara.retrieval.lexical import analyze, match_expression
+from bara.text.lexical import analyze, match_expression
 
 
 def test_analyze_stems_and_drops_stopwords():

@@ -16,11 +16,12 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 
 from bara.errors import ConfigError, InputError
-from bara.llm import (AssistantMessage, ModelResponse, ScriptedModel, ScriptExhaustedError, SystemMessage, ToolCall,
-                      ToolResultMessage, ToolSpec, Usage, UserMessage, build_model, resolve_model)
+from bara.llm import ModelResponse, ScriptedModel, ScriptExhaustedError, build_model, resolve_model
 from bara.llm.anthropic import AnthropicModel, anthropic_payload
-from bara.llm.messages import check_tool_pairing, message_to_dict
 from bara.llm.openai_compat import OpenAICompatModel, openai_payload
+from bara.messages import (AssistantMessage, SystemMessage, ToolCall, ToolResultMessage, ToolSpec, Usage,
+                           UserMessage)
+from bara.messages import check_tool_pairing, message_to_dict
 from bara.settings import Settings, load_settings
 from llm_fixtures import CALL_A, CALL_B, RESULT_A, RESULT_B, SPEC, transcript
 

@@ -15,8 +15,7 @@ from mcp import Client
 from bara.agent.golden import Facts
 from bara.app import Bara
 from bara.domains.funds import create_demo_users, load_amfi
-from bara.mcp.mount import mount_mcp
-from bara.serve.app import create_app
+from bara.serve.app import create_app, mount_mcp_server
 from bara.serve.runtime import Runtime
 from bara.settings import Settings
 
@@ -35,7 +34,7 @@ def served(rfc_kb, data_dir, embedder):
     revoked = runtime.keys.create("u_esha")
     runtime.keys.revoke(revoked.info.key_id)
     app = create_app(settings, runtime=runtime, warm=False)
-    mount_mcp(app)
+    mount_mcp_server(app)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))

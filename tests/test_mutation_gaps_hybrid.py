@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from bara.memory.knowledge import KnowledgeBase
-from bara.retrieval.fusion import weighted_rrf
 from bara.retrieval.hybrid import Arms, HybridRetriever, clean_query
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
+from bara.text.fusion import weighted_rrf
 from bara.types import Status
 
 TEXTS = {"tcp.txt": "TCP uses a retransmission timer. When the timer expires the segment is sent again.",

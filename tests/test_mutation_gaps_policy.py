@@ -12,10 +12,10 @@ from dataclasses import replace
 from bara.decide.behavior import BehaviorDecision
 from bara.decide.policy import (PolicyDecision, apply_behavior, apply_overlays, base_policy, profile_name,
                                 resolve_policy)
+from bara.messages import AssistantMessage, SystemMessage, UserMessage
 from bara.prompts.frames import (NoteItem, PromptInputs, QAItem, Source, assemble, build_frames, estimate_tokens,
                                  frame_texts, kb_sources, note_items, preferred_length, profile_items, qa_items,
                                  summarise_turns)
-from bara.llm.messages import AssistantMessage, SystemMessage, UserMessage
 from bara.settings import Settings
 from bara.types import Utterance
 from bara.understand.features import compute_features

@@ -20,11 +20,11 @@ from anthropic.types import Message as AnthropicMessage
 from openai.types.chat import ChatCompletion
 
 from bara.agent import Tool, ToolContext, run_agent
-from bara.llm import (AssistantMessage, LLMAuthError, LLMDeadlineError, LLMRequestError, LLMUnavailableError,
-                      ToolCall, UserMessage, build_model)
+from bara.llm import LLMAuthError, LLMDeadlineError, LLMRequestError, LLMUnavailableError, build_model
 from bara.llm.anthropic import AnthropicModel, anthropic_payload, parse_anthropic_response
 from bara.llm.http import RetryPolicy, _retry_after
 from bara.llm.openai_compat import OpenAICompatModel, openai_payload, parse_openai_response
+from bara.messages import AssistantMessage, ToolCall, UserMessage
 from bara.settings import Settings
 from llm_fixtures import SPEC, transcript
 from loopback import LoopbackServer

@@ -111,11 +111,11 @@ def test_web_page_keeps_a_too_long_message_without_flooding_the_status(api):
 
 
 def test_mcp_endpoint_refusal_has_the_api_error_shape(api):
-    from bara.mcp.mount import mount_mcp
+    from bara.serve.app import mount_mcp_server
 
     _, keys, runtime = api
     app = make_app(runtime, warm=False)
-    mount_mcp(app)
+    mount_mcp_server(app)
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     accept = {"Accept": "application/json, text/event-stream"}
     with TestClient(app) as c:

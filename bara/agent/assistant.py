@@ -31,8 +31,9 @@ from bara.domains.funds import (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, FundsRep
                                 fiqa_documents, scheme_fact_documents)
 from bara.domains.funds.tools import DOCS_COLLECTION
 from bara.errors import InputError
-from bara.llm.base import Model, build_model
-from bara.llm.messages import AssistantMessage, Message, SystemMessage, UserMessage
+from bara.llm.base import Model
+from bara.llm.build import build_model
+from bara.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from bara.memory.conversations import Conversations
 from bara.memory.knowledge import KnowledgeBase
 from bara.pipeline import TurnResult

@@ -25,7 +25,7 @@ from bara.agent.tools import Tool, ToolContext, ToolResult, run_tool, toolbox
 from bara.errors import InputError
 from bara.llm.base import Model, ModelResponse
 from bara.llm.errors import public_reason
-from bara.llm.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, ToolSpec, Usage
+from bara.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, ToolSpec, Usage
 
 INCOMPLETE_NOTE = "(Based on incomplete work: the tool-call limit was reached before every lookup finished.)\n\n"
 NOT_RUN = ("not run: the limit of {cap} tool rounds was reached; answer now from the results you already "

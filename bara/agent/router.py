@@ -48,7 +48,7 @@ from bara.decide import decide
 from bara.domains.funds.users import REFUSE_ADVICE, REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, detect_refusal
 from bara.errors import BaraError
 from bara.llm.base import STOP_END, STOP_TOOL_CALLS, ModelResponse
-from bara.llm.messages import AssistantMessage, Message, ToolCall, ToolSpec
+from bara.messages import AssistantMessage, Message, ToolCall, ToolSpec
 from bara.settings import Settings
 from bara.understand.prototypes import PrototypeIndex, load_prototypes
 

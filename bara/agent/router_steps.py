@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from bara.agent import router_text as T
-from bara.llm.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage
+from bara.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage
 
 SEARCH = "search_documents"
 MAX_COMPARE = 5

@@ -17,6 +17,7 @@ from bara.domains.funds.prompts import (ADVICE, ADVICE_NO_FACTS, BY_LABEL, CHITC
                                        LABELS, NO_EXPENSE, NOTHING, REFUSALS, RETRIED)  # wording lives there
 from bara.llm.offline import extractive_answer
 from bara.prompts.frames import Source
+from bara.text.stopwords import REFORMULATION_FILLER, SCHEME_LEAD_STOPWORDS
 
 # ------------------------------------------------------------------- keyword rules
 _R = re.compile
@@ -89,10 +90,6 @@ CODE = _R(r"\b1\d{5}\b")
 ISIN = _R(r"\bIN[FE][A-Z0-9]{9}\b")
 _TOKEN = _R(r"[A-Za-z0-9][\w&.'/+()-]*|&|-")
 _FUND_WORDS = frozenset("fund plan direct growth option regular cap index etf fof scheme idcw".split())
-_LEAD_STOP = frozenset(
-    "what what's whats why how compare show did does do is are was my the tell which when should i please can "
-    "could give list and vs versus has have me get find between with of in for about explain a an on since from "
-    "to until before after will would describe hi hello is it fund".split())
 _NOT_SCHEMES = frozenset("xirr nav navs amfi sip sips elss etf etfs inr rs amc sebi usd ok ira roth".split())
 _MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m} | \
           {m.lower(): i for i, m in enumerate(calendar.month_abbr) if m}
@@ -119,7 +116,7 @@ def _name_word(word: str) -> bool:
 
 
 def _trim(run: list[str]) -> list[str]:
-    while run and (run[0].lower() in _LEAD_STOP or run[0] in ("&", "-")):
+    while run and (run[0].lower() in SCHEME_LEAD_STOPWORDS or run[0] in ("&", "-")):
         run = run[1:]
     while run and run[-1] in ("&", "-"):
         run = run[:-1]
@@ -196,16 +193,12 @@ CORPUS_WORDS = {
     "mf": "mutual fund", "elss": "tax saving equity fund", "risky": "risk volatility", "safe": "risk savings account",
     "401k": "401k retirement account", "shares": "stocks shares", "nav": "nav net asset value",
 }
-_FILLER = frozenset(
-    "a an the of to for in on at by with about and or is are was were be been do does did how why what whats "
-    "what's which who when where can could would should will please tell me explain my i i'm i've me you your "
-    "it its this that there their they them so just really any some much many".split())
 
 
 def reformulate(query: str) -> str | None:
     """A second query in corpus vocabulary (content words kept, user words mapped); None if nothing is left."""
     words = [w.strip(".,;:!?\"'()") for w in query.lower().split()]
-    kept = [CORPUS_WORDS.get(w, w) for w in words if w and w not in _FILLER]
+    kept = [CORPUS_WORDS.get(w, w) for w in words if w and w not in REFORMULATION_FILLER]
     again = " ".join(dict.fromkeys(" ".join(kept).split()))
     return again if len(again) >= 3 else None
 

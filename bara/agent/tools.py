@@ -29,7 +29,7 @@ import pydantic
 
 from bara.errors import InputError
 from bara.llm.http import json_depth
-from bara.llm.messages import ToolSpec
+from bara.messages import ToolSpec
 from bara.settings import Settings
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the intersection of OpenAI's and Anthropic's rules

@@ -165,7 +165,7 @@ def _rating(value: Any) -> float | None:
 def judge_answer(model: Any, question: str, passages: Sequence[str], answer: str) -> Judgement:
     """Ask a configured chat model for faithfulness and relevance; provider errors become ``error``."""
     from bara.llm.errors import LLMError
-    from bara.llm.messages import UserMessage
+    from bara.messages import UserMessage
 
     shown = "\n".join(f"[{n}] {p[:800]}" for n, p in enumerate(passages, 1)) or "(none)"
     prompt = JUDGE_PROMPT.format(question=question, passages=shown, answer=answer_body(answer))

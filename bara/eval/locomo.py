@@ -37,13 +37,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from bara.app import Bara
+from bara.errors import InputError
 from bara.eval.locomo_data import (ADVERSARIAL, CATEGORIES, LocomoConversation, LocomoQuestion,
                                    evidence_recall, load_locomo)
-from bara.errors import InputError
 from bara.memory.conversations import Conversations
 from bara.memory.episodic import EpisodicMemory, Turn, context_vectors, episode_text
 from bara.prompts.frames import estimate_tokens
-from bara.retrieval.embedders import Embedder
+from bara.retrieval.protocol import Embedder
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
 from bara.types import Chunk, Document, text_hash

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from bara.eval.locomo import QuestionRow
 from bara.eval.locomo_data import ADVERSARIAL
 from bara.llm.errors import LLMError
-from bara.llm.messages import SystemMessage, UserMessage
+from bara.messages import SystemMessage, UserMessage
 from bara.prompts import locomo as P
 
 

@@ -20,8 +20,8 @@ from ir_measures import RR, R, nDCG
 
 from bara.eval.beir import BeirData, BeirDoc, load_beir
 from bara.eval.stats import percentiles
-from bara.retrieval.embedders import Embedder
 from bara.retrieval.hybrid import Arms, HybridRetriever
+from bara.retrieval.protocol import Embedder
 from bara.retrieval.rerank import CrossEncoderReranker, Reranker
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore

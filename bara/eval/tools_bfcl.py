@@ -1,7 +1,7 @@
 """`bara eval tools`: tool selection on Berkeley Function Calling Leaderboard (v4) cases.
 
 Each case's JSON-schema-like function specs become bara
-:class:`~bara.llm.messages.ToolSpec` objects (BFCL types ``dict``/``float``/
+:class:`~bara.messages.ToolSpec` objects (BFCL types ``dict``/``float``/
 ``tuple``/``any`` mapped to JSON Schema; names made provider-safe, e.g.
 ``math.sum`` -> ``math_sum``, and mapped back for scoring). The model sees the
 user's question and the specs; its first response is scored, no tool runs:
@@ -36,7 +36,7 @@ from bara.errors import InputError
 from bara.eval.gate import file_sha256, json_rows
 from bara.eval.stats import percentiles
 from bara.llm.errors import LLMError
-from bara.llm.messages import SystemMessage, ToolSpec, UserMessage
+from bara.messages import SystemMessage, ToolSpec, UserMessage
 
 TYPE_MAP = {"dict": "object", "float": "number", "tuple": "array", "int": "integer", "bool": "boolean",
             "str": "string", "list": "array"}

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 from bara.llm.base import STOP_END, STOP_MAX_TOKENS, STOP_TOOL_CALLS, ModelResponse, token_count
 from bara.llm.errors import MalformedResponse, malformed_guard
 from bara.llm.http import Endpoint, post_json
-from bara.llm.messages import (AssistantMessage, Message, SystemMessage, ToolCall, ToolResultMessage, ToolSpec,
+from bara.messages import (AssistantMessage, Message, SystemMessage, ToolCall, ToolResultMessage, ToolSpec,
                                Usage, UserMessage, check_tool_pairing)
 
 _STOPS = {"end_turn": STOP_END, "stop_sequence": STOP_END, "tool_use": STOP_TOOL_CALLS,

@@ -23,7 +23,7 @@ from bara.llm.base import Model
 from bara.memory.notes import Note, extract_notes
 from bara.memory.profile import extract_profile_facts
 from bara.prompts.frames import NoteItem, Prompt, PromptInputs, Source
-from bara.retrieval.lexical import analyze
+from bara.text.lexical import analyze
 
 #: Sentences per answer length: two for a quick fact, a paragraph, or a fuller survey.
 SENTENCES = {"short": 2, "normal": 4, "long": 7}

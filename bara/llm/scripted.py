@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence, Union
 
 from bara.llm.base import STOP_END, STOP_TOOL_CALLS, ModelResponse
 from bara.llm.errors import ScriptExhaustedError
-from bara.llm.messages import AssistantMessage, Message, ToolSpec
+from bara.messages import AssistantMessage, Message, ToolSpec
 
 Reply = Union[AssistantMessage, ModelResponse, str, BaseException,
               Callable[[tuple[Message, ...], tuple[ToolSpec, ...]], object]]

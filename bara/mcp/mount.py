@@ -5,8 +5,11 @@ the host's lifespan has opened it, and the SDK's session manager must run for
 as long as the host does. :func:`mount_mcp` therefore mounts a placeholder
 at ``path`` and wraps the host's lifespan: after the host's startup it builds
 the MCP app for the runtime (identity: the user of the request's API key, via
-``user_for_key``) and runs its session manager until shutdown. Before that, or
+the injected ``resolve_user``) and runs its session manager until shutdown. Before that, or
 after shutdown, ``/mcp`` answers 503.
+
+The host injects how to mount a sub-app (``extend``) and how to find the user of an API key
+(``resolve_user``): mcp sits below serve and never imports it (bara.serve.app.mount_mcp_server wires both).
 """
 
 from __future__ import annotations
@@ -52,22 +55,17 @@ class ExactPath:
         await self.mount(inner, receive, send)
 
 
-def mount_mcp(app: Any, path: str = "/mcp") -> McpMount:
-    """Mount the MCP server at ``path`` (and ``path/``) on a ``bara.serve`` app; the user comes from each
-    request's API key."""
+def mount_mcp(app: Any, *, extend: Callable[..., None], resolve_user: Callable[[str], str | None],
+              path: str = "/mcp") -> McpMount:
+    """Mount the MCP server at ``path`` (and ``path/``) on a host app with the host's ``extend(app, path,
+    asgi_app, name=...)``; ``resolve_user(key)`` is the user of a request's API key (None: refused)."""
     from starlette.routing import Route
-
-    from bara.serve.app import extend, user_for_key
 
     mount = McpMount()
     extend(app, path, mount, name="mcp")
     at = next(i for i, r in enumerate(app.router.routes) if getattr(r, "name", None) == "mcp")
     app.router.routes.insert(at, Route(path, endpoint=ExactPath(mount, path), name="mcp-exact"))
     host_lifespan = app.router.lifespan_context
-
-    def resolve_user(key: str) -> str | None:
-        found = user_for_key(app, key)
-        return found.user_id if found else None
 
     @asynccontextmanager
     async def lifespan(host: Any) -> AsyncIterator[Any]:

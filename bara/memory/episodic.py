@@ -32,12 +32,13 @@ from typing import Sequence
 import numpy as np
 
 from bara.memory.dates import annotate, fmt_day
-from bara.retrieval.embedders import Embedder
-from bara.retrieval.fusion import weighted_rrf
 from bara.retrieval.hybrid import HybridRetriever
-from bara.retrieval.lexical import STOPWORDS, analyze
+from bara.retrieval.protocol import Embedder
 from bara.settings import Settings
 from bara.store.base import Store
+from bara.text.fusion import weighted_rrf
+from bara.text.lexical import analyze
+from bara.text.stopwords import RETRIEVAL_STOPWORDS
 from bara.types import Chunk, Document, Hit, text_hash
 
 COLLECTION = "episodic"
@@ -119,7 +120,7 @@ def mentioned(text: str) -> list[str]:
     out: list[str] = []
     for m in _CAPITALISED.finditer(text):
         word = m.group(0)
-        if m.start() in starts and " " not in word and word.lower() in _GENERIC_CAPS | STOPWORDS:
+        if m.start() in starts and " " not in word and word.lower() in _GENERIC_CAPS | RETRIEVAL_STOPWORDS:
             continue
         if word.lower() not in _GENERIC_CAPS and word not in out:
             out.append(word)
@@ -133,7 +134,7 @@ def proper_names(text: str) -> list[str]:
     out = []
     for m in re.finditer(r"\b[A-Z][a-z]{2,}\b", text):
         word = m.group(0)
-        if m.start() not in starts and word.lower() not in _GENERIC_CAPS | STOPWORDS and word not in out:
+        if m.start() not in starts and word.lower() not in _GENERIC_CAPS | RETRIEVAL_STOPWORDS and word not in out:
             out.append(word)
     return out
 

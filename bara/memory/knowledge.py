@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from bara.retrieval.chunking import chunk_document
-from bara.retrieval.embedders import Embedder
+from bara.retrieval.protocol import Embedder
 from bara.settings import Settings
 from bara.store.base import Store
 from bara.types import SHARED, Chunk, Document, text_hash

@@ -18,14 +18,15 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from bara.retrieval.embedders import Embedder
+from bara.identity import require_user_id
 from bara.retrieval.hybrid import HybridRetriever
-from bara.retrieval.lexical import STOPWORDS, analyze
+from bara.retrieval.protocol import Embedder
 from bara.settings import Settings
 from bara.store.base import Store
+from bara.text.lexical import analyze
+from bara.text.stopwords import RETRIEVAL_STOPWORDS
 from bara.types import Chunk, Document, Hit, text_hash
 from bara.understand.note_cues import CUES as _CUES
-from bara.identity import require_user_id
 
 KINDS = ("decision", "conclusion", "hypothesis", "open_question")
 COLLECTION = "notes"
@@ -55,7 +56,7 @@ something anything everything way ways good better best well sure okay yeah yes 
 first next also instead actually because rather keep done work works working agreed settled takeaway bottom
 line turns unclear unknown remains seen find check needs needed
 """.split())
-_SKIP = STOPWORDS | _GENERIC
+_SKIP = RETRIEVAL_STOPWORDS | _GENERIC
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from bara.identity import require_user_id
 from bara.memory.notes import read_items, write_item
-from bara.retrieval.embedders import Embedder
 from bara.retrieval.hybrid import Arms, HybridRetriever
+from bara.retrieval.protocol import Embedder
 from bara.settings import Settings
 from bara.store.base import Store
 from bara.types import Hit
-from bara.identity import require_user_id
 
 COLLECTION = "qa"
 

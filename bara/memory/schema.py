@@ -51,7 +51,7 @@ _EPISODIC_SESSIONS = """CREATE TABLE episodic_sessions (
     turns INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (user_id, conversation_id, session))"""
 
-#: ``(name, statements)`` steps picked up by :mod:`bara.store.migrations`.
+#: ``(name, statements)`` steps, registered with the store by :func:`register`.
 #: The profile primary key (user_id, key) is its user_id index.
 MEMORY_MIGRATIONS: list[tuple[str, list[str]]] = [
     ("0002_memory", [
@@ -63,3 +63,27 @@ MEMORY_MIGRATIONS: list[tuple[str, list[str]]] = [
     ]),
     ("0010_episodic", [_EPISODIC_SESSIONS]),
 ]
+
+#: ``(table, owner column)`` under PostgreSQL row-level security.
+_MEMORY_TABLES = (("conversations", "user_id"), ("messages", "user_id"), ("profile", "user_id"))
+# Episodic sessions (issue 14): per-user dates and speakers of remembered dialogue.
+_EPISODIC_TABLES = (("episodic_sessions", "user_id"),)
+
+
+def register() -> None:
+    """The ``bara.plugins`` entry point ``memory``: memory tiers, owner-keyed identity tables and their
+    row-level security, registered with the store (see :mod:`bara.store.registry` for positions)."""
+    from bara.memory import owner_keys as ok
+    from bara.store.registry import OWNER_KEYS, SCHEMA, register_policies, register_step
+
+    for rank, (name, statements) in enumerate(MEMORY_MIGRATIONS, start=10):
+        register_step(name, statements, phase=SCHEMA, rank=rank)
+    register_policies("0003_pg_memory_rls", _MEMORY_TABLES, rank=10)
+    register_policies("0011_pg_episodic_rls", _EPISODIC_TABLES, rank=11)
+    register_step(ok.STEP, ok.IDENTITY_TABLES, phase=OWNER_KEYS, rank=30, part=0)
+    register_step(ok.STEP, ok.SQLITE_REKEY, phase=OWNER_KEYS, rank=30, part=10, backends=("sqlite",))
+    register_step(ok.STEP, ok.PG_REKEY, phase=OWNER_KEYS, rank=30, part=10, backends=("postgres",))
+    # The serve tables exist only after 0005, so their policies follow it (same phase, next rank).
+    register_policies("0006_pg_serve_rls", [(t, "user_id") for t in ok.RLS_TABLES], rank=31, phase=OWNER_KEYS)
+    register_policies("0013_pg_memory_shared_read_only", _MEMORY_TABLES, rank=10, shared_read_only=True)
+    register_policies("0014_pg_episodic_shared_read_only", _EPISODIC_TABLES, rank=11, shared_read_only=True)

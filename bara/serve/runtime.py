@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bara.app import Bara
-from bara.llm.base import build_model
+from bara.llm.build import build_model
 from bara.memory.conversations import Conversations
 from bara.pipeline import Assistant
 from bara.serve.keys import KeyStore

@@ -1,13 +1,16 @@
 """Ordered, named schema steps. A step, once released, is never edited: add a new one.
 
-Core steps are backend-specific (full-text and vector storage differ); domain
-steps (memory tiers, funds) are portable SQL shared by every backend.
+Core steps are backend-specific (full-text and vector storage differ). Every other step is
+registered by its owner through :mod:`bara.store.registry` (memory tiers, identity tables, domains
+such as funds: portable SQL shared by every backend, plus PostgreSQL row-level security); the store
+names no other package's tables.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+
+from bara.store.registry import OWNER_KEYS, SCHEMA, register_policies, register_step, steps_for
 
 
 @dataclass(frozen=True)
@@ -66,75 +69,43 @@ STORE_META = Migration("0201_store_meta", (
 ))
 
 
-def _domain_steps() -> list[Migration]:
-    """Portable steps owned by the domain packages, in release order."""
-    steps: list[Migration] = []
-    for loader in _DOMAIN_LOADERS:
-        steps.extend(loader())
-    return steps
+#: The store's part of ``0005_owner_keys`` (PostgreSQL only): its tables keyed by ``(owner, id)``. SQLite
+#: keeps its rowid ids there (FTS5 rows are keyed by the chunk's rowid, which a composite key would stop
+#: aliasing); Citus is a PostgreSQL plan.
+_PG_REKEY_STORE = (
+    "ALTER TABLE chunks DROP CONSTRAINT chunks_doc_id_fkey",
+    "ALTER TABLE documents DROP CONSTRAINT documents_pkey",
+    "ALTER TABLE documents ADD PRIMARY KEY (owner, id)",
+    "ALTER TABLE chunks DROP CONSTRAINT chunks_pkey",
+    "ALTER TABLE chunks ADD PRIMARY KEY (owner, id)",
+    "ALTER TABLE chunks ADD FOREIGN KEY (owner, doc_id) REFERENCES documents(owner, id) ON DELETE CASCADE",
+    "CREATE INDEX documents_id ON documents (id)",
+    "CREATE INDEX chunks_id ON chunks (id)",
+)
 
 
-def _memory_steps() -> list[Migration]:
-    try:
-        from bara.memory.schema import MEMORY_MIGRATIONS
-    except ImportError:
-        return []
-    return [Migration(name, tuple(sql)) for name, sql in MEMORY_MIGRATIONS]
+def _register_store_steps() -> None:
+    """The store's own registered steps (idempotent); the core step is not registered: it always comes first."""
+    register_step(STORE_META.name, STORE_META.statements, phase=SCHEMA, rank=90)
+    register_step("0005_owner_keys", _PG_REKEY_STORE, phase=OWNER_KEYS, rank=30, part=15, backends=("postgres",))
+    # A user's scope may read shared rows but never write one (harden-faults).
+    register_policies("0012_pg_core_shared_read_only", (("documents", "owner"), ("chunks", "owner")), rank=0,
+                      shared_read_only=True)
 
 
-def _funds_steps() -> list[Migration]:
-    try:
-        from bara.domains.funds.schema import FUNDS_MIGRATIONS
-    except ImportError:
-        return []
-    return [Migration(name, tuple(sql)) for name, sql in FUNDS_MIGRATIONS]
-
-
-def _store_meta_steps() -> list[Migration]:
-    return [STORE_META]
-
-
-_DOMAIN_LOADERS: tuple[Callable[[], list[Migration]], ...] = (_memory_steps, _funds_steps, _store_meta_steps)
-
-
-def _serve_steps(backend: str) -> list[Migration]:
-    """API keys, stored traces, history threads, and owner-first keys on every per-user table."""
-    try:
-        from bara.serve.schema import serve_migrations
-    except ImportError:
-        return []
-    funds = any(s.name.startswith("0102_funds") for s in _funds_steps())
-    return [Migration(name, tuple(sql)) for name, sql in serve_migrations(backend, funds)]
+def _registered(backend: str) -> list[Migration]:
+    _register_store_steps()
+    return [Migration(name, statements) for name, statements in steps_for(backend)]
 
 
 def sqlite_migrations() -> list[Migration]:
-    return [SQLITE_CORE, *_domain_steps(), *_serve_steps("sqlite")]
+    return [SQLITE_CORE, *_registered("sqlite")]
 
 
 def postgres_migrations(dim: int = 384) -> list[Migration]:
-    """PostgreSQL core (tsvector + ``vector(dim)`` + HNSW + row-level security), the portable domain
-    steps, then row-level security on the memory tables and on portfolio transactions. ``dim`` is fixed when the schema is created."""
-    from bara.store.pg_sql import (CORE_SHARED_READ_ONLY, EPISODIC_RLS, EPISODIC_SHARED_READ_ONLY, FUNDS_RLS,
-                                   FUNDS_SHARED_READ_ONLY, MEMORY_RLS, MEMORY_SHARED_READ_ONLY, core_statements)
+    """PostgreSQL core (tsvector + ``vector(dim)`` + HNSW + row-level security), then every registered
+    step: portable tables, row-level security on the per-user tables, owner keys, shared-read-only
+    policies. ``dim`` is fixed when the schema is created."""
+    from bara.store.pg_sql import core_statements
 
-    steps = [Migration("0001_core", core_statements(dim)), *_domain_steps()]
-    if any(s.name == "0002_memory" for s in steps):
-        steps.append(Migration("0003_pg_memory_rls", MEMORY_RLS))
-    if any(s.name == "0010_episodic" for s in steps):
-        steps.append(Migration("0011_pg_episodic_rls", EPISODIC_RLS))
-    if any(s.name.startswith("0102_funds") for s in steps):
-        steps.append(Migration("0103_pg_funds_rls", FUNDS_RLS))
-    serve = _serve_steps("postgres")
-    if serve:
-        from bara.serve.schema import SERVE_RLS
-
-        steps += [*serve, Migration("0006_pg_serve_rls", SERVE_RLS)]
-    # A user's scope may read shared rows but never write one (harden-faults).
-    steps.append(Migration("0012_pg_core_shared_read_only", CORE_SHARED_READ_ONLY))
-    if any(s.name == "0003_pg_memory_rls" for s in steps):
-        steps.append(Migration("0013_pg_memory_shared_read_only", MEMORY_SHARED_READ_ONLY))
-    if any(s.name == "0011_pg_episodic_rls" for s in steps):
-        steps.append(Migration("0014_pg_episodic_shared_read_only", EPISODIC_SHARED_READ_ONLY))
-    if any(s.name == "0103_pg_funds_rls" for s in steps):
-        steps.append(Migration("0104_pg_funds_shared_read_only", FUNDS_SHARED_READ_ONLY))
-    return steps
+    return [Migration("0001_core", core_statements(dim)), *_registered("postgres")]

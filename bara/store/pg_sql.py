@@ -1,7 +1,7 @@
 """PostgreSQL text of the store: core schema, row-level security and the one-statement hybrid search.
 
 Full-text choice: the ``tsvector`` is built with the ``simple`` configuration over text already
-analysed by :mod:`bara.retrieval.lexical` (the same stems and stopwords as the SQLite FTS5 index),
+analysed by :mod:`bara.text.lexical` (the same stems and stopwords as the SQLite FTS5 index),
 so both backends match the same terms for the same query; ``websearch_to_tsquery`` joins the
 request's analysed terms with ``or`` and never raises on user syntax.
 
@@ -91,20 +91,6 @@ def shared_read_only(table: str, column: str) -> tuple[str, ...]:
             f"CREATE POLICY {table}_update ON {table} FOR UPDATE USING {write} WITH CHECK {write}",
             f"CREATE POLICY {table}_delete ON {table} FOR DELETE USING {write}")
 
-
-CORE_SHARED_READ_ONLY = (*shared_read_only("documents", "owner"), *shared_read_only("chunks", "owner"))
-
-
-MEMORY_RLS = (*policy("conversations", "user_id"), *policy("messages", "user_id"),
-              *policy("profile", "user_id"))
-# Portfolio transactions are per-user data; schemes, NAVs and the user directory are shared.
-FUNDS_RLS = policy("funds_transactions", "user_id")
-# Episodic sessions (issue 14): per-user dates and speakers of remembered dialogue.
-EPISODIC_RLS = policy("episodic_sessions", "user_id")
-MEMORY_SHARED_READ_ONLY = (*shared_read_only("conversations", "user_id"), *shared_read_only("messages", "user_id"),
-                           *shared_read_only("profile", "user_id"))
-FUNDS_SHARED_READ_ONLY = shared_read_only("funds_transactions", "user_id")
-EPISODIC_SHARED_READ_ONLY = shared_read_only("episodic_sessions", "user_id")
 
 MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS bara_migrations (
     seq INTEGER GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -21,9 +21,9 @@ import psycopg
 from psycopg import sql as pgsql
 
 from bara.errors import StoreError
-from bara.retrieval.lexical import index_text
 from bara.store import pg_sql
 from bara.store.pg_admin import connect_error, migrate, vector_dim
+from bara.text.lexical import index_text
 from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
                         StoreSearchResult)
 

@@ -23,9 +23,9 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from bara.errors import StoreError
-from bara.retrieval.fusion import weighted_rrf
-from bara.retrieval.lexical import index_text, match_expression
 from bara.store.migrations import Migration, sqlite_migrations
+from bara.text.fusion import weighted_rrf
+from bara.text.lexical import index_text, match_expression
 from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
                         StoreSearchResult)
 

@@ -24,7 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from bara.retrieval.lexical import STOPWORDS, analyze
+from bara.text.lexical import analyze
+from bara.text.stopwords import RETRIEVAL_STOPWORDS
 from bara.types import Utterance
 
 __all__ = ["RewriteResult", "RewriteRules", "entities", "has_content", "references", "rewrite_query"]
@@ -142,7 +143,7 @@ def _terms(text: str) -> frozenset[str]:
 def _content_words(text: str) -> list[str]:
     """Lower-cased words that can carry a topic: not stopwords, not conversational filler."""
     return [w for w in (t.lower() for t in _TOKEN.findall(text))
-            if len(w) > 2 and w not in STOPWORDS and w not in _GENERIC and not w.isdigit()]
+            if len(w) > 2 and w not in RETRIEVAL_STOPWORDS and w not in _GENERIC and not w.isdigit()]
 
 
 # --- names -------------------------------------------------------------------------
@@ -177,7 +178,7 @@ def _filler(word: str, at_start: bool) -> bool:
     """Question words anywhere; common words and adverbs only when capitalised by position."""
     low = word.lower()
     return low in _NOT_NAMES or low in _CONNECTORS or (
-        at_start and (low in STOPWORDS or low in _GENERIC or low.endswith("ly")))
+        at_start and (low in RETRIEVAL_STOPWORDS or low in _GENERIC or low.endswith("ly")))
 
 
 def _trim(run: list[tuple[str, bool]]) -> list[tuple[str, bool]]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from bara.settings import Settings
+from bara.text.stopwords import TOPIC_SWITCH_STOPWORDS
 from bara.understand.features import ContextFeatures, words_of
 from bara.understand.intent import IntentResult
 
@@ -21,10 +22,6 @@ HISTORY_WINDOW = 8  # enough turns to see a rhythm; small enough to persist per 
 TONES = ("neutral", "frustrated", "positive")
 _TOPIC_WINDOW = 3  # a switch shares no content word with any of the last few queries
 _REPEATS_MEAN_FRUSTRATION = 2  # asking the same thing a third time is frustration, stated or not
-_STOPWORDS = frozenset(
-    "a an the is are was were be been of to in on for and or but with about what how why when "
-    "where which who do does did can could should would will i you me my it this that these those "
-    "there please tell explain".split())
 
 
 @dataclass(frozen=True)
@@ -75,7 +72,7 @@ def _coerce(value: Any, default: Any) -> Any:
 
 
 def _content_words(normalized: str) -> frozenset[str]:
-    return frozenset(w for w in words_of(normalized) if w not in _STOPWORDS)
+    return frozenset(w for w in words_of(normalized) if w not in TOPIC_SWITCH_STOPWORDS)
 
 
 def jaccard(a: str, b: str) -> float:

@@ -13,6 +13,7 @@ from datetime import date
 from typing import Any, Collection, Sequence
 
 from bara.domains.funds.schema import REDEMPTION
+from bara.text.stopwords import FUND_NAME_NOISE
 
 _TX_COLUMNS = "id, user_id, scheme_code, date, kind, amount, units, nav, memo"
 _SCHEME_COLUMNS = "scheme_code, name, category, fund_house, isin_growth, isin_reinvest"
@@ -22,7 +23,6 @@ MAX_CANDIDATES = 8
 IN_CHUNK = 500  # bound parameters per IN (...) list; old SQLite builds allow 999
 MAX_LIKE_TOKENS = 12  # name tokens pushed into SQL as LIKE filters; the rest are checked in Python
 _TOKEN = re.compile(r"[a-z0-9]+")
-_NOISE_TOKENS = frozenset({"and", "the", "of"})
 #: (needle in lower-cased AMFI category, group); first hit wins. Groups follow the
 #: SEBI scheme categorisation (circular SEBI/HO/IMD/DF3/CIR/P/2017/114, 6 Oct 2017),
 #: with index funds/ETFs and fund-of-funds kept apart as AMFI lists them.
@@ -263,7 +263,7 @@ def _fuzzy(text: str, pool: list[Scheme]) -> SchemeMatch:
 
 
 def _tokens(text: str) -> list[str]:
-    return [t for t in _TOKEN.findall(text.lower()) if t not in _NOISE_TOKENS]
+    return [t for t in _TOKEN.findall(text.lower()) if t not in FUND_NAME_NOISE]
 
 
 def _scheme(r: Sequence[Any]) -> Scheme:
