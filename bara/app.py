@@ -1,4 +1,5 @@
-"""The object a program holds: built from Settings, it owns the store, embedder and retriever.
+"""The object a program holds: built from Settings, it owns the store, embedder and retriever
+and the memory tiers (conversations, profile, notes, Q&A, episodic).
 
 No globals: two ``Bara`` objects with different settings can live side by side.
 Parts are built lazily, so a command that only reads the store never loads a model.
@@ -9,7 +10,12 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any, Callable
 
+from bara.memory.conversations import Conversations
+from bara.memory.episodic import EpisodicMemory
 from bara.memory.knowledge import KnowledgeBase
+from bara.memory.notes import NotesMemory
+from bara.memory.profile import ProfileMemory
+from bara.memory.qa import QAMemory
 from bara.retrieval.embedders import Embedder, build_embedder
 from bara.retrieval.hybrid import HybridRetriever
 from bara.retrieval.rerank import Reranker, build_reranker
@@ -49,6 +55,28 @@ class Bara:
     @cached_property
     def knowledge(self) -> KnowledgeBase:
         return KnowledgeBase(self.store, self.embedder, self.settings)
+
+    # ------------------------------------------------------------------ memory tiers
+    @cached_property
+    def conversations(self) -> Conversations:
+        """One per Bara: its ``turn_lock`` serialises turns of every mode on a conversation."""
+        return Conversations(self.store)
+
+    @cached_property
+    def profile(self) -> ProfileMemory:
+        return ProfileMemory(self.store)
+
+    @cached_property
+    def notes(self) -> NotesMemory:
+        return NotesMemory(self.store, self.embedder, self.settings)
+
+    @cached_property
+    def qa(self) -> QAMemory:
+        return QAMemory(self.store, self.embedder, self.settings)
+
+    @cached_property
+    def episodic(self) -> EpisodicMemory:
+        return EpisodicMemory(self.store, self.embedder, self.settings)
 
     def check_vectors(self, write: bool, say: Callable[[str], None] | None = None) -> int:
         """Before a command touches vectors: a writer re-embeds a store whose vectors another embedder

@@ -106,10 +106,12 @@ def call_as(bara: Any, tools: Mapping[str, Tool], name: str, arguments: Any, use
 
 
 def services(bara: Any) -> dict[str, Any]:
-    """What the tools may use besides the store: the retriever, the embedder and the fund repository."""
+    """What the tools may use besides the store: the retriever, the embedder, the memory tiers the
+    program's Bara owns (profile, notes, Q&A) and the fund repository."""
     from bara.domains.funds import FundsRepo
 
-    return {"retriever": bara.retriever, "embedder": bara.embedder, "funds": FundsRepo(bara.store)}
+    return {"retriever": bara.retriever, "embedder": bara.embedder, "profile": bara.profile, "notes": bara.notes,
+            "qa": bara.qa, "funds": FundsRepo(bara.store)}
 
 
 def result_of(envelope: Mapping[str, Any]) -> types.CallToolResult:

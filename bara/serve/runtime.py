@@ -18,7 +18,6 @@ from typing import Any
 
 from bara.app import Bara
 from bara.llm.base import build_model
-from bara.memory.conversations import Conversations
 from bara.pipeline import Assistant
 from bara.serve.keys import KeyStore
 from bara.settings import Settings
@@ -106,7 +105,7 @@ class Runtime:
         self.store = self.bara.store
         self.keys = KeyStore(self.store)
         self.traces = TraceStore(self.store)
-        self.conversations = Conversations(self.store)
+        self.conversations = self.bara.conversations  # the turn lock every mode's assistant takes
         self._assistants: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -123,7 +122,6 @@ class Runtime:
             built: Any = AgentAssistant(self.bara)
         else:
             built = Assistant(self.bara, model=build_model(self.settings), mode=mode, fallback_offline=False)
-        built.conversations = self.conversations  # one turn lock per conversation across modes
         return built
 
     def warm(self) -> None:
