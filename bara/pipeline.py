@@ -314,8 +314,7 @@ class Assistant:
             self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
                                            state.to_dict() if state else {}, {"mode": self.mode},
                                            self._user_meta(r))
-            facts = (self.profile.learn_from_user_turn(t.user_id, plan.user_text, t.facts.profile_of(plan.user_text))
-                     if plan.learn_profile else [])
+            facts = self._learn_profile(t, plan) if plan.learn_profile else []
             notes = t.facts.notes_of(plan.user_text, reply) if plan.extract_notes else []
             self.notes.add(t.user_id, t.conversation_id, notes)
             if self.settings.memory_episodic_record_turns and plan.learn_profile:  # issue 14
@@ -328,6 +327,15 @@ class Assistant:
                    "persist:qa_added" if qa else "")
         return {"turn": True, "profile_facts": {f.key: f.value for f in facts}, "notes": [n.text for n in notes],
                 "qa": bool(qa)}
+
+    def _learn_profile(self, t: TurnInput, plan: PersistPlan) -> list:
+        """Profile facts of the user's own message, extracted once this turn (again only if a hook changed it)."""
+        facts = t.facts.profile_of(plan.user_text)
+        if facts is None:
+            return self.profile.learn_from_user_turn(t.user_id, plan.user_text)
+        if facts:
+            self.profile.set_facts(t.user_id, facts)
+        return facts
 
     def _user_meta(self, r: Retrieved) -> dict[str, Any]:
         """Whether the turn searched, and (cache on) its vectors, so later turns need not re-encode."""

@@ -204,15 +204,13 @@ class ProfileMemory:
             return self.store.execute("DELETE FROM profile WHERE user_id=?", (user_id,))
         return self.store.execute("DELETE FROM profile WHERE user_id=? AND key=?", (user_id, key))
 
-    def learn_from_user_turn(self, user_id: str, user_text: str,
-                             facts: Sequence[ProfileFact] | None = None) -> list[ProfileFact]:
+    def learn_from_user_turn(self, user_id: str, user_text: str) -> list[ProfileFact]:
         """The pipeline's only profile write: facts stated in the user's own message.
 
-        Never pass retrieved text, notes, old answers or the assistant's reply here. ``facts``: those
-        already extracted from ``user_text`` this turn (not extracted again).
+        Never pass retrieved text, notes, old answers or the assistant's reply here.
         """
         require_user_id(user_id)
-        facts = extract_profile_facts(user_text) if facts is None else list(facts)
+        facts = extract_profile_facts(user_text)
         if facts:
             self.set_facts(user_id, facts)
         return facts
