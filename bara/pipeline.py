@@ -81,8 +81,13 @@ class Assistant:
 
     def _body(self, start: TurnStart, rec: TurnRecorder) -> TurnResult:
         with rec.stage("load"):
-            t = TurnInput.of(start, self.profile.get(start.user_id))
+            t = self._input(start)
         return self._gated(t, rec) if self.mode == "gated" else self._always(t, rec)
+
+    def _input(self, start: TurnStart) -> TurnInput:
+        """The turn's input: the loaded conversation and the user's profile (a reference mode may
+        override this to change the query, e.g. ``bara.eval.conversation_replay.Last2Assistant``)."""
+        return TurnInput.of(start, self.profile.get(start.user_id))
 
     # --------------------------------------------------------------------------- gated
     def _gated(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
