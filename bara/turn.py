@@ -9,8 +9,9 @@ state (timed as ``load``) and hand a :class:`TurnStart` to the assistant's ``bod
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Callable, Protocol, TypeVar
+from typing import Callable, Protocol, Sequence, TypeVar
 
 from bara.memory.conversations import Conversations, StoredMessage
 from bara.prompts import EMPTY_INPUT
@@ -24,7 +25,7 @@ R = TypeVar("R")
 
 
 class ScopedStore(Protocol):
-    def scoped(self, owners: tuple[str, ...]): ...  # noqa: ANN201 - a context manager
+    def scoped(self, owners: Sequence[str]) -> AbstractContextManager[None]: ...
 
 
 @dataclass(frozen=True)

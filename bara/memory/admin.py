@@ -7,35 +7,17 @@ layer does not import ``bara.app``): its store, retriever, settings and memory t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import Any, Optional
 
 from bara.errors import InputError
-from bara.memory.conversations import Conversations
-from bara.memory.notes import NotesMemory
-from bara.memory.profile import ProfileMemory
-from bara.memory.qa import QAMemory
-from bara.settings import Settings
 
 TIERS = ("kb", "profile", "notes", "qa")
 
 
-class MemoryOwner(Protocol):
-    """The parts of :class:`~bara.app.Bara` these functions read."""
-
-    settings: Settings
-
-    @property
-    def store(self) -> Any: ...
-    @property
-    def retriever(self) -> Any: ...
-    @property
-    def conversations(self) -> Conversations: ...
-    @property
-    def profile(self) -> ProfileMemory: ...
-    @property
-    def notes(self) -> NotesMemory: ...
-    @property
-    def qa(self) -> QAMemory: ...
+#: The program's :class:`~bara.app.Bara` (``store``, ``retriever``, ``settings``, the memory tiers and
+#: ``flush``). Not imported: ``bara.app`` sits above this layer (and pyright does not match its
+#: cached properties against a Protocol's).
+MemoryOwner = Any
 
 
 def inspect_report(bara: MemoryOwner, user: str, conversation: Optional[str]) -> dict[str, Any]:
