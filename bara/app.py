@@ -16,6 +16,7 @@ from bara.memory.knowledge import KnowledgeBase
 from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
+from bara.memory.writebehind import WriteBehind
 from bara.retrieval.embedders import Embedder, build_embedder
 from bara.retrieval.hybrid import HybridRetriever
 from bara.retrieval.rerank import Reranker, build_reranker
@@ -78,6 +79,16 @@ class Bara:
     def episodic(self) -> EpisodicMemory:
         return EpisodicMemory(self.store, self.embedder, self.settings)
 
+    @cached_property
+    def learning(self) -> WriteBehind:
+        """What turns learned and have not stored yet (notes, Q&A, episodic records): see
+        ``bara.memory.writebehind``; flushed at the next turn, before memory is read, and on close."""
+        return WriteBehind(self.store)
+
+    def flush(self) -> int:
+        """Store every pending learning write now (a no-op when nothing is pending)."""
+        return self.learning.flush() if "learning" in self.__dict__ else 0
+
     def check_vectors(self, write: bool, say: Callable[[str], None] | None = None) -> int:
         """Before a command touches vectors: a writer re-embeds a store whose vectors another embedder
         made (returns how many chunks), a reader refuses it (bara/memory/reembed.py)."""
@@ -90,7 +101,10 @@ class Bara:
 
     def close(self) -> None:
         if "store" in self.__dict__:
-            self.store.close()
+            try:
+                self.flush()  # nothing a turn learned is lost on a normal close
+            finally:
+                self.store.close()
 
     def __enter__(self) -> "Bara":
         return self

@@ -152,6 +152,7 @@ def _one_turn(assistant: Assistant, user: str, message: str, cid: str, json_out:
     else:
         console.print(Text("bara> ", style="bold green") + Text(result.answer))
         console.print(timeline(result.trace))
+    assistant.bara.flush()  # the answer is out: store what the turn learned while the user reads it
     return result.conversation_id or cid
 
 

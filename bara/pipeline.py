@@ -14,6 +14,7 @@ reason code in the turn's :class:`~bara.trace.TurnTrace`.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
@@ -73,6 +74,7 @@ class Assistant:
     # ---------------------------------------------------------------------------- turn
     def turn(self, user_id: str, message: str | bytes, conversation_id: str | None = None) -> TurnResult:
         """Answer one user message; ``conversation_id`` None starts a new conversation."""
+        self.bara.flush()  # what earlier turns learned is stored before this one reads memory
         return run_turn(self.settings, self.bara.store, self.conversations, user_id, message, conversation_id,
                         body=self._body, empty=lambda cid, rec: self._empty_turn(user_id, cid, rec))
 
@@ -321,13 +323,13 @@ class Assistant:
                                            self._user_meta(r))
             facts = self._learn_profile(t, plan) if plan.learn_profile else []
             notes = t.facts.notes_of(plan.user_text, reply) if plan.extract_notes else []
-            self.notes.add(t.user_id, t.conversation_id, notes)
-            if self.settings.memory_episodic_record_turns and plan.learn_profile:  # issue 14
-                self.episodic.remember(t.user_id, t.conversation_id, t.turn, str(t.profile.get("name") or "User"),
-                                       plan.user_text, r.message_vector if r.query else None)
-            qa = (self.qa.add(t.user_id, t.conversation_id, t.clean.query, plan.assistant_text,
-                              r.message_vector)  # the user's own words, not the rewrite
-                  if plan.add_qa else "")
+            writes = self._learning(t, plan, r, notes)
+            if not self.settings.memory_write_behind:
+                for write in writes:
+                    write()
+        if self.settings.memory_write_behind:
+            self.bara.learning.defer(t.user_id, *writes)  # stored after the answer (bara.memory.writebehind)
+        qa = plan.add_qa
         rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
                    "persist:qa_added" if qa else "")
         return {"turn": True, "profile_facts": {f.key: f.value for f in facts}, "notes": [n.text for n in notes],
@@ -341,6 +343,21 @@ class Assistant:
         if facts:
             self.profile.set_facts(t.user_id, facts)
         return facts
+
+    def _learning(self, t: TurnInput, plan: PersistPlan, r: Retrieved, notes: list) -> list[Callable[[], object]]:
+        """The writes of what the turn taught besides its profile facts: notes, the episodic record, Q&A."""
+        writes: list[Callable[[], object]] = []
+        now = time.time()  # items are dated when the turn learned them, not when stored
+        if notes:
+            writes.append(lambda: self.notes.add(t.user_id, t.conversation_id, notes, now=now))
+        if self.settings.memory_episodic_record_turns and plan.learn_profile:  # issue 14
+            name = str(t.profile.get("name") or "User")
+            writes.append(lambda: self.episodic.remember(t.user_id, t.conversation_id, t.turn, name, plan.user_text,
+                                                         r.message_vector if r.query else None))
+        if plan.add_qa:  # the user's own words, not the rewrite
+            writes.append(lambda: self.qa.add(t.user_id, t.conversation_id, t.clean.query, plan.assistant_text,
+                                              r.message_vector, now=now))
+        return writes
 
     def _user_meta(self, r: Retrieved) -> dict[str, Any]:
         """Whether the turn searched, and (cache on) its vectors, so later turns need not re-encode."""

@@ -114,6 +114,7 @@ def forget_user(assistant: Assistant, user: str) -> None:
     knowledge-base ranking of every later task and mode (and a resumed run would differ from an
     uninterrupted one).
     """
+    assistant.bara.flush()  # the last turn's learning writes first, or they would land after the delete
     with assistant.bara.store.transaction():
         assistant.bara.store.delete_owner(user)
         assistant.profile.forget(user)

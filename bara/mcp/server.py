@@ -100,6 +100,7 @@ def build_server(bara: Any, identity: Identity, tools: Mapping[str, Tool] | None
 
 def call_as(bara: Any, tools: Mapping[str, Tool], name: str, arguments: Any, user: str) -> dict[str, Any]:
     """Run one tool for ``user`` under the store's user scope; the ``{"ok", "data"|"error"}`` envelope."""
+    bara.flush()  # memory tools see what the last turns learned (bara.memory.writebehind)
     ctx = ToolContext.start(user, bara.store, bara.settings, services(bara))
     with bara.store.scoped((SHARED, user)):
         return run_tool(tools, name, arguments, ctx).envelope()

@@ -22,6 +22,7 @@ MemoryOwner = Any
 
 def inspect_report(bara: MemoryOwner, user: str, conversation: Optional[str]) -> dict[str, Any]:
     """A user's profile facts, notes, remembered Q&A and conversations (and one conversation's messages)."""
+    bara.flush()
     convs = bara.conversations
     report: dict[str, Any] = {
         "user": user,
@@ -42,6 +43,7 @@ def inspect_report(bara: MemoryOwner, user: str, conversation: Optional[str]) ->
 
 def query_tier(bara: MemoryOwner, tier: str, text: str, user: str, k: int) -> list[dict[str, Any]]:
     """Search one tier the way the pipeline would (the user's rows only), as plain rows."""
+    bara.flush()
     if tier == "kb":
         out = bara.retriever.search(text, k=k, floor=bara.settings.floor_kb)
         return [{"id": h.id, "source": Path(h.chunk.source).name, "section": h.chunk.section,
@@ -59,6 +61,7 @@ def query_tier(bara: MemoryOwner, tier: str, text: str, user: str, k: int) -> li
 
 def forget_user(bara: MemoryOwner, user: str, key: Optional[str]) -> dict[str, int]:
     """Delete one profile fact (``key``) or everything about the user; counts of what went, in one transaction."""
+    bara.flush()
     with bara.store.transaction():
         if key is not None:
             return {"profile facts": bara.profile.forget(user, key)}

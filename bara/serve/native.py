@@ -134,6 +134,7 @@ def search(request: Request, q: str = Query(..., max_length=2000, description="q
 
 def _memories(rt: Any) -> tuple[ProfileMemory, NotesMemory, QAMemory]:
     b = rt.bara
+    b.flush()  # what the caller's last turn learned is stored before it is shown or deleted
     return b.profile, b.notes, b.qa
 
 
