@@ -6,8 +6,9 @@ the evaluation baseline: sliding-window RAG that embeds every message, takes k
 knowledge-base chunks every turn (floor 0) and the last N messages, with no
 tiers and no gates. Both use the same generator, so only retrieval differs.
 
-Turns on one conversation are serialised (``Conversations.turn_lock``) and
-stored in one transaction. Every stage is timed and every decision leaves a
+Turns on one conversation are serialised (``Conversations.turn_lock``); a turn's
+messages, state and profile facts are stored in one transaction before it answers, and its notes,
+Q&A pair and episodic record right after (``bara.memory.writebehind``). Every stage is timed and every decision leaves a
 reason code in the turn's :class:`~bara.trace.TurnTrace`.
 """
 
@@ -310,7 +311,8 @@ class Assistant:
     # ------------------------------------------------------------------------ persist
     def _persist(self, t: TurnInput, state: ConversationState | None, plan: PersistPlan, r: Retrieved,
                  ctx: HookContext, rec: TurnRecorder) -> dict[str, Any]:
-        """Store the turn and what it taught (profile facts from the user's text only, notes, Q&A) atomically."""
+        """Store the turn and its profile facts (from the user's text only) in one transaction; queue its
+        notes, episodic record and Q&A pair for the write-behind (or store them too, when it is off)."""
         plan = self._hook("before_persist", plan, ctx, rec)
         if plan.vetoed:
             rec.reason("persist:vetoed")
