@@ -4,6 +4,7 @@ close, and always seen by the next turn; answers, traces and stored memory equal
 from __future__ import annotations
 
 import pytest
+from serve_helpers import sqlite_runtime
 
 from bara.app import Bara
 from bara.memory.writebehind import WriteBehind
@@ -78,3 +79,15 @@ def test_a_flush_stores_writes_in_order_under_each_users_scope(tmp_path):
     wb.defer("a", lambda: done.append("a2"))
     assert wb.flush() == 3 and done == ["a1", "a2", "b1"] and [s[-1] for s in scopes] == ["a", "b"]
     assert wb.flush() == 0 and len(wb) == 0
+
+
+def test_serve_stores_what_a_turn_learned_before_it_responds(rfc_kb, embedder):
+    """The queue is per process: with several workers the next turn may reach another one."""
+    runtime = sqlite_runtime(rfc_kb("wb-serve"), embedder)
+    try:
+        out = runtime.run_turn("u-serve", QUESTION, None)
+        assert out.trace["stored"]["qa"] is True
+        assert len(runtime.bara.learning) == 0
+        assert [q.question for q in runtime.bara.qa.list("u-serve")] == [QUESTION]
+    finally:
+        runtime.close()

@@ -6,7 +6,9 @@ record: embeddings, FTS rows, each a document) are queued here and applied after
 out, all in one transaction per user, by :meth:`WriteBehind.flush`, which runs:
 
 - at the start of the next turn of any conversation (``Assistant.turn``), so a turn always sees
-  what the previous one learned;
+  what the previous one learned in this process;
+- by ``bara serve`` before it responds (``Runtime.run_turn``): the queue is per process, and with
+  several workers the next turn may reach another one, so HTTP answers gain nothing from it;
 - when the surface has delivered the answer (``bara chat`` after printing it), i.e. in idle time;
 - before any read or delete of memory outside a turn (``bara memory``, the HTTP memory routes,
   MCP tools, evaluation clean-up), and on ``Bara.close()``.

@@ -139,6 +139,9 @@ class Runtime:
         if conversation_id is not None and create:
             self.conversations.open(user_id, conversation_id, create=True)
         result = self.assistant(mode or self.mode).turn(user_id, message, conversation_id)
+        # Stored before the response: with several workers the next turn may reach another process,
+        # whose own flush cannot see this one's queue (bara.memory.writebehind).
+        self.bara.flush()
         trace = trace_json(result.trace, message)
         if trace.get("stored", {}).get("turn"):
             self.traces.save(user_id, trace)
