@@ -1,4 +1,5 @@
-"""The object a program holds: built from Settings, it owns the store, embedder and retriever.
+"""The object a program holds: built from Settings, it owns the store, embedder and retriever
+and the memory tiers (conversations, profile, notes, Q&A, episodic).
 
 No globals: two ``Bara`` objects with different settings can live side by side.
 Parts are built lazily, so a command that only reads the store never loads a model.
@@ -9,7 +10,13 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any, Callable
 
+from bara.memory.conversations import Conversations
+from bara.memory.episodic import EpisodicMemory
 from bara.memory.knowledge import KnowledgeBase
+from bara.memory.notes import NotesMemory
+from bara.memory.profile import ProfileMemory
+from bara.memory.qa import QAMemory
+from bara.memory.writebehind import WriteBehind
 from bara.retrieval.embedders import build_embedder
 from bara.retrieval.hybrid import HybridRetriever
 from bara.retrieval.protocol import Embedder
@@ -51,6 +58,38 @@ class Bara:
     def knowledge(self) -> KnowledgeBase:
         return KnowledgeBase(self.store, self.embedder, self.settings)
 
+    # ------------------------------------------------------------------ memory tiers
+    @cached_property
+    def conversations(self) -> Conversations:
+        """One per Bara: its ``turn_lock`` serialises turns of every mode on a conversation."""
+        return Conversations(self.store)
+
+    @cached_property
+    def profile(self) -> ProfileMemory:
+        return ProfileMemory(self.store)
+
+    @cached_property
+    def notes(self) -> NotesMemory:
+        return NotesMemory(self.store, self.embedder, self.settings)
+
+    @cached_property
+    def qa(self) -> QAMemory:
+        return QAMemory(self.store, self.embedder, self.settings)
+
+    @cached_property
+    def episodic(self) -> EpisodicMemory:
+        return EpisodicMemory(self.store, self.embedder, self.settings)
+
+    @cached_property
+    def learning(self) -> WriteBehind:
+        """What turns learned and have not stored yet (notes, Q&A, episodic records): see
+        ``bara.memory.writebehind``; flushed at the next turn, before memory is read, and on close."""
+        return WriteBehind(self.store)
+
+    def flush(self) -> int:
+        """Store every pending learning write now (a no-op when nothing is pending)."""
+        return self.learning.flush() if "learning" in self.__dict__ else 0
+
     def check_vectors(self, write: bool, say: Callable[[str], None] | None = None) -> int:
         """Before a command touches vectors: a writer re-embeds a store whose vectors another embedder
         made (returns how many chunks), a reader refuses it (bara/memory/reembed.py)."""
@@ -63,7 +102,10 @@ class Bara:
 
     def close(self) -> None:
         if "store" in self.__dict__:
-            self.store.close()
+            try:
+                self.flush()  # nothing a turn learned is lost on a normal close
+            finally:
+                self.store.close()
 
     def __enter__(self) -> "Bara":
         return self

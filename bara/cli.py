@@ -33,10 +33,6 @@ def _open(db: Optional[str], mode: str = "read", **overrides: object) -> Bara:
     return open_bara(db, mode, **overrides)
 
 
-def _fail(exc: BaraError) -> None:
-    fail(str(exc))
-
-
 @app.command()
 def ingest(paths: List[Path] = typer.Argument(..., help="Files or folders to ingest."),
            db: Optional[str] = DbOption,
@@ -51,7 +47,7 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Files or folders to ing
             bara.check_vectors(write=True, say=err.print)
             report = _ingest_with_progress(bara, paths, prune, quiet=json_out)
     except BaraError as exc:
-        _fail(exc)
+        fail(exc)
     _print_ingest(report, json_out)
     if report.interrupted:
         raise typer.Exit(130)
@@ -102,7 +98,7 @@ def search(query: str = typer.Argument(..., help="What to look for.", callback=f
             bara.check_vectors(write=False)
             outcome = bara.retriever.search(query, k=k, floor=floor, rerank=rerank)
     except BaraError as exc:
-        _fail(exc)
+        fail(exc)
     if json_out:
         print(json.dumps(outcome_json(outcome)))
     else:
@@ -157,7 +153,7 @@ def eval_retrieval(corpus: Path = typer.Option(..., "--corpus", help="BEIR corpu
         bara = Bara(load_settings())
         report = _run_eval(bara, corpus, queries, qrels, chosen, json_out)
     except BaraError as exc:
-        _fail(exc)
+        fail(exc)
     print(json.dumps(report)) if json_out else _print_eval(report)
 
 

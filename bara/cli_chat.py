@@ -1,4 +1,4 @@
-"""`bara chat` and `bara memory ...`: parse, call the pipeline and the memory tiers, print.
+"""`bara chat` and `bara memory ...`: parse, call the pipeline and ``bara.memory.admin``, print.
 
 ``register(app)`` adds the commands to the main typer app. Answers go to
 stdout; the per-turn timeline and notices go to stdout too in human mode, and
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, NoReturn, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -19,17 +19,13 @@ from rich.text import Text
 
 from bara.app import Bara
 from bara.cli_common import fail, free_text, id_callback, k_option, open_bara
-from bara.errors import BaraError, InputError
+from bara.errors import BaraError
 from bara.llm.build import build_model
-from bara.memory.conversations import Conversations
-from bara.memory.notes import NotesMemory
-from bara.memory.profile import ProfileMemory
-from bara.memory.qa import QAMemory
+from bara.memory.admin import TIERS, forget_user, inspect_report, query_tier
 from bara.pipeline import MODES, Assistant
 from bara.trace import HitRecord, TurnTrace
 
 DEFAULT_USER = "local"
-TIERS = ("kb", "profile", "notes", "qa")
 _EXIT_WORDS = frozenset({"exit", "quit", ":q"})
 
 console = Console(highlight=False, soft_wrap=True)
@@ -48,10 +44,6 @@ def register(app: typer.Typer) -> None:
     """Add `chat` and the `memory` group to ``app``."""
     app.command("chat")(chat)
     app.add_typer(memory_app, name="memory")
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    fail(message, code)
 
 
 def _open(db: Optional[str], mode: str = "read") -> Bara:
@@ -136,9 +128,9 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
          db: Optional[str] = DbOption) -> None:
     """Chat over the knowledge base, with a per-turn timeline of every retrieval decision."""
     if mode not in (*MODES, "agent"):
-        _fail(f"--mode must be one of {', '.join((*MODES, 'agent'))}, not {mode!r}")
+        fail(f"--mode must be one of {', '.join((*MODES, 'agent'))}, not {mode!r}")
     if script is not None and not script.is_file():
-        _fail(f"script {script} does not exist: pass a JSON-lines file")
+        fail(f"script {script} does not exist: pass a JSON-lines file")
     bara = _open(db, "write")
     try:
         bara.check_vectors(write=True, say=err.print)
@@ -148,7 +140,7 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
         for message in messages:
             cid = _one_turn(assistant, user, message, cid, json_out)
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     finally:
         bara.close()
 
@@ -160,6 +152,7 @@ def _one_turn(assistant: Assistant, user: str, message: str, cid: str, json_out:
     else:
         console.print(Text("bara> ", style="bold green") + Text(result.answer))
         console.print(timeline(result.trace))
+    assistant.bara.flush()  # the answer is out: store what the turn learned while the user reads it
     return result.conversation_id or cid
 
 
@@ -219,30 +212,8 @@ def memory_inspect(user: str = UserOption,
         try:
             report = inspect_report(bara, user, conversation)
         except BaraError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     _print_json(report) if json_out else _print_inspect(report)
-
-
-def inspect_report(bara: Bara, user: str, conversation: Optional[str]) -> dict[str, Any]:
-    convs = Conversations(bara.store)
-    report: dict[str, Any] = {
-        "user": user,
-        "profile": [{"key": e.key, "value": e.value, "from": e.source_text}
-                    for e in ProfileMemory(bara.store).entries(user)],
-        "notes": [{"kind": n.kind, "text": n.text, "conversation": n.conversation_id}
-                  for n in NotesMemory(bara.store, bara.embedder, bara.settings).list(user)],
-        "qa": [{"question": q.question, "conversation": q.conversation_id}
-               for q in QAMemory(bara.store, bara.embedder, bara.settings).list(user)],
-        "conversations": [{"id": c.id, "turns": c.turn_count, "messages": c.message_count} for c in convs.list(user)],
-    }
-    if conversation is not None:
-        if convs.get(user, conversation) is None:
-            raise InputError(f"conversation {conversation!r} does not exist for user {user!r}; "
-                             "run `bara memory inspect` to list the user's conversations")
-        report["messages"] = [{"seq": m.seq, "role": m.role, "text": m.text}
-                              for m in convs.history(user, conversation)]
-        report["state"] = convs.load_state(user, conversation)
-    return report
 
 
 def _print_inspect(report: dict[str, Any]) -> None:
@@ -271,34 +242,17 @@ def memory_query(text: str = typer.Argument(..., help="What to look for.", callb
                  db: Optional[str] = DbOption) -> None:
     """Search one memory tier the way the pipeline would (the user's rows only)."""
     if tier not in TIERS:
-        _fail(f"--tier must be one of {', '.join(TIERS)}, not {tier!r}")
+        fail(f"--tier must be one of {', '.join(TIERS)}, not {tier!r}")
     with _open(db) as bara:
         try:
             bara.check_vectors(write=False)
             rows = query_tier(bara, tier, text, user, k or bara.settings.k)
         except BaraError as exc:
-            _fail(str(exc))
+            fail(str(exc))
     if json_out:
         _print_json({"tier": tier, "query": text, "user": user, "results": rows})
         return
     _section(f"{tier} results for {text!r}", [" \u00b7 ".join(f"{k}: {v}" for k, v in r.items()) for r in rows])
-
-
-def query_tier(bara: Bara, tier: str, text: str, user: str, k: int) -> list[dict[str, Any]]:
-    s = bara.settings
-    if tier == "kb":
-        out = bara.retriever.search(text, k=k, floor=s.floor_kb)
-        return [{"id": h.id, "source": Path(h.chunk.source).name, "section": h.chunk.section,
-                 "score": round(h.similarity, 4), "text": " ".join(h.chunk.text.split())[:200]} for h in out.hits]
-    if tier == "notes":
-        hits = NotesMemory(bara.store, bara.embedder, s).search(user, text, k=k)
-        return [{"kind": h.note.kind, "text": h.note.text, "score": round(h.score, 4)} for h in hits]
-    if tier == "qa":
-        hits = QAMemory(bara.store, bara.embedder, s).search(user, text, k=k)
-        return [{"question": h.question, "answer": h.answer[:200], "score": round(h.score, 4)} for h in hits]
-    words = set(text.lower().split())
-    return [{"key": key, "value": value} for key, value in ProfileMemory(bara.store).get(user).items()
-            if words & set(f"{key} {value}".lower().replace("_", " ").split()) or text.strip() in ("", "*")]
 
 
 @memory_app.command("forget")
@@ -309,24 +263,11 @@ def memory_forget(user: str = typer.Option(..., "--user", help="User whose memor
                   db: Optional[str] = DbOption) -> None:
     """Delete one profile fact (--key), or everything about the user: profile, notes, Q&A, conversations."""
     with _open(db, "update") as bara:
-        profile = ProfileMemory(bara.store)
-        if key is not None and key not in profile.get(user):
-            known = ", ".join(sorted(profile.get(user))) or "none"
-            _fail(f"user {user!r} has no profile fact {key!r} (stored keys: {known})", code=1)
+        if key is not None and key not in bara.profile.get(user):
+            known = ", ".join(sorted(bara.profile.get(user))) or "none"
+            fail(f"user {user!r} has no profile fact {key!r} (stored keys: {known})", code=1)
         deleted = forget_user(bara, user, key)
     if json_out:
         _print_json({"user": user, "deleted": deleted})
         return
     console.print(Text(f"deleted for user {user}: " + ", ".join(f"{v} {k}" for k, v in deleted.items())))
-
-
-def forget_user(bara: Bara, user: str, key: Optional[str]) -> dict[str, int]:
-    """Counts of what was deleted, in one transaction."""
-    profile, s = ProfileMemory(bara.store), bara.settings
-    with bara.store.transaction():
-        if key is not None:
-            return {"profile facts": profile.forget(user, key)}
-        return {"profile facts": profile.forget(user),
-                "notes": NotesMemory(bara.store, bara.embedder, s).forget(user),
-                "q&a": QAMemory(bara.store, bara.embedder, s).forget(user),
-                "conversations": Conversations(bara.store).delete(user)}

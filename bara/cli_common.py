@@ -34,9 +34,11 @@ def _bound(field: str, kind: str) -> Any:
 K_MIN, K_MAX = _bound("k", "ge"), _bound("k", "le")  # the same cap BARA_K enforces
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print ``error: message`` to stderr and exit (2: the user must change something)."""
-    err.print(Text("error: ", style="red") + Text(printable(message)))
+def fail(message: str | BaraError, code: int = 2) -> NoReturn:
+    """Print ``error: message`` to stderr and exit (2: the user must change something).
+
+    The one failure exit of every `bara` command (a caught :class:`BaraError` may be passed as is)."""
+    err.print(Text("error: ", style="red") + Text(printable(str(message))))
     raise typer.Exit(code)
 
 

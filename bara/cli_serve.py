@@ -6,11 +6,12 @@ import json
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import Optional
 
 import typer
 from rich.console import Console
 
+from bara.cli_common import fail
 from bara.errors import BaraError
 
 out, err = Console(soft_wrap=True, highlight=False), Console(stderr=True, soft_wrap=True, highlight=False)
@@ -25,11 +26,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(keys_app, name="keys")
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}")
-    raise typer.Exit(code)
-
-
 def serve(db: Optional[str] = DbOption,
           host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback unless told otherwise)."),
           port: int = typer.Option(8000, "--port", help="TCP port."),
@@ -37,17 +33,17 @@ def serve(db: Optional[str] = DbOption,
           mode: str = typer.Option("gated", "--mode", help="Default mode: gated, always or agent.")) -> None:
     """Serve the OpenAI-compatible /v1 API, the native /api, /metrics, /docs and the web timeline."""
     if mode not in SERVE_MODES:
-        _fail(f"--mode must be one of {', '.join(SERVE_MODES)}, not {mode!r}")
+        fail(f"--mode must be one of {', '.join(SERVE_MODES)}, not {mode!r}")
     if workers < 1:
-        _fail("--workers must be 1 or more")
+        fail("--workers must be 1 or more")
     if not 0 < port < 65536:
-        _fail("--port must be between 1 and 65535")
+        fail("--port must be between 1 and 65535")
     from bara.settings import load_settings
 
     try:
         settings = load_settings(db=db)
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if _is_new_sqlite(settings.db):
         err.print(f"[yellow]note:[/yellow] no store at {settings.db} yet: starting with an empty one (check --db; "
                   f"add documents with `bara ingest PATH --db {settings.db}`)")
@@ -76,7 +72,7 @@ def _check_store(settings) -> None:
         with Bara(settings) as bara:
             bara.check_vectors(write=True, say=err.print)
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _check_port(host: str, port: int) -> None:
@@ -86,7 +82,7 @@ def _check_port(host: str, port: int) -> None:
         with socket.create_server((host, port)):
             pass
     except OSError as exc:
-        _fail(f"cannot listen on {host}:{port} ({exc.strerror or exc}): pass another --port or --host")
+        fail(f"cannot listen on {host}:{port} ({exc.strerror or exc}): pass another --port or --host")
 
 
 def _safe(location: str) -> str:
@@ -119,7 +115,7 @@ def _is_new_sqlite(location: str) -> bool:
 def require_store(location: str) -> None:
     """Exit 2 when a SQLite store does not exist: a mistyped --db must not silently create an empty one."""
     if _is_new_sqlite(location) or Path(location).is_dir():
-        _fail(f"no bara store at {location}: pass the --db you created (with `bara ingest ... --db` or "
+        fail(f"no bara store at {location}: pass the --db you created (with `bara ingest ... --db` or "
               "`bara keys create --db`), or set $BARA_DB")
 
 
@@ -137,7 +133,7 @@ def create(user: str = typer.Option(..., "--user", help="The user this key acts 
         with bara:
             new = keys.create(user, admin=admin)
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if json_out:
         print(json.dumps({"user": user, "key": new.key, "key_id": new.info.key_id, "admin": admin}))
         return
@@ -159,7 +155,7 @@ def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this
         with bara:
             rows = keys.list(user)
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if json_out:
         print(json.dumps([{"key_id": k.key_id, "user": k.user_id, "admin": k.admin, "created_at": k.created_at,
                            "revoked_at": k.revoked_at} for k in rows]))
@@ -180,10 +176,10 @@ def revoke(key_id: str = typer.Argument(..., help="A key id from `bara keys list
         with bara:
             n = keys.revoke(key_id)
     except BaraError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     shown = _key_id(key_id)  # never print a whole key (a secret) back
     if not n:
-        _fail(f"no active key {shown!r}: see `bara keys list`")
+        fail(f"no active key {shown!r}: see `bara keys list`")
     out.print(f"revoked {shown}")
 
 

@@ -6,15 +6,17 @@ the evaluation baseline: sliding-window RAG that embeds every message, takes k
 knowledge-base chunks every turn (floor 0) and the last N messages, with no
 tiers and no gates. Both use the same generator, so only retrieval differs.
 
-Turns on one conversation are serialised (``Conversations.turn_lock``) and
-stored in one transaction. Every stage is timed and every decision leaves a
+Turns on one conversation are serialised (``Conversations.turn_lock``); a turn's
+messages, state and profile facts are stored in one transaction before it answers, and its notes,
+Q&A pair and episodic record right after (``bara.memory.writebehind``). Every stage is timed and every decision leaves a
 reason code in the turn's :class:`~bara.trace.TurnTrace`.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+import time
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -27,79 +29,26 @@ from bara.llm.base import Model
 from bara.llm.errors import LLMError
 from bara.llm.offline import Generator, ModelGenerator, OfflineGenerator
 from bara.decide.policy import apply_episodic
-from bara.memory.conversations import Conversations, StoredMessage
-from bara.memory.episodic import EpisodeHit, EpisodicMemory
 from bara.memory.history import curate_history
-from bara.memory.notes import NoteHit, NotesMemory, extract_notes
-from bara.memory.profile import ProfileMemory
-from bara.memory.qa import QAHit, QAMemory
 from bara.memory.vectors import HistoryTopic, history_topic, message_meta
+from bara.pipeline_records import Retrieved, Seen, TurnInput, TurnResult
 from bara.pipeline_steps import SEARCHING_INTENTS, learns_qa, per_message, topical_history, within_gap
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, episode_items, kb_sources,
                                  note_items, preferred_length, profile_items, qa_items)
 from bara.trace import TurnRecorder, TurnTrace, episodic_hit_records, gate_fields, prompt_fields, retrieval_fields
-from bara.types import SHARED, RetrievalOutcome, Utterance
+from bara.types import Utterance
 from bara.understand.features import compute_features
 from bara.understand.intent import apply_rules
-from bara.understand.prototypes import PrototypeIndex, load_prototypes
+from bara.turn import TurnStart, empty_trace, run_turn
+from bara.understand.prototypes import prototypes_for
 from bara.understand.rewrite import rewrite_query
-from bara.understand.sanitize import CleanInput, sanitize
 from bara.understand.state import ConversationState
-from bara.understand.topic import TopicDecision, compose_topic, topic_dependence
+from bara.understand.topic import compose_topic, topic_dependence
 
 MODES = ("gated", "always")
 _FORGET = re.compile(r"\b(forget|delete|erase|remove|wipe|clear)\b", re.IGNORECASE)
 _CURATE_SCAN = 4  # continuations look this many recent windows back for older similar turns
-
-
-@dataclass(frozen=True)
-class TurnInput:
-    """A sanitised message with its conversation loaded: the input of every later stage."""
-
-    user_id: str
-    clean: CleanInput
-    conversation_id: str
-    turn: int
-    messages: tuple[StoredMessage, ...]  # the recent window, oldest first
-    state: ConversationState | None
-    profile: Mapping[str, str]
-
-    @property
-    def history(self) -> tuple[Utterance, ...]:
-        return tuple(Utterance(m.role, m.text) for m in self.messages)
-
-
-@dataclass(frozen=True)
-class Retrieved:
-    """What the opened tiers returned (empty for closed tiers); ``query`` is "" when nothing ran."""
-
-    query: str = ""
-    rewritten: bool = False
-    kb: RetrievalOutcome | None = None
-    notes: tuple[NoteHit, ...] = ()
-    qa: tuple[QAHit, ...] = ()
-    vector: np.ndarray | None = None  # the dense query: the topic vector (message + carried topic)
-    message_vector: np.ndarray | None = None  # of the user's own words, when the turn embedded them
-    searched: bool = False  # any tier was searched this turn
-    episodes: tuple[EpisodeHit, ...] = ()
-
-
-@dataclass(frozen=True)
-class Seen:
-    """What the gate computed that retrieval reuses: the message vector (None when the turn cannot
-    search), the topic before this turn, and whether the message depends on it."""
-
-    vector: np.ndarray | None
-    prior: HistoryTopic
-    topic: TopicDecision
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    answer: str
-    trace: TurnTrace
-    conversation_id: str
 
 
 class Assistant:
@@ -114,22 +63,10 @@ class Assistant:
         self.hooks = Hooks()
         self.offline = OfflineGenerator()
         self.generator: Generator = ModelGenerator(model, bara.settings.gated_deadline_s) if model is not None else self.offline
-        self.conversations = Conversations(bara.store)
-        self.profile = ProfileMemory(bara.store)
-        self.notes = NotesMemory(bara.store, bara.embedder, bara.settings)
-        self.qa = QAMemory(bara.store, bara.embedder, bara.settings)
-        self.episodic = EpisodicMemory(bara.store, bara.embedder, bara.settings)
-        self._prototypes, self._prototype_reason = self._load_prototypes()
+        self.conversations, self.profile, self.notes = bara.conversations, bara.profile, bara.notes
+        self.qa, self.episodic = bara.qa, bara.episodic
+        self._prototypes, self._prototype_reason = prototypes_for(bara.embedder)
         self._embedder_id = str(getattr(bara.embedder, "model_id", ""))
-
-    def _load_prototypes(self) -> tuple[PrototypeIndex | None, str]:
-        try:
-            index = load_prototypes()
-        except BaraError:
-            return None, "gate:prototypes_unavailable"
-        if index.embedder != getattr(self.bara.embedder, "model_id", ""):
-            return None, "gate:prototypes_off_embedder_mismatch"
-        return index, ""
 
     def open_conversation(self, user_id: str, conversation_id: str | None = None, create: bool = False) -> str:
         """An existing conversation of ``user_id``, or a new one (``None``, or ``create=True``)."""
@@ -138,32 +75,22 @@ class Assistant:
     # ---------------------------------------------------------------------------- turn
     def turn(self, user_id: str, message: str | bytes, conversation_id: str | None = None) -> TurnResult:
         """Answer one user message; ``conversation_id`` None starts a new conversation."""
-        rec = TurnRecorder()
-        with rec.stage("sanitize"):
-            clean = sanitize(message, self.settings.max_query_chars)
-        rec.reason(*clean.reasons)
-        if not clean.text:
-            return self._empty_turn(user_id, conversation_id or "", rec)
-        cid = self.open_conversation(user_id, conversation_id)
-        with self.conversations.turn_lock(cid), self.bara.store.scoped((SHARED, user_id)):
-            with rec.stage("load"):
-                t = self._load(user_id, clean, cid)
-            return self._gated(t, rec) if self.mode == "gated" else self._always(t, rec)
+        self.bara.flush()  # what earlier turns learned is stored before this one reads memory
+        return run_turn(self.settings, self.bara.store, self.conversations, user_id, message, conversation_id,
+                        body=self._body, empty=lambda cid, rec: self._empty_turn(user_id, cid, rec))
 
     def _empty_turn(self, user_id: str, cid: str, rec: TurnRecorder) -> TurnResult:
-        rec.reason("persist:nothing_stored")
-        trace = TurnTrace(turn=0, user=user_id, mode=self.mode, conversation_id=cid, intent="empty",
-                          intent_source="rule:empty", behavior_mode="none", route="none", answer=EMPTY_INPUT,
-                          generator="none", latency_ms=rec.latency(), reasons=rec.reasons, stored={"turn": False})
-        return TurnResult(EMPTY_INPUT, trace, cid)
+        return TurnResult(EMPTY_INPUT, empty_trace(user_id, cid, self.mode, rec, behavior_mode="none"), cid)
 
-    def _load(self, user_id: str, clean: CleanInput, cid: str) -> TurnInput:
-        info = self.conversations.get(user_id, cid)
-        window = self.settings.pipeline_history_messages
-        messages = tuple(self.conversations.history(user_id, cid, limit=window)) if window else ()
-        turn = (info.turn_count if info else 0) + 1
-        state = ConversationState.from_dict(self.conversations.load_state(user_id, cid)) if turn > 1 else None
-        return TurnInput(user_id, clean, cid, turn, messages, state, self.profile.get(user_id))
+    def _body(self, start: TurnStart, rec: TurnRecorder) -> TurnResult:
+        with rec.stage("load"):
+            t = self._input(start)
+        return self._gated(t, rec) if self.mode == "gated" else self._always(t, rec)
+
+    def _input(self, start: TurnStart) -> TurnInput:
+        """The turn's input: the loaded conversation and the user's profile (a reference mode may
+        override this to change the query, e.g. ``bara.eval.conversation_replay.Last2Assistant``)."""
+        return TurnInput.of(start, self.profile.get(start.user_id))
 
     # --------------------------------------------------------------------------- gated
     def _gated(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
@@ -334,7 +261,8 @@ class Assistant:
                 kb_opened=policy.inject_kb, notes_requested=policy.inject_notes, privacy_mode=policy.privacy_mode,
                 greeting_name=policy.greeting_name, profile=profile_items(profile) if policy.inject_profile else (),
                 notes=note_items(r.notes), knowledge=kb_sources(r.kb), qa=qa_items(r.qa), history=history,
-                memory=memory, forgotten=forgotten, retrieval_query=r.query, episodes=episode_items(r.episodes))
+                memory=memory, forgotten=forgotten, retrieval_query=r.query, episodes=episode_items(r.episodes),
+                learned=t.facts.learned, noted=t.facts.noted)
 
     @staticmethod
     def _length(gate: GateResult, profile: Mapping[str, str], rec: TurnRecorder) -> str:
@@ -383,7 +311,8 @@ class Assistant:
     # ------------------------------------------------------------------------ persist
     def _persist(self, t: TurnInput, state: ConversationState | None, plan: PersistPlan, r: Retrieved,
                  ctx: HookContext, rec: TurnRecorder) -> dict[str, Any]:
-        """Store the turn and what it taught (profile facts from the user's text only, notes, Q&A) atomically."""
+        """Store the turn and its profile facts (from the user's text only) in one transaction; queue its
+        notes, episodic record and Q&A pair for the write-behind (or store them too, when it is off)."""
         plan = self._hook("before_persist", plan, ctx, rec)
         if plan.vetoed:
             rec.reason("persist:vetoed")
@@ -394,19 +323,43 @@ class Assistant:
             self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
                                            state.to_dict() if state else {}, {"mode": self.mode},
                                            self._user_meta(r))
-            facts = self.profile.learn_from_user_turn(t.user_id, plan.user_text) if plan.learn_profile else []
-            notes = extract_notes(plan.user_text, reply) if plan.extract_notes else []
-            self.notes.add(t.user_id, t.conversation_id, notes)
-            if self.settings.memory_episodic_record_turns and plan.learn_profile:  # issue 14
-                self.episodic.remember(t.user_id, t.conversation_id, t.turn, str(t.profile.get("name") or "User"),
-                                       plan.user_text, r.message_vector if r.query else None)
-            qa = (self.qa.add(t.user_id, t.conversation_id, t.clean.query, plan.assistant_text,
-                              r.message_vector)  # the user's own words, not the rewrite
-                  if plan.add_qa else "")
+            facts = self._learn_profile(t, plan) if plan.learn_profile else []
+            notes = t.facts.notes_of(plan.user_text, reply) if plan.extract_notes else []
+            writes = self._learning(t, plan, r, notes)
+            if not self.settings.memory_write_behind:
+                for write in writes:
+                    write()
+        if self.settings.memory_write_behind:
+            self.bara.learning.defer(t.user_id, *writes)  # stored after the answer (bara.memory.writebehind)
+        qa = plan.add_qa
         rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
                    "persist:qa_added" if qa else "")
         return {"turn": True, "profile_facts": {f.key: f.value for f in facts}, "notes": [n.text for n in notes],
                 "qa": bool(qa)}
+
+    def _learn_profile(self, t: TurnInput, plan: PersistPlan) -> list:
+        """Profile facts of the user's own message, extracted once this turn (again only if a hook changed it)."""
+        facts = t.facts.profile_of(plan.user_text)
+        if facts is None:
+            return self.profile.learn_from_user_turn(t.user_id, plan.user_text)
+        if facts:
+            self.profile.set_facts(t.user_id, facts)
+        return facts
+
+    def _learning(self, t: TurnInput, plan: PersistPlan, r: Retrieved, notes: list) -> list[Callable[[], object]]:
+        """The writes of what the turn taught besides its profile facts: notes, the episodic record, Q&A."""
+        writes: list[Callable[[], object]] = []
+        now = time.time()  # items are dated when the turn learned them, not when stored
+        if notes:
+            writes.append(lambda: self.notes.add(t.user_id, t.conversation_id, notes, now=now))
+        if self.settings.memory_episodic_record_turns and plan.learn_profile:  # issue 14
+            name = str(t.profile.get("name") or "User")
+            writes.append(lambda: self.episodic.remember(t.user_id, t.conversation_id, t.turn, name, plan.user_text,
+                                                         r.message_vector if r.query else None))
+        if plan.add_qa:  # the user's own words, not the rewrite
+            writes.append(lambda: self.qa.add(t.user_id, t.conversation_id, t.clean.query, plan.assistant_text,
+                                              r.message_vector, now=now))
+        return writes
 
     def _user_meta(self, r: Retrieved) -> dict[str, Any]:
         """Whether the turn searched, and (cache on) its vectors, so later turns need not re-encode."""
@@ -424,7 +377,8 @@ class Assistant:
         self._tier_reasons(retrieved, rec)
         with rec.stage("assemble"):
             inputs = PromptInputs(message=t.clean.text, user_id=t.user_id, route="always_rag", kb_opened=True,
-                                  knowledge=kb_sources(kb), history=t.history, retrieval_query=t.clean.query)
+                                  knowledge=kb_sources(kb), history=t.history, retrieval_query=t.clean.query,
+                                  learned=t.facts.learned, noted=t.facts.noted)
         ctx = self._context(t, None)
         answer, prompt = self._generate(inputs, ctx, rec)
         plan = PersistPlan(t.clean.text, answer, learn_profile=False, extract_notes=False, add_qa=False)

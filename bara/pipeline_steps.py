@@ -3,18 +3,50 @@ survive the relative gap, which turns are remembered as Q&A, per-message vectors
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
 from bara.decide import GateResult
 from bara.memory.conversations import StoredMessage
-from bara.memory.profile import extract_profile_facts
+from bara.memory.notes import Note, extract_notes
+from bara.memory.profile import ProfileFact, extract_profile_facts
+from bara.prompts.frames import NoteItem
 from bara.memory.vectors import skipped
 from bara.types import RetrievalOutcome, Utterance
 
 SEARCHING_INTENTS = frozenset({"knowledge_base", "continuation", "general"})
+
+
+@dataclass(frozen=True)
+class TurnFacts:
+    """What the user's message states, extracted once per turn: the generator is handed them
+    (``PromptInputs.learned`` / ``noted``) and persist stores the same ones."""
+
+    text: str
+    profile: tuple[ProfileFact, ...]
+    notes: tuple[Note, ...]
+
+    @classmethod
+    def of(cls, text: str) -> "TurnFacts":
+        return cls(text, tuple(extract_profile_facts(text)), tuple(extract_notes(text)))
+
+    @property
+    def learned(self) -> tuple[tuple[str, str], ...]:
+        return tuple((f.key, f.value) for f in self.profile)
+
+    @property
+    def noted(self) -> tuple[NoteItem, ...]:
+        return tuple(NoteItem(n.kind, n.text) for n in self.notes)
+
+    def profile_of(self, user_text: str) -> list[ProfileFact] | None:
+        """The facts of ``user_text`` when it is this turn's message (a hook may have changed it), else None."""
+        return list(self.profile) if user_text == self.text else None
+
+    def notes_of(self, user_text: str, reply: str) -> list[Note]:
+        """Notes of the turn: the message's (reused when unchanged), then the reply's."""
+        return extract_notes(user_text, reply, list(self.notes) if user_text == self.text else None)
 
 
 def per_message(messages: tuple[StoredMessage, ...], question_vectors: np.ndarray) -> np.ndarray:

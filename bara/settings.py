@@ -232,6 +232,9 @@ class Settings(BaseModel):
                                                        "open the episodic tier.")
     memory_episodic_record_turns: bool = Field(True, description="Chat turns are remembered as episodes (the "
                                                                  "user's words with the turn's date).")
+    memory_write_behind: bool = Field(True, description="A turn's notes, Q&A pair and episodic record are stored "
+                                                        "after its answer (bara.memory.writebehind): off the answer "
+                                                        "path; lost only if the process dies before the next turn.")
     # --- serve (HTTP service: bara serve) -----------------------------------
     serve_max_body_bytes: int = Field(1_000_000, ge=1024, description="1 MB holds a long chat history; "
                                       "bigger bodies are refused before parsing (memory safety).")

@@ -10,6 +10,7 @@ import pytest
 from bara import prompts as P
 from bara.hooks import HOOK_POINTS, HookContext, HookError, Hooks, PersistPlan
 from bara.llm.offline import OfflineGenerator, answer, extractive_answer, split_sentences
+from bara.pipeline_steps import TurnFacts
 from bara.understand.sanitize import sanitize
 from bara.prompts.frames import (EpisodeItem, MemorySummary, NoteItem, PromptInputs, QAItem, Source, assemble,
                                  build_frames, estimate_tokens)
@@ -142,7 +143,8 @@ def test_chitchat_replies_use_the_profile_name(kind, expected):
 def test_profile_answers_echo_and_acknowledge():
     told = answer(PromptInputs(message="what's my role?", route="profile", profile=(("role", "network engineer"),)))
     assert told == "You told me you're a network engineer."
-    learned = answer(PromptInputs(message="I'm a network engineer", route="profile_update"))
+    said = "I'm a network engineer"
+    learned = answer(PromptInputs(message=said, route="profile_update", learned=TurnFacts.of(said).learned))
     assert "you're a network engineer" in learned.lower() and learned.startswith("Noted")
     assert answer(PromptInputs(message="what's my name?", route="profile")) == P.PROFILE_EMPTY
 
@@ -157,8 +159,27 @@ def test_notes_and_privacy_answers():
 
 
 def test_a_stated_decision_is_acknowledged():
-    text = answer(PromptInputs(message="Let's go with TLS 1.2 for the API.", kb_opened=True))
+    said = "Let's go with TLS 1.2 for the API."
+    text = answer(PromptInputs(message=said, kb_opened=True, noted=TurnFacts.of(said).noted))
     assert text.startswith(P.NOTED_HEADER) and "Decision: Let's go with TLS 1.2" in text
+
+
+def test_the_offline_generator_extracts_nothing_itself():
+    """Facts reach it through the inputs record (extracted once per turn by the pipeline): a message
+    stating a decision or a profile fact, handed no facts, is not acknowledged."""
+    said = "Let's go with TLS 1.2 for the API."
+    assert not answer(PromptInputs(message=said, kb_opened=True)).startswith(P.NOTED_HEADER)
+    assert answer(PromptInputs(message="I'm a network engineer", route="profile_update")) == \
+        P.PROFILE_NOTHING_LEARNED
+
+
+def test_turn_facts_are_reused_for_the_same_text_and_extracted_again_for_a_changed_one():
+    facts = TurnFacts.of("I'm a network engineer. Let's go with TLS 1.2 for the API.")
+    assert facts.learned == (("role", "network engineer"),) and [n.kind for n in facts.notes] == ["decision"]
+    assert facts.profile_of(facts.text) == list(facts.profile)
+    assert facts.profile_of("something else") is None  # a before_persist hook changed the text
+    assert facts.notes_of(facts.text, "") == list(facts.notes)
+    assert facts.notes_of("We decided to use QUIC.", "") != list(facts.notes)
 
 
 def test_offline_generator_reads_the_prompt_inputs():

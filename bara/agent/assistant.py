@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
 from bara.agent.loop import AgentRun, ToolCallRecord, run_agent
-from bara.agent.router import SEARCH, RuleRouter, prototypes_for
+from bara.agent.router import SEARCH, RuleRouter
 from bara.agent.router_intent import normalise, other_person
 from bara.agent.tools import Tool, ToolContext
 from bara.decide import GateResult, decide
@@ -34,10 +34,10 @@ from bara.errors import InputError
 from bara.llm.base import Model
 from bara.llm.build import build_model
 from bara.messages import AssistantMessage, Message, SystemMessage, UserMessage
-from bara.memory.conversations import Conversations
 from bara.memory.knowledge import KnowledgeBase
 from bara.pipeline import TurnResult
-from bara.understand.sanitize import sanitize
+from bara.turn import TurnStart, empty_trace, run_turn
+from bara.understand.prototypes import prototypes_for
 from bara.prompts import EMPTY_INPUT
 from bara.trace import HitRecord, TurnRecorder, TurnTrace, gate_details
 from bara.types import SHARED, Utterance, text_hash
@@ -76,9 +76,9 @@ class AgentAssistant:
                                                                                         self.settings)
         self.gate_tools = self.settings.agent_gate_tools if gate_tools is None else gate_tools
         self.tools: dict[str, Tool] = build_fund_tools()
-        self.conversations = Conversations(bara.store)
+        self.conversations = bara.conversations
         self.repo = FundsRepo(bara.store)
-        self._prototypes = prototypes_for(bara.embedder)
+        self._prototypes = prototypes_for(bara.embedder)[0]
 
     def turn(self, user_id: str, message: str | bytes, conversation_id: str | None = None) -> TurnResult:
         """Answer one message for ``user_id``; ``conversation_id`` None starts a new conversation."""
@@ -87,17 +87,12 @@ class AgentAssistant:
     def run_turn(self, user_id: str, message: str | bytes, conversation_id: str | None = None,
                  persist: bool = True) -> AgentTurn:
         """Like :meth:`turn`, also returning the agent run; ``persist=False`` stores nothing (evaluation)."""
-        rec = TurnRecorder()
-        with rec.stage("sanitize"):
-            clean = sanitize(message, self.settings.max_query_chars)
-        rec.reason(*clean.reasons)
-        name = self.user_name(user_id)
-        if not clean.text:
-            return AgentTurn(TurnResult(EMPTY_INPUT, _empty_trace(user_id, conversation_id or "", rec),
-                                        conversation_id or ""), None, ())
-        cid = self._open(user_id, conversation_id, persist)
-        with self.conversations.turn_lock(cid or "-"), self.bara.store.scoped((SHARED, user_id)):
-            return self._turn(user_id, name, clean.text, clean.query, cid, persist, rec)
+        name = self.user_name(user_id)  # an unknown user is refused, even with an empty message
+        return run_turn(self.settings, self.bara.store, self.conversations, user_id, message, conversation_id,
+                        body=lambda s, rec: self._turn(s, name, persist, rec),
+                        empty=lambda cid, rec: AgentTurn(TurnResult(EMPTY_INPUT, empty_trace(
+                            user_id, cid, "agent", rec), cid), None, ()),
+                        open_conversation=lambda user, cid: self._open(user, cid, persist))
 
     def user_name(self, user_id: str) -> str:
         name = self.repo.user_name(user_id) if isinstance(user_id, str) else None
@@ -118,10 +113,9 @@ class AgentAssistant:
         # user's id get the same answer); None starts a new conversation.
         return self.conversations.open(user_id, conversation_id)
 
-    def _turn(self, user_id: str, name: str, text: str, query: str, cid: str, persist: bool,
-              rec: TurnRecorder) -> AgentTurn:
-        with rec.stage("load"):
-            history, state, number = self._load(user_id, cid)
+    def _turn(self, start: TurnStart, name: str, persist: bool, rec: TurnRecorder) -> AgentTurn:
+        user_id, text, query, cid = start.user_id, start.clean.text, start.clean.query, start.loaded.conversation_id
+        history, state, number = [(m.role, m.text) for m in start.loaded.messages], start.loaded.state, start.loaded.turn
         with rec.stage("gate"):
             gate = self._gate(query, history, state)
         offered, why = self.offered_tools(text, gate, (user_id, name))
@@ -135,16 +129,6 @@ class AgentAssistant:
         stored = self._persist(user_id, cid, text, answer, gate, run, rec) if persist else {"turn": False}
         trace = self._trace(user_id, cid, number, gate, run, answer, tuple(offered), stored, rec)
         return AgentTurn(TurnResult(answer, trace, cid), run, tuple(offered))
-
-    def _load(self, user_id: str, cid: str) -> tuple[list[tuple[str, str]], ConversationState | None, int]:
-        if not cid:
-            return [], None, 1
-        info = self.conversations.get(user_id, cid)
-        window = self.settings.pipeline_history_messages
-        history = [(m.role, m.text) for m in self.conversations.history(user_id, cid, limit=window)] if window else []
-        number = (info.turn_count if info else 0) + 1
-        state = ConversationState.from_dict(self.conversations.load_state(user_id, cid)) if number > 1 else None
-        return history, state, number
 
     def _gate(self, query: str, history: Sequence[tuple[str, str]], state: ConversationState | None) -> GateResult:
         vector = self.bara.embedder.embed([query])[0] if self._prototypes is not None else None
@@ -227,13 +211,6 @@ def hit_records(call: ToolCallRecord) -> tuple[HitRecord, ...]:
 
 def _query(call: ToolCallRecord) -> str:
     return str(call.args.get("query", "")) if isinstance(call.args, Mapping) else str(call.args)
-
-
-def _empty_trace(user_id: str, cid: str, rec: TurnRecorder) -> TurnTrace:
-    rec.reason("persist:nothing_stored")
-    return TurnTrace(turn=0, user=user_id, mode="agent", conversation_id=cid, intent="empty",
-                     intent_source="rule:empty", route="none", answer=EMPTY_INPUT, generator="none",
-                     latency_ms=rec.latency(), reasons=rec.reasons, stored={"turn": False})
 
 
 # ------------------------------------------------------------------------ indexing

@@ -46,11 +46,11 @@ from bara.agent.router_steps import (MAX_COMPARE, SEARCH, THIN_MIN_HITS, THIN_SC
                                      Seen, Turn, informed_query, is_thin, next_calls, read_turn)  # re-exported
 from bara.decide import decide
 from bara.domains.funds.users import REFUSE_ADVICE, REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, detect_refusal
-from bara.errors import BaraError
 from bara.llm.base import STOP_END, STOP_TOOL_CALLS, ModelResponse
 from bara.messages import AssistantMessage, Message, ToolCall, ToolSpec
 from bara.settings import Settings
-from bara.understand.prototypes import PrototypeIndex, load_prototypes
+from bara.understand.prototypes import PrototypeIndex
+from bara.understand.prototypes import prototypes_for as load_matching
 
 ROUTER_NAME = "rule-router"
 PORTFOLIO_TOOLS = ("get_holdings", "get_transactions", "compute_xirr", "asset_allocation")
@@ -204,14 +204,8 @@ def _drop_search(picked: list[str], rules: Mapping[str, float], low: str) -> lis
 
 
 def prototypes_for(embedder: Any) -> PrototypeIndex | None:
-    """The gate's prototypes, only when they were built with this embedder."""
-    if embedder is None:
-        return None
-    try:
-        index = load_prototypes()
-    except BaraError:
-        return None
-    return index if index.embedder == getattr(embedder, "model_id", "") else None
+    """The gate's prototypes, only when they were built with this embedder (``bara.understand.prototypes``)."""
+    return load_matching(embedder)[0]
 
 
 def use_part(description: str) -> str:

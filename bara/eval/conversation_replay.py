@@ -26,7 +26,8 @@ from bara.eval.mixing import MixedConversation
 from bara.hooks import HookContext, PersistPlan
 from bara.pipeline import Assistant, TurnInput, TurnResult
 from bara.trace import TurnTrace
-from bara.understand.sanitize import CleanInput, sanitize
+from bara.turn import TurnStart
+from bara.understand.sanitize import sanitize
 
 REFERENCE_MODES = ("last2",)
 
@@ -70,8 +71,8 @@ class Last2Assistant(Assistant):
     def __init__(self, bara: Bara, model: Any = None):
         super().__init__(bara, model=model, mode="always")
 
-    def _load(self, user_id: str, clean: CleanInput, cid: str) -> TurnInput:
-        t = super()._load(user_id, clean, cid)
+    def _input(self, start: TurnStart) -> TurnInput:
+        t, clean = super()._input(start), start.clean
         query = last2_query([m.text for m in t.messages if m.role == "user"], clean.query)
         return replace(t, clean=replace(clean, query=sanitize(query, self.settings.max_query_chars).query))
 
@@ -113,6 +114,7 @@ def forget_user(assistant: Assistant, user: str) -> None:
     knowledge-base ranking of every later task and mode (and a resumed run would differ from an
     uninterrupted one).
     """
+    assistant.bara.flush()  # the last turn's learning writes first, or they would land after the delete
     with assistant.bara.store.transaction():
         assistant.bara.store.delete_owner(user)
         assistant.profile.forget(user)

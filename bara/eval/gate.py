@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from bara.decide import GateResult, decide
-from bara.errors import BaraError, InputError
+from bara.errors import InputError
 from bara.eval.stats import percentiles
 from bara.understand.sanitize import sanitize
 from bara.settings import Settings
 from bara.types import Utterance
 from bara.understand.features import compute_features
 from bara.understand.intent import apply_rules
-from bara.understand.prototypes import load_prototypes
+from bara.understand.prototypes import prototypes_for
 from bara.understand.state import ConversationState
 
 JUDGED = ("ANSWERABLE", "PARTIAL")
@@ -180,12 +180,8 @@ class GateReplay:
 
 
 def gate_prototypes(embedder: Any) -> Any:
-    """The gate's shipped prototypes when they match ``embedder`` (as the pipeline loads them), else None."""
-    try:
-        index = load_prototypes()
-    except BaraError:
-        return None
-    return index if embedder is not None and index.embedder == getattr(embedder, "model_id", "") else None
+    """The gate's shipped prototypes when they match ``embedder`` (the pipeline's one loader), else None."""
+    return prototypes_for(embedder)[0]
 
 
 # ------------------------------------------------------------------- labelled data

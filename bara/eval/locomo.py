@@ -40,8 +40,7 @@ from bara.app import Bara
 from bara.errors import InputError
 from bara.eval.locomo_data import (ADVERSARIAL, CATEGORIES, LocomoConversation, LocomoQuestion,
                                    evidence_recall, load_locomo)
-from bara.memory.conversations import Conversations
-from bara.memory.episodic import EpisodicMemory, Turn, context_vectors, episode_text
+from bara.memory.episodic import Turn, context_vectors, episode_text
 from bara.prompts.frames import estimate_tokens
 from bara.retrieval.protocol import Embedder
 from bara.settings import Settings
@@ -97,8 +96,7 @@ def role_of(conv: LocomoConversation, speaker: str) -> str:
 
 def replay(bara: Bara, conv: LocomoConversation, user_id: str) -> Replayed:
     """Store every session as a conversation of ``user_id`` and as episodes (see module docstring)."""
-    conversations = Conversations(bara.store)
-    episodic = EpisodicMemory(bara.store, bara.embedder, bara.settings)
+    conversations, episodic = bara.conversations, bara.episodic
     by_text: dict[str, list[str]] = {}
     by_episode: dict[str, str] = {}
     full: list[str] = []

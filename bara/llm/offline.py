@@ -1,6 +1,8 @@
 """Generators the pipeline calls with an assembled prompt: a chat Model, or the offline one.
 
-The offline generator answers without any model, from what the tiers put in the prompt.
+The offline generator answers without any model, from what the tiers put in the prompt. It
+extracts nothing itself: the profile facts and notes the user's message states arrive in the
+inputs record (``PromptInputs.learned`` / ``noted``), extracted once per turn by the pipeline.
 
 Knowledge answers are extractive: the sentences of the retrieved passages that
 share the most query terms, each followed by its passage number ([1], [2]...)
@@ -20,8 +22,6 @@ from typing import Protocol, Sequence
 
 from bara import prompts as P
 from bara.llm.base import Model
-from bara.memory.notes import Note, extract_notes
-from bara.memory.profile import extract_profile_facts
 from bara.prompts.frames import NoteItem, Prompt, PromptInputs, Source
 from bara.text.lexical import analyze
 
@@ -81,17 +81,17 @@ def answer(i: PromptInputs) -> str:
         return privacy_answer(i)
     if i.intent == "chitchat" or i.behavior_mode in ("greeting", "testing_aware", "meta_aware"):
         return P.chitchat_text(_chitchat_kind(i), i.greeting_name)
-    learned = [(f.key, f.value) for f in extract_profile_facts(i.message)]
+    learned = list(i.learned)  # extracted by the pipeline: this generator extracts nothing
     if i.route in ("profile_update", "profile") and (learned or i.route == "profile_update"):
         return profile_update_answer(learned)
     if i.route == "profile":
         return profile_answer(i.profile)
     if i.notes_requested and i.notes:
         return notes_answer(i.notes)
-    return _with_noted(extract_notes(i.message), _prefixed(i, knowledge_or_memory_answer(i)))
+    return _with_noted(i.noted, _prefixed(i, knowledge_or_memory_answer(i)))
 
 
-def _with_noted(noted: Sequence[Note], text: str) -> str:
+def _with_noted(noted: Sequence[NoteItem], text: str) -> str:
     """Acknowledge a decision or open question the user just stated, before the rest of the answer."""
     if not noted:
         return text

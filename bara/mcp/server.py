@@ -100,16 +100,19 @@ def build_server(bara: Any, identity: Identity, tools: Mapping[str, Tool] | None
 
 def call_as(bara: Any, tools: Mapping[str, Tool], name: str, arguments: Any, user: str) -> dict[str, Any]:
     """Run one tool for ``user`` under the store's user scope; the ``{"ok", "data"|"error"}`` envelope."""
+    bara.flush()  # memory tools see what the last turns learned (bara.memory.writebehind)
     ctx = ToolContext.start(user, bara.store, bara.settings, services(bara))
     with bara.store.scoped((SHARED, user)):
         return run_tool(tools, name, arguments, ctx).envelope()
 
 
 def services(bara: Any) -> dict[str, Any]:
-    """What the tools may use besides the store: the retriever, the embedder and the fund repository."""
+    """What the tools may use besides the store: the retriever, the embedder, the memory tiers the
+    program's Bara owns (profile, notes, Q&A) and the fund repository."""
     from bara.domains.funds import FundsRepo
 
-    return {"retriever": bara.retriever, "embedder": bara.embedder, "funds": FundsRepo(bara.store)}
+    return {"retriever": bara.retriever, "embedder": bara.embedder, "profile": bara.profile, "notes": bara.notes,
+            "qa": bara.qa, "funds": FundsRepo(bara.store)}
 
 
 def result_of(envelope: Mapping[str, Any]) -> types.CallToolResult:

@@ -15,9 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from bara.agent.tools import Tool, ToolContext, ToolError
-from bara.memory.notes import KINDS, Note, NotesMemory, extract_concepts
-from bara.memory.profile import ProfileMemory
-from bara.memory.qa import QAMemory
+from bara.memory.notes import KINDS, Note, extract_concepts
 from bara.prompts.mcp import (RECALL_DESC, REMEMBER_DESC, SEARCH_KNOWLEDGE_DESC, NO_STORE, NO_USER)
 
 #: Conversation id the notes written through MCP are filed under (``bara memory inspect`` shows it).
@@ -90,9 +88,8 @@ def search_knowledge(ctx: ToolContext, args: SearchKnowledgeArgs) -> dict[str, A
 
 
 def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
-    user, store = _user(ctx), _store(ctx)
-    embedder, settings = ctx.services["embedder"], ctx.settings
-    notes_memory, qa_memory = NotesMemory(store, embedder, settings), QAMemory(store, embedder, settings)
+    user, _ = _user(ctx), _store(ctx)
+    notes_memory, qa_memory, profile_memory = ctx.services["notes"], ctx.services["qa"], ctx.services["profile"]
     if args.query:
         notes = [{"kind": h.note.kind, "text": h.note.text, "score": round(h.score, 4)}
                  for h in notes_memory.search(user, args.query, k=args.k)]
@@ -101,15 +98,15 @@ def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     else:
         notes = [{"kind": n.kind, "text": n.text} for n in notes_memory.list(user)[-args.k:][::-1]]
         qa = [{"question": h.question, "answer": h.answer} for h in qa_memory.list(user)[-args.k:][::-1]]
-    profile = [{"key": e.key, "value": e.value} for e in ProfileMemory(store).entries(user)]
+    profile = [{"key": e.key, "value": e.value} for e in profile_memory.entries(user)]
     return {"query": args.query, "profile": profile, "notes": notes, "qa": qa}
 
 
 def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
-    user, store = _user(ctx), _store(ctx)
+    user, _ = _user(ctx), _store(ctx)
     assert args.kind in KINDS  # the Literal above mirrors bara.memory.notes.KINDS
     note = Note(args.kind, args.text, extract_concepts(args.text))
-    sources = NotesMemory(store, ctx.services["embedder"], ctx.settings).add(user, MCP_CONVERSATION, [note])
+    sources = ctx.services["notes"].add(user, MCP_CONVERSATION, [note])
     return {"stored": True, "source": sources[0], "kind": note.kind, "concepts": list(note.concepts)}
 
 

@@ -124,10 +124,13 @@ def _note_in(sentence: str, kinds: frozenset[str] | None) -> Note | None:
     return None
 
 
-def extract_notes(user_text: str, assistant_text: str = "") -> list[Note]:
-    """Notes stated in one turn, in order: the user's first, then the assistant's; duplicates dropped."""
-    out: list[Note] = []
-    for text, kinds in ((user_text, None), (assistant_text, _ASSISTANT_KINDS)):
+def extract_notes(user_text: str, assistant_text: str = "", user_notes: Sequence[Note] | None = None) -> list[Note]:
+    """Notes stated in one turn, in order: the user's first, then the assistant's; duplicates dropped.
+
+    ``user_notes``: the notes of ``user_text`` already extracted this turn (they are not extracted again)."""
+    out: list[Note] = list(user_notes) if user_notes is not None else []
+    parts = ((user_text, None),) if user_notes is None else ()
+    for text, kinds in (*parts, (assistant_text, _ASSISTANT_KINDS)):
         for sentence in _sentences(text):
             note = _note_in(sentence, kinds)
             if note and all(n.text.lower() != note.text.lower() for n in out):

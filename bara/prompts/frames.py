@@ -113,6 +113,10 @@ class PromptInputs:
     forgotten: str = ""  # what a privacy request just deleted
     retrieval_query: str = ""
     episodes: tuple[EpisodeItem, ...] = ()
+    # What the user's message states, extracted once per turn by the pipeline (the same facts are
+    # stored): profile facts as (key, value), and decisions / open questions as notes.
+    learned: tuple[tuple[str, str], ...] = ()
+    noted: tuple[NoteItem, ...] = ()
 
     @property
     def history_summary(self) -> str:

@@ -134,7 +134,8 @@ def search(request: Request, q: str = Query(..., max_length=2000, description="q
 
 def _memories(rt: Any) -> tuple[ProfileMemory, NotesMemory, QAMemory]:
     b = rt.bara
-    return ProfileMemory(b.store), NotesMemory(b.store, b.embedder, b.settings), QAMemory(b.store, b.embedder, b.settings)
+    b.flush()  # what the caller's last turn learned is stored before it is shown or deleted
+    return b.profile, b.notes, b.qa
 
 
 @router.get("/memory", response_model=MemoryOut, tags=["memory"])
@@ -170,7 +171,7 @@ def delete_memory(request: Request, conversations: bool = Query(False, descripti
 def delete_profile_fact(fact: str, request: Request, key: ApiKey = Depends(caller)) -> ForgetOut:
     """Forget one profile fact of the caller (e.g. ``name``); 404 when the caller has no such fact."""
     rt = runtime(request)
-    profile = ProfileMemory(rt.bara.store)
+    profile = rt.bara.profile
     with rt.store.scoped((key.user_id,)), rt.store.transaction():
         deleted = profile.forget(key.user_id, fact)
     if not deleted:

@@ -18,7 +18,6 @@ from typing import Any
 
 from bara.app import Bara
 from bara.llm.build import build_model
-from bara.memory.conversations import Conversations
 from bara.pipeline import Assistant
 from bara.serve.keys import KeyStore
 from bara.settings import Settings
@@ -106,7 +105,7 @@ class Runtime:
         self.store = self.bara.store
         self.keys = KeyStore(self.store)
         self.traces = TraceStore(self.store)
-        self.conversations = Conversations(self.store)
+        self.conversations = self.bara.conversations  # the turn lock every mode's assistant takes
         self._assistants: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -123,7 +122,6 @@ class Runtime:
             built: Any = AgentAssistant(self.bara)
         else:
             built = Assistant(self.bara, model=build_model(self.settings), mode=mode, fallback_offline=False)
-        built.conversations = self.conversations  # one turn lock per conversation across modes
         return built
 
     def warm(self) -> None:
@@ -141,6 +139,9 @@ class Runtime:
         if conversation_id is not None and create:
             self.conversations.open(user_id, conversation_id, create=True)
         result = self.assistant(mode or self.mode).turn(user_id, message, conversation_id)
+        # Stored before the response: with several workers the next turn may reach another process,
+        # whose own flush cannot see this one's queue (bara.memory.writebehind).
+        self.bara.flush()
         trace = trace_json(result.trace, message)
         if trace.get("stored", {}).get("turn"):
             self.traces.save(user_id, trace)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bara.errors import ConfigError
+from bara.errors import BaraError, ConfigError
 
 PACKAGED_NAME = "prototypes.npz"
 FORMAT_VERSION = 1
@@ -99,3 +99,20 @@ def load_prototypes(path: str | Path | None = None) -> PrototypeIndex:
     except OSError as exc:
         raise ConfigError(f"no prototype file ({exc}); build it with scripts/build_prototypes.py") from exc
     return PrototypeIndex.from_bytes(data)
+
+
+def prototypes_for(embedder: object) -> tuple[PrototypeIndex | None, str]:
+    """The one loader every gate uses: the shipped index when it was built with ``embedder``.
+
+    Otherwise ``None`` and the reason code the pipeline records (the gate then runs on rules alone):
+    ``gate:prototypes_unavailable`` (no file, or no embedder) or ``gate:prototypes_off_embedder_mismatch``.
+    """
+    if embedder is None:
+        return None, "gate:prototypes_unavailable"
+    try:
+        index = load_prototypes()
+    except BaraError:
+        return None, "gate:prototypes_unavailable"
+    if index.embedder != getattr(embedder, "model_id", ""):
+        return None, "gate:prototypes_off_embedder_mismatch"
+    return index, ""

@@ -21,6 +21,7 @@ and refusals ("Sorry, I do not have...") are ignored. The defaults of
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -202,12 +203,18 @@ def _is_name(run: list[tuple[str, bool]]) -> bool:
 
 def entities(text: str) -> list[str]:
     """Names in ``text`` in order: capitalised runs, acronyms, versioned ids (no possessive 's)."""
+    return list(_entities(text))
+
+
+@lru_cache(maxsize=4096)
+def _entities(text: str) -> tuple[str, ...]:
+    """A pure function of the text, cached (issue 16): every turn re-reads the same recent history."""
     found = []
     for run in _runs(_tokens(text)):
         run = _trim(run)
         if run and _is_name(run):
             found.append(_POSSESSIVE.sub("", " ".join(t for t, _ in run)))
-    return found
+    return tuple(found)
 
 
 def has_content(text: str, min_content_words: int = 1) -> bool:

@@ -1,0 +1,69 @@
+"""What ``bara memory inspect|query|forget`` (and any other surface) asks of a user's memory.
+
+Each function takes the program's :class:`~bara.app.Bara` (typed here by the parts it reads, so this
+layer does not import ``bara.app``): its store, retriever, settings and memory tiers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from bara.errors import InputError
+
+TIERS = ("kb", "profile", "notes", "qa")
+
+
+#: The program's :class:`~bara.app.Bara` (``store``, ``retriever``, ``settings``, the memory tiers and
+#: ``flush``). Not imported: ``bara.app`` sits above this layer (and pyright does not match its
+#: cached properties against a Protocol's).
+MemoryOwner = Any
+
+
+def inspect_report(bara: MemoryOwner, user: str, conversation: Optional[str]) -> dict[str, Any]:
+    """A user's profile facts, notes, remembered Q&A and conversations (and one conversation's messages)."""
+    bara.flush()
+    convs = bara.conversations
+    report: dict[str, Any] = {
+        "user": user,
+        "profile": [{"key": e.key, "value": e.value, "from": e.source_text} for e in bara.profile.entries(user)],
+        "notes": [{"kind": n.kind, "text": n.text, "conversation": n.conversation_id} for n in bara.notes.list(user)],
+        "qa": [{"question": q.question, "conversation": q.conversation_id} for q in bara.qa.list(user)],
+        "conversations": [{"id": c.id, "turns": c.turn_count, "messages": c.message_count} for c in convs.list(user)],
+    }
+    if conversation is not None:
+        if convs.get(user, conversation) is None:
+            raise InputError(f"conversation {conversation!r} does not exist for user {user!r}; "
+                             "run `bara memory inspect` to list the user's conversations")
+        report["messages"] = [{"seq": m.seq, "role": m.role, "text": m.text}
+                              for m in convs.history(user, conversation)]
+        report["state"] = convs.load_state(user, conversation)
+    return report
+
+
+def query_tier(bara: MemoryOwner, tier: str, text: str, user: str, k: int) -> list[dict[str, Any]]:
+    """Search one tier the way the pipeline would (the user's rows only), as plain rows."""
+    bara.flush()
+    if tier == "kb":
+        out = bara.retriever.search(text, k=k, floor=bara.settings.floor_kb)
+        return [{"id": h.id, "source": Path(h.chunk.source).name, "section": h.chunk.section,
+                 "score": round(h.similarity, 4), "text": " ".join(h.chunk.text.split())[:200]} for h in out.hits]
+    if tier == "notes":
+        hits = bara.notes.search(user, text, k=k)
+        return [{"kind": h.note.kind, "text": h.note.text, "score": round(h.score, 4)} for h in hits]
+    if tier == "qa":
+        found = bara.qa.search(user, text, k=k)
+        return [{"question": h.question, "answer": h.answer[:200], "score": round(h.score, 4)} for h in found]
+    words = set(text.lower().split())
+    return [{"key": key, "value": value} for key, value in bara.profile.get(user).items()
+            if words & set(f"{key} {value}".lower().replace("_", " ").split()) or text.strip() in ("", "*")]
+
+
+def forget_user(bara: MemoryOwner, user: str, key: Optional[str]) -> dict[str, int]:
+    """Delete one profile fact (``key``) or everything about the user; counts of what went, in one transaction."""
+    bara.flush()
+    with bara.store.transaction():
+        if key is not None:
+            return {"profile facts": bara.profile.forget(user, key)}
+        return {"profile facts": bara.profile.forget(user), "notes": bara.notes.forget(user),
+                "q&a": bara.qa.forget(user), "conversations": bara.conversations.delete(user)}

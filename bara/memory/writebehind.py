@@ -1,0 +1,58 @@
+"""Write-behind for what a turn learned: its notes, Q&A pair and episodic record (issue 16).
+
+A gated turn stores its conversation record (messages, state, cached vectors) and the profile
+facts before it answers, in one transaction. The other learning writes (notes, Q&A, episodic
+record: embeddings, FTS rows, each a document) are queued here and applied after the answer is
+out, all in one transaction per user, by :meth:`WriteBehind.flush`, which runs:
+
+- at the start of the next turn of any conversation (``Assistant.turn``), so a turn always sees
+  what the previous one learned in this process;
+- by ``bara serve`` before it responds (``Runtime.run_turn``): the queue is per process, and with
+  several workers the next turn may reach another one, so HTTP answers gain nothing from it;
+- when the surface has delivered the answer (``bara chat`` after printing it), i.e. in idle time;
+- before any read or delete of memory outside a turn (``bara memory``, the HTTP memory routes,
+  MCP tools, evaluation clean-up), and on ``Bara.close()``.
+
+Crash safety, honestly: nothing is lost on a normal close or between turns, but if the process
+dies after a turn answered and before the flush, that turn's notes, Q&A pair and episodic record
+are lost (its messages and profile facts are already stored). A flush that fails raises; the
+batch it held is not retried.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from bara.types import SHARED
+
+
+class WriteBehind:
+    """Queued writes, each bound to the user whose scope it needs; thread-safe."""
+
+    def __init__(self, store: Any):
+        self.store = store
+        self._pending: list[tuple[str, Callable[[], object]]] = []
+        self._lock = threading.Lock()
+        self._flushing = threading.Lock()  # a flush returns only once every write queued before it is stored
+
+    def defer(self, user_id: str, *writes: Callable[[], object]) -> None:
+        with self._lock:
+            self._pending.extend((user_id, w) for w in writes)
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def flush(self) -> int:
+        """Apply every queued write, in order, one transaction per user; returns how many ran.
+
+        Concurrent callers wait for a flush under way, so none returns before earlier writes are stored."""
+        with self._flushing:
+            with self._lock:
+                batch, self._pending = self._pending, []
+            for user in dict.fromkeys(user for user, _ in batch):
+                with self.store.scoped((SHARED, user)), self.store.transaction():
+                    for owner, write in batch:
+                        if owner == user:
+                            write()
+        return len(batch)

@@ -1,0 +1,78 @@
+"""The records between the stages of one gated turn (``bara.pipeline``): the loaded input, what the
+gate computed that retrieval reuses, what the tiers returned, and the turn's result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from bara.memory.conversations import StoredMessage
+from bara.memory.episodic import EpisodeHit
+from bara.memory.notes import NoteHit
+from bara.memory.qa import QAHit
+from bara.memory.vectors import HistoryTopic
+from bara.pipeline_steps import TurnFacts
+from bara.trace import TurnTrace
+from bara.turn import TurnStart
+from bara.types import RetrievalOutcome, Utterance
+from bara.understand.sanitize import CleanInput
+from bara.understand.state import ConversationState
+from bara.understand.topic import TopicDecision
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """A sanitised message with its conversation loaded: the input of every later stage."""
+
+    user_id: str
+    clean: CleanInput
+    conversation_id: str
+    turn: int
+    messages: tuple[StoredMessage, ...]  # the recent window, oldest first
+    state: ConversationState | None
+    profile: Mapping[str, str]
+    facts: TurnFacts  # what the message states, extracted once: shown by the generator, then stored
+
+    @classmethod
+    def of(cls, s: TurnStart, profile: Mapping[str, str]) -> "TurnInput":
+        c = s.loaded
+        return cls(s.user_id, s.clean, c.conversation_id, c.turn, c.messages, c.state, profile,
+                   TurnFacts.of(s.clean.text))
+
+    @property
+    def history(self) -> tuple[Utterance, ...]:
+        return tuple(Utterance(m.role, m.text) for m in self.messages)
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """What the opened tiers returned (empty for closed tiers); ``query`` is "" when nothing ran."""
+
+    query: str = ""
+    rewritten: bool = False
+    kb: RetrievalOutcome | None = None
+    notes: tuple[NoteHit, ...] = ()
+    qa: tuple[QAHit, ...] = ()
+    vector: np.ndarray | None = None  # the dense query: the topic vector (message + carried topic)
+    message_vector: np.ndarray | None = None  # of the user's own words, when the turn embedded them
+    searched: bool = False  # any tier was searched this turn
+    episodes: tuple[EpisodeHit, ...] = ()
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the gate computed that retrieval reuses: the message vector (None when the turn cannot
+    search), the topic before this turn, and whether the message depends on it."""
+
+    vector: np.ndarray | None
+    prior: HistoryTopic
+    topic: TopicDecision
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    answer: str
+    trace: TurnTrace
+    conversation_id: str

@@ -1,0 +1,95 @@
+"""The one turn skeleton every assistant runs: sanitise, the empty turn, open, lock, load.
+
+``run_turn`` does the preamble both the gated pipeline (``bara.pipeline``) and the agent
+session run before their own work, in one order: sanitise the message (timed, its reason
+codes recorded); an empty message is answered without touching the store; otherwise open
+the conversation, take its turn lock and the user's store scope, load the recent window and
+state (timed as ``load``) and hand a :class:`TurnStart` to the assistant's ``body``.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence, TypeVar
+
+from bara.memory.conversations import Conversations, StoredMessage
+from bara.prompts import EMPTY_INPUT
+from bara.settings import Settings
+from bara.trace import TurnRecorder, TurnTrace
+from bara.types import SHARED, Utterance
+from bara.understand.sanitize import CleanInput, sanitize
+from bara.understand.state import ConversationState
+
+R = TypeVar("R")
+
+
+class ScopedStore(Protocol):
+    def scoped(self, owners: Sequence[str]) -> AbstractContextManager[None]: ...
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A conversation as a turn finds it: its id ("" when nothing is stored), this turn's number,
+    the recent window (oldest first) and the state the last turn left (None on the first turn)."""
+
+    conversation_id: str
+    turn: int
+    messages: tuple[StoredMessage, ...]
+    state: ConversationState | None
+
+    @property
+    def history(self) -> tuple[Utterance, ...]:
+        return tuple(Utterance(m.role, m.text) for m in self.messages)
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """What the skeleton hands an assistant: the user, the sanitised message and the loaded conversation."""
+
+    user_id: str
+    clean: CleanInput
+    loaded: Loaded
+
+
+def load_conversation(conversations: Conversations, settings: Settings, user_id: str, cid: str) -> Loaded:
+    """The recent window (``pipeline_history_messages``), the turn number and the stored state."""
+    if not cid:
+        return Loaded("", 1, (), None)
+    info = conversations.get(user_id, cid)
+    window = settings.pipeline_history_messages
+    messages = tuple(conversations.history(user_id, cid, limit=window)) if window else ()
+    turn = (info.turn_count if info else 0) + 1
+    state = ConversationState.from_dict(conversations.load_state(user_id, cid)) if turn > 1 else None
+    return Loaded(cid, turn, messages, state)
+
+
+def empty_trace(user_id: str, cid: str, mode: str, rec: TurnRecorder, behavior_mode: str = "") -> TurnTrace:
+    """The trace of an empty message: nothing searched, nothing stored."""
+    rec.reason("persist:nothing_stored")
+    return TurnTrace(turn=0, user=user_id, mode=mode, conversation_id=cid, intent="empty",
+                     intent_source="rule:empty", behavior_mode=behavior_mode, route="none", answer=EMPTY_INPUT,
+                     generator="none", latency_ms=rec.latency(), reasons=rec.reasons, stored={"turn": False})
+
+
+def run_turn(settings: Settings, store: ScopedStore, conversations: Conversations, user_id: str,
+             message: str | bytes, conversation_id: str | None, *,
+             body: Callable[[TurnStart, TurnRecorder], R],
+             empty: Callable[[str, TurnRecorder], R],
+             open_conversation: Callable[[str, str | None], str] | None = None) -> R:
+    """Run the preamble, then ``body`` under the conversation's turn lock and the user's scope.
+
+    ``empty(cid, rec)`` answers an empty message; ``open_conversation`` (default
+    ``conversations.open``) resolves the id (the agent's evaluation runs store nothing: "" then).
+    """
+    rec = TurnRecorder()
+    with rec.stage("sanitize"):
+        clean = sanitize(message, settings.max_query_chars)
+    rec.reason(*clean.reasons)
+    if not clean.text:
+        return empty(conversation_id or "", rec)
+    cid = (open_conversation or conversations.open)(user_id, conversation_id)
+    with conversations.turn_lock(cid or "-"), store.scoped((SHARED, user_id)):
+        with rec.stage("load"):
+            loaded = load_conversation(conversations, settings, user_id, cid)
+        return body(TurnStart(user_id, clean, loaded), rec)
