@@ -43,14 +43,13 @@ from bara.types import SHARED, RetrievalOutcome, Utterance
 from bara.understand.features import compute_features
 from bara.understand.intent import apply_rules
 from bara.understand.prototypes import PrototypeIndex, load_prototypes
-from bara.understand.rewrite import rewrite_query
+from bara.understand.rewrite import RewriteRules, rewrite_query
 from bara.understand.sanitize import CleanInput, sanitize
 from bara.understand.state import ConversationState
 from bara.understand.topic import TopicDecision, compose_topic, topic_dependence
 
 MODES = ("gated", "always")
 _FORGET = re.compile(r"\b(forget|delete|erase|remove|wipe|clear)\b", re.IGNORECASE)
-_CURATE_SCAN = 4  # continuations look this many recent windows back for older similar turns
 
 
 @dataclass(frozen=True)
@@ -162,7 +161,7 @@ class Assistant:
         window = self.settings.pipeline_history_messages
         messages = tuple(self.conversations.history(user_id, cid, limit=window)) if window else ()
         turn = (info.turn_count if info else 0) + 1
-        state = ConversationState.from_dict(self.conversations.load_state(user_id, cid)) if turn > 1 else None
+        state = ConversationState.from_dict(self.conversations.load_state(user_id, cid), self.settings) if turn > 1 else None
         return TurnInput(user_id, clean, cid, turn, messages, state, self.profile.get(user_id))
 
     # --------------------------------------------------------------------------- gated
@@ -190,7 +189,7 @@ class Assistant:
         conclusive; then the topic before this turn is read from the conversation's vector cache."""
         with rec.stage("gate"):
             features = compute_features(t.clean.query, t.history, t.profile, settings=self.settings)
-            ruled = apply_rules(features)
+            ruled = apply_rules(features, self.settings)
         may_search = ruled is None or ruled.intent in SEARCHING_INTENTS
         vector = self._embed(t.clean.query, rec) if may_search else None
         rec.reason("" if ruled is not None else self._prototype_reason)
@@ -207,7 +206,7 @@ class Assistant:
     def _history_topic(self, t: TurnInput, rec: TurnRecorder) -> HistoryTopic:
         with rec.stage("load_vectors"):
             prior = history_topic(t.messages, self._embedder_id, lambda texts: self._embed_many(texts, rec),
-                                  self.settings.gate_topic_carry_weight)
+                                  self.settings.gate_topic_carry_weight, self.settings.memory_topic_fallback_messages)
         rec.reason(f"topic:history_encoded:{prior.encoded}" if prior.encoded else "")
         return prior
 
@@ -254,7 +253,8 @@ class Assistant:
         if policy.needs_rewrite and seen.topic.depends:
             with rec.stage("rewrite"):
                 rw = rewrite_query(t.clean.query, topical_history(t.messages),
-                                   max_chars=self.settings.max_query_chars)
+                                   max_chars=self.settings.max_query_chars,
+                                   rules=RewriteRules.from_settings(self.settings))
             query, rewritten = rw.query, rw.changed
             rec.reason(*(c if c.startswith("rewrite:") else f"rewrite:{c}" for c in rw.reasons),
                        "rewrite:applied" if rw.changed else "rewrite:unchanged")
@@ -349,7 +349,8 @@ class Assistant:
         if policy.route != "conversation" or r.vector is None or window < self.settings.pipeline_history_messages:
             return t.history
         with rec.stage("retrieve_history"):
-            older = tuple(self.conversations.history(t.user_id, t.conversation_id, limit=_CURATE_SCAN * window))
+            scan = self.settings.gate_curate_scan_windows * window
+            older = tuple(self.conversations.history(t.user_id, t.conversation_id, limit=scan))
         questions = [m.text for m in older if m.role == "user"]
         vectors = self._embed_many(questions, rec) if len(older) > window and questions else None
         if vectors is None:
@@ -395,7 +396,8 @@ class Assistant:
                                            state.to_dict() if state else {}, {"mode": self.mode},
                                            self._user_meta(r))
             facts = self.profile.learn_from_user_turn(t.user_id, plan.user_text) if plan.learn_profile else []
-            notes = extract_notes(plan.user_text, reply) if plan.extract_notes else []
+            notes = (extract_notes(plan.user_text, reply, self.settings.memory_notes_max_concepts)
+                     if plan.extract_notes else [])
             self.notes.add(t.user_id, t.conversation_id, notes)
             if self.settings.memory_episodic_record_turns and plan.learn_profile:  # issue 14
                 self.episodic.remember(t.user_id, t.conversation_id, t.turn, str(t.profile.get("name") or "User"),

@@ -142,7 +142,7 @@ class AgentAssistant:
         window = self.settings.pipeline_history_messages
         history = [(m.role, m.text) for m in self.conversations.history(user_id, cid, limit=window)] if window else []
         number = (info.turn_count if info else 0) + 1
-        state = ConversationState.from_dict(self.conversations.load_state(user_id, cid)) if number > 1 else None
+        state = ConversationState.from_dict(self.conversations.load_state(user_id, cid), self.settings) if number > 1 else None
         return history, state, number
 
     def _gate(self, query: str, history: Sequence[tuple[str, str]], state: ConversationState | None) -> GateResult:

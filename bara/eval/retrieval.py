@@ -154,7 +154,8 @@ def _arm_report(name: str, store: SQLiteStore, judged: dict, vectors: dict, embe
     spec = ARMS[name]
     if spec.rerank:
         reranker = reranker or CrossEncoderReranker(settings.rerank_model, settings.rerank_budget_ms,
-                                                    settings.rerank_ms_per_pair_estimate)
+                                                    settings.rerank_ms_per_pair_estimate,
+                                                    ema_alpha=settings.rerank_latency_ema_alpha)
         why = reranker.unavailable() if isinstance(reranker, CrossEncoderReranker) else None
         if why:
             return {"skipped": why}
