@@ -25,7 +25,7 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 from bara.agent.loop import AgentRun, ToolCallRecord, run_agent
 from bara.agent.router import SEARCH, RuleRouter, prototypes_for
 from bara.agent.router_intent import normalise, other_person
-from bara.agent.tools import Tool, ToolContext
+from bara.agent.tools import Tool, ToolContext, ToolServices
 from bara.decide import GateResult, decide
 from bara.domains.funds import (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, FundsRepo, build_fund_tools, detect_refusal,
                                 fiqa_documents, scheme_fact_documents)
@@ -126,7 +126,7 @@ class AgentAssistant:
         offered, why = self.offered_tools(text, gate, (user_id, name))
         rec.reason(*(r for r in gate.reasons if r.startswith(("intent", "behavior:"))), why)
         ctx = ToolContext.start(user_id, self.bara.store, self.settings,
-                                {"funds": self.repo, "retriever": self.bara.retriever})
+                                ToolServices(retriever=self.bara.retriever, domain={"funds": self.repo}))
         with rec.stage("agent"):
             run = run_agent(self.model, self.messages(user_id, name, history, text), offered, ctx)
         answer = run.answer.strip() or NO_ANSWER.format(error=run.error or run.status)

@@ -27,7 +27,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from bara.agent.tools import Tool, ToolContext, run_tool
+from bara.agent.tools import Tool, ToolContext, ToolServices, run_tool
 from bara.prompts.mcp import INSTRUCTIONS, NO_USER, SERVER_NAME, UNKNOWN_KEY
 from bara.types import SHARED
 
@@ -105,11 +105,11 @@ def call_as(bara: Any, tools: Mapping[str, Tool], name: str, arguments: Any, use
         return run_tool(tools, name, arguments, ctx).envelope()
 
 
-def services(bara: Any) -> dict[str, Any]:
+def services(bara: Any) -> ToolServices:
     """What the tools may use besides the store: the retriever, the embedder and the fund repository."""
     from bara.domains.funds import FundsRepo
 
-    return {"retriever": bara.retriever, "embedder": bara.embedder, "funds": FundsRepo(bara.store)}
+    return ToolServices(retriever=bara.retriever, embedder=bara.embedder, domain={"funds": FundsRepo(bara.store)})
 
 
 def result_of(envelope: Mapping[str, Any]) -> types.CallToolResult:

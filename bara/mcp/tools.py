@@ -18,6 +18,7 @@ from bara.agent.tools import Tool, ToolContext, ToolError
 from bara.memory.notes import KINDS, Note, NotesMemory, extract_concepts
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
+from bara.retrieval.embedders import Embedder
 from bara.prompts.mcp import (RECALL_DESC, REMEMBER_DESC, SEARCH_KNOWLEDGE_DESC, NO_STORE, NO_USER)
 
 #: Conversation id the notes written through MCP are filed under (``bara memory inspect`` shows it).
@@ -79,7 +80,7 @@ def funds_loaded(store: Any) -> bool:
 
 # ------------------------------------------------------------------------ tools
 def search_knowledge(ctx: ToolContext, args: SearchKnowledgeArgs) -> dict[str, Any]:
-    retriever = ctx.services.get("retriever")
+    retriever = ctx.services.retriever
     if retriever is None:
         raise ToolError(NO_STORE)
     outcome = retriever.search(args.query, k=args.k)
@@ -91,7 +92,7 @@ def search_knowledge(ctx: ToolContext, args: SearchKnowledgeArgs) -> dict[str, A
 
 def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     user, store = _user(ctx), _store(ctx)
-    embedder, settings = ctx.services["embedder"], ctx.settings
+    embedder, settings = _embedder(ctx), ctx.settings
     notes_memory, qa_memory = NotesMemory(store, embedder, settings), QAMemory(store, embedder, settings)
     if args.query:
         notes = [{"kind": h.note.kind, "text": h.note.text, "score": round(h.score, 4)}
@@ -109,7 +110,7 @@ def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
     user, store = _user(ctx), _store(ctx)
     assert args.kind in KINDS  # the Literal above mirrors bara.memory.notes.KINDS
     note = Note(args.kind, args.text, extract_concepts(args.text))
-    sources = NotesMemory(store, ctx.services["embedder"], ctx.settings).add(user, MCP_CONVERSATION, [note])
+    sources = NotesMemory(store, _embedder(ctx), ctx.settings).add(user, MCP_CONVERSATION, [note])
     return {"stored": True, "source": sources[0], "kind": note.kind, "concepts": list(note.concepts)}
 
 
@@ -123,3 +124,9 @@ def _store(ctx: ToolContext) -> Any:
     if ctx.store is None:
         raise ToolError(NO_STORE)
     return ctx.store
+
+
+def _embedder(ctx: ToolContext) -> Embedder:
+    if ctx.services.embedder is None:  # the server always gives one; a session without it has no memory search
+        raise ToolError(NO_STORE)
+    return ctx.services.embedder
