@@ -38,7 +38,9 @@ from bara.pipeline_steps import SEARCHING_INTENTS, learns_qa, per_message, topic
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, episode_items, kb_sources,
                                  note_items, preferred_length, profile_items, qa_items)
-from bara.trace import TurnRecorder, TurnTrace, episodic_hit_records, gate_fields, prompt_fields, retrieval_fields
+from bara.decide.record import gate_summary
+from bara.trace import (StoredRecord, TurnRecorder, TurnTrace, prompt_summary, retrieval_summary,
+                        trace_fields)
 from bara.types import SHARED, RetrievalOutcome, Utterance
 from bara.understand.features import compute_features
 from bara.understand.intent import apply_rules
@@ -153,7 +155,8 @@ class Assistant:
         rec.reason("persist:nothing_stored")
         trace = TurnTrace(turn=0, user=user_id, mode=self.mode, conversation_id=cid, intent="empty",
                           intent_source="rule:empty", behavior_mode="none", route="none", answer=EMPTY_INPUT,
-                          generator="none", latency_ms=rec.latency(), reasons=rec.reasons, stored={"turn": False})
+                          generator="none", latency_ms=rec.latency(), reasons=rec.reasons,
+                          stored=StoredRecord(turn=False))
         return TurnResult(EMPTY_INPUT, trace, cid)
 
     def _load(self, user_id: str, clean: CleanInput, cid: str) -> TurnInput:
@@ -161,7 +164,8 @@ class Assistant:
         window = self.settings.pipeline_history_messages
         messages = tuple(self.conversations.history(user_id, cid, limit=window)) if window else ()
         turn = (info.turn_count if info else 0) + 1
-        state = ConversationState.from_dict(self.conversations.load_state(user_id, cid), self.settings) if turn > 1 else None
+        stored_state = self.conversations.load_state(user_id, cid) if turn > 1 else None
+        state = ConversationState.from_dict(stored_state, self.settings) if turn > 1 else None
         return TurnInput(user_id, clean, cid, turn, messages, state, self.profile.get(user_id))
 
     # --------------------------------------------------------------------------- gated
@@ -383,12 +387,12 @@ class Assistant:
 
     # ------------------------------------------------------------------------ persist
     def _persist(self, t: TurnInput, state: ConversationState | None, plan: PersistPlan, r: Retrieved,
-                 ctx: HookContext, rec: TurnRecorder) -> dict[str, Any]:
+                 ctx: HookContext, rec: TurnRecorder) -> StoredRecord:
         """Store the turn and what it taught (profile facts from the user's text only, notes, Q&A) atomically."""
         plan = self._hook("before_persist", plan, ctx, rec)
         if plan.vetoed:
             rec.reason("persist:vetoed")
-            return {"turn": False, "veto_reason": plan.veto_reason}
+            return StoredRecord(turn=False, veto_reason=plan.veto_reason)
         # Offline answers quote documents; only a model's own words may yield notes.
         reply = plan.assistant_text if self.generator is not self.offline else ""
         with rec.stage("persist"), self.bara.store.transaction():
@@ -407,8 +411,8 @@ class Assistant:
                   if plan.add_qa else "")
         rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
                    "persist:qa_added" if qa else "")
-        return {"turn": True, "profile_facts": {f.key: f.value for f in facts}, "notes": [n.text for n in notes],
-                "qa": bool(qa)}
+        return StoredRecord(turn=True, profile_facts={f.key: f.value for f in facts},
+                            notes=tuple(n.text for n in notes), qa=bool(qa))
 
     def _user_meta(self, r: Retrieved) -> dict[str, Any]:
         """Whether the turn searched, and (cache on) its vectors, so later turns need not re-encode."""
@@ -436,10 +440,9 @@ class Assistant:
 
     # -------------------------------------------------------------------------- trace
     def _trace(self, t: TurnInput, gate: GateResult | None, policy: PolicyDecision | None, r: Retrieved,
-               prompt: Prompt, answer: str, stored: Mapping[str, Any], rec: TurnRecorder) -> TurnTrace:
-        fields = retrieval_fields(r.query, r.rewritten, r.kb, r.notes, r.qa)
-        fields["memory_hits"] += episodic_hit_records(r.episodes)
+               prompt: Prompt, answer: str, stored: StoredRecord, rec: TurnRecorder) -> TurnTrace:
+        retrieval = retrieval_summary(r.query, r.rewritten, r.kb, r.notes, r.qa, r.episodes)
         return TurnTrace(turn=t.turn, user=t.user_id, mode=self.mode, conversation_id=t.conversation_id,
-                         answer=answer, generator=self.generator.name, stored=dict(stored),
+                         answer=answer, generator=self.generator.name, stored=stored,
                          kb_floor=float(policy.kb_floor) if policy is not None and r.kb is not None else 0.0,
-                         **gate_fields(gate, policy), **fields, **prompt_fields(prompt), **rec.fields())
+                         **trace_fields(gate_summary(gate, policy), retrieval, prompt_summary(prompt)), **rec.fields())

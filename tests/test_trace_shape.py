@@ -1,6 +1,7 @@
 """The trace JSON (``bara chat --json``, the HTTP trace, the web timeline) keeps its shape: the same keys in
 the same order at every level, for a scripted gated conversation, the always baseline, a vetoed persist,
-a policy-override hook, an empty turn and an agent turn with one tool call. Values that depend on timing are not compared.
+a policy-override hook, an empty turn and an agent turn with one tool call. Timing-dependent values are
+not compared.
 
 ``tests/fixtures/trace_shape.json`` was written from the code before the trace became typed records
 (issue 9); regenerate it only for an intended format change: ``python tests/test_trace_shape.py``.

@@ -5,7 +5,7 @@ offer (``agent_gate_tools``), run :func:`~bara.agent.loop.run_agent` over the
 six fund tools with a session-bound :class:`~bara.agent.tools.ToolContext`,
 persist the exchange, and return the same :class:`~bara.pipeline.TurnResult`
 and :class:`~bara.trace.TurnTrace` as the gated pipeline (``route="agent"``;
-tool calls, status and usage under ``trace.gates["agent"]``).
+tool calls, status and usage under ``trace.gates.agent``).
 
 The model is the configured LLM (``BARA_MODEL``) or, with none configured,
 the offline :class:`~bara.agent.router.RuleRouter`.
@@ -38,7 +38,9 @@ from bara.memory.knowledge import KnowledgeBase
 from bara.pipeline import TurnResult
 from bara.understand.sanitize import sanitize
 from bara.prompts import EMPTY_INPUT
-from bara.trace import HitRecord, TurnRecorder, TurnTrace, gate_details
+from bara.decide.record import gate_record
+from bara.trace import (AgentRecord, HitRecord, StoredRecord, TokenUsage, ToolCallTrace, TurnRecorder,
+                        TurnTrace)
 from bara.types import SHARED, Utterance, text_hash
 from bara.understand.state import ConversationState
 
@@ -131,7 +133,7 @@ class AgentAssistant:
             run = run_agent(self.model, self.messages(user_id, name, history, text), offered, ctx)
         answer = run.answer.strip() or NO_ANSWER.format(error=run.error or run.status)
         rec.reason(*run_reasons(run))
-        stored = self._persist(user_id, cid, text, answer, gate, run, rec) if persist else {"turn": False}
+        stored = self._persist(user_id, cid, text, answer, gate, run, rec) if persist else StoredRecord(turn=False)
         trace = self._trace(user_id, cid, number, gate, run, answer, tuple(offered), stored, rec)
         return AgentTurn(TurnResult(answer, trace, cid), run, tuple(offered))
 
@@ -142,7 +144,8 @@ class AgentAssistant:
         window = self.settings.pipeline_history_messages
         history = [(m.role, m.text) for m in self.conversations.history(user_id, cid, limit=window)] if window else []
         number = (info.turn_count if info else 0) + 1
-        state = ConversationState.from_dict(self.conversations.load_state(user_id, cid), self.settings) if number > 1 else None
+        stored_state = self.conversations.load_state(user_id, cid) if number > 1 else None
+        state = ConversationState.from_dict(stored_state, self.settings) if number > 1 else None
         return history, state, number
 
     def _gate(self, query: str, history: Sequence[tuple[str, str]], state: ConversationState | None) -> GateResult:
@@ -175,14 +178,14 @@ class AgentAssistant:
         return out + [UserMessage(text)]
 
     def _persist(self, user_id: str, cid: str, text: str, answer: str, gate: GateResult, run: AgentRun,
-                 rec: TurnRecorder) -> dict[str, Any]:
+                 rec: TurnRecorder) -> StoredRecord:
         meta = {"route": "agent", "status": run.status, "tools": [c.name for c in run.tool_calls]}
         with rec.stage("persist"):
             seqs = self.conversations.record_turn(user_id, cid, text, answer, gate.new_state.to_dict(), meta)
-        return {"turn": True, "seqs": list(seqs)}
+        return StoredRecord(turn=True, seqs=tuple(seqs))
 
     def _trace(self, user_id: str, cid: str, number: int, gate: GateResult, run: AgentRun, answer: str,
-               offered: tuple[str, ...], stored: Mapping[str, Any], rec: TurnRecorder) -> TurnTrace:
+               offered: tuple[str, ...], stored: StoredRecord, rec: TurnRecorder) -> TurnTrace:
         searches = [c for c in run.tool_calls if c.name == SEARCH and c.ok]
         hits = tuple(h for c in searches for h in hit_records(c))
         return TurnTrace(
@@ -192,7 +195,7 @@ class AgentAssistant:
             retrieval_query=_query(searches[0]) if searches else "", rewritten=len(searches) > 1,
             tiers={"kb": len(hits), "profile": 0, "notes": 0, "qa": 0}, hits=hits, answer=answer,
             generator=getattr(self.model, "name", "model"), latency_ms=rec.latency(), reasons=rec.reasons,
-            gates={**gate_details(gate), "agent": agent_details(run, offered)}, stored=stored)
+            gates=gate_record(gate, agent=agent_details(run, offered)), stored=stored)
 
 
 def run_reasons(run: AgentRun) -> tuple[str, ...]:
@@ -204,16 +207,15 @@ def run_reasons(run: AgentRun) -> tuple[str, ...]:
     return tuple(dict.fromkeys(codes))
 
 
-def agent_details(run: AgentRun, offered: Sequence[str]) -> dict[str, Any]:
-    return {"status": run.status, "error": run.error, "model_calls": run.model_calls, "iterations": run.iterations,
-            "tools_offered": list(offered), "usage": {"input_tokens": run.usage.input_tokens,
-                                                      "output_tokens": run.usage.output_tokens},
-            "tool_calls": [_call_details(c) for c in run.tool_calls]}
+def agent_details(run: AgentRun, offered: Sequence[str]) -> AgentRecord:
+    return AgentRecord(status=run.status, error=run.error, model_calls=run.model_calls, iterations=run.iterations,
+                       tools_offered=tuple(offered), usage=TokenUsage(run.usage.input_tokens, run.usage.output_tokens),
+                       tool_calls=tuple(_call_details(c) for c in run.tool_calls))
 
 
-def _call_details(c: ToolCallRecord) -> dict[str, Any]:
-    return {"name": c.name, "args": c.args, "ok": c.ok, "error": c.result.get("error"),
-            "latency_ms": round(c.latency_ms, 3), "iteration": c.iteration}
+def _call_details(c: ToolCallRecord) -> ToolCallTrace:
+    return ToolCallTrace(name=c.name, args=c.args, ok=c.ok, error=c.result.get("error"),
+                         latency_ms=round(c.latency_ms, 3), iteration=c.iteration)
 
 
 def hit_records(call: ToolCallRecord) -> tuple[HitRecord, ...]:
@@ -232,7 +234,7 @@ def _empty_trace(user_id: str, cid: str, rec: TurnRecorder) -> TurnTrace:
     rec.reason("persist:nothing_stored")
     return TurnTrace(turn=0, user=user_id, mode="agent", conversation_id=cid, intent="empty",
                      intent_source="rule:empty", route="none", answer=EMPTY_INPUT, generator="none",
-                     latency_ms=rec.latency(), reasons=rec.reasons, stored={"turn": False})
+                     latency_ms=rec.latency(), reasons=rec.reasons, stored=StoredRecord(turn=False))
 
 
 # ------------------------------------------------------------------------ indexing

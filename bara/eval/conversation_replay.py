@@ -48,9 +48,9 @@ class TurnCost:
 
 def kb_searched(trace: TurnTrace) -> bool:
     """Whether the turn ran a knowledge-base search (the timed ``retrieve_kb`` stage, or an agent search)."""
-    agent = trace.gates.get("agent") if isinstance(trace.gates, dict) else None
-    if isinstance(agent, dict):
-        return any(c.get("name") == "search_documents" for c in agent.get("tool_calls", []))
+    agent = trace.gates.agent
+    if agent is not None:
+        return any(c.name == "search_documents" for c in agent.tool_calls)
     return trace.latency_ms.get("retrieve_kb", 0.0) > 0
 
 
@@ -121,8 +121,8 @@ def forget_user(assistant: Assistant, user: str) -> None:
 
 def retrieval_calls(trace: TurnTrace) -> int:
     """Store searches the turn really ran: agent search calls, else the timed retrieve_* stages."""
-    agent = trace.gates.get("agent") if isinstance(trace.gates, dict) else None
-    if isinstance(agent, dict):
-        return sum(c.get("name") == "search_documents" for c in agent.get("tool_calls", []))
+    agent = trace.gates.agent
+    if agent is not None:
+        return sum(c.name == "search_documents" for c in agent.tool_calls)
     ran = sum(1 for stage in ("retrieve_kb", "retrieve_notes", "retrieve_qa") if trace.latency_ms.get(stage, 0) > 0)
     return ran or int(trace.retrieved)
