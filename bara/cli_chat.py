@@ -25,7 +25,7 @@ from bara.memory.conversations import Conversations
 from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
-from bara.pipeline import MODES, Assistant
+from bara.pipeline import MODES, Assistant, pipeline_mode
 from bara.trace import HitRecord, TurnTrace
 
 DEFAULT_USER = "local"
@@ -123,7 +123,7 @@ def _assistant(bara: Bara, mode: str) -> Assistant:
         from bara.agent.assistant import AgentAssistant
 
         return AgentAssistant(bara)  # type: ignore[return-value] - same turn()/TurnResult contract
-    return Assistant(bara, model=build_model(bara.settings), mode=mode)
+    return Assistant(bara, model=build_model(bara.settings), mode=pipeline_mode(mode))
 
 
 def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always (sliding-window RAG baseline) "

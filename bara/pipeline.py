@@ -41,7 +41,7 @@ from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, 
 from bara.decide.record import gate_summary
 from bara.trace import (StoredRecord, TurnRecorder, TurnTrace, prompt_summary, retrieval_summary,
                         trace_fields)
-from bara.types import SHARED, RetrievalOutcome, Utterance
+from bara.types import PIPELINE_MODES, SHARED, PipelineMode, RetrievalOutcome, Tier, Utterance
 from bara.understand.features import compute_features
 from bara.understand.intent import apply_rules
 from bara.understand.prototypes import PrototypeIndex, load_prototypes
@@ -50,8 +50,16 @@ from bara.understand.sanitize import CleanInput, sanitize
 from bara.understand.state import ConversationState
 from bara.understand.topic import TopicDecision, compose_topic, topic_dependence
 
-MODES = ("gated", "always")
+MODES = PIPELINE_MODES
 _FORGET = re.compile(r"\b(forget|delete|erase|remove|wipe|clear)\b", re.IGNORECASE)
+
+
+def pipeline_mode(value: str) -> PipelineMode:
+    """``value`` as a mode of the gated pipeline; InputError when it names none."""
+    for mode in PIPELINE_MODES:
+        if mode == value:
+            return mode
+    raise InputError(f"unknown mode {value!r}: the caller must pass one of {', '.join(MODES)}")
 
 
 @dataclass(frozen=True)
@@ -106,7 +114,7 @@ class TurnResult:
 class Assistant:
     """A multi-turn assistant over one :class:`~bara.app.Bara`; hooks live on ``self.hooks``."""
 
-    def __init__(self, bara: Bara, model: Model | None = None, mode: str = "gated", strict: bool = False,
+    def __init__(self, bara: Bara, model: Model | None = None, mode: PipelineMode = "gated", strict: bool = False,
                  fallback_offline: bool = True):
         if mode not in MODES:
             raise InputError(f"unknown mode {mode!r}: the caller must pass one of {', '.join(MODES)}")
@@ -286,10 +294,10 @@ class Assistant:
         self._tier_reasons(retrieved, rec)
         return retrieved
 
-    def _open(self, t: TurnInput, tier: str, policy: PolicyDecision, rec: TurnRecorder) -> bool:
+    def _open(self, t: TurnInput, tier: Tier, policy: PolicyDecision, rec: TurnRecorder) -> bool:
         """A user tier the policy opened is searched only if it holds anything: searching an
         empty tier costs a search and can never add context."""
-        if not getattr(policy, f"inject_{tier}"):
+        if not policy.injects(tier):
             return False
         if self.bara.store.count_chunks(owner=t.user_id, collection=tier) == 0:
             rec.reason(f"{tier}:skipped_empty_tier")

@@ -19,16 +19,17 @@ window is loaded; the stored and shown message stays the user's own.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, get_args
 
 from bara.app import Bara
 from bara.eval.mixing import MixedConversation
 from bara.hooks import HookContext, PersistPlan
-from bara.pipeline import Assistant, TurnInput, TurnResult
+from bara.pipeline import Assistant, TurnInput, TurnResult, pipeline_mode
 from bara.trace import TurnTrace
 from bara.understand.sanitize import CleanInput, sanitize
+from bara.types import ReferenceMode
 
-REFERENCE_MODES = ("last2",)
+REFERENCE_MODES: tuple[ReferenceMode, ...] = get_args(ReferenceMode)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def last2_query(earlier_user_messages: list[str], message: str) -> str:
 
 def build_assistant(bara: Bara, mode: str) -> Assistant:
     """The assistant of a pipeline mode, or of a reference mode (``last2``)."""
-    return Last2Assistant(bara) if mode == "last2" else Assistant(bara, model=None, mode=mode)
+    return Last2Assistant(bara) if mode == "last2" else Assistant(bara, model=None, mode=pipeline_mode(mode))
 
 
 def run_conversation(assistant: Assistant, replies: ReferenceReplies, conv: MixedConversation, user: str,

@@ -14,11 +14,10 @@ from typing import Callable
 import numpy as np
 
 from bara.settings import Settings
+from bara.types import CHITCHAT_KINDS, INTENTS, ChitchatKind, Intent
 from bara.understand.features import ContextFeatures
 from bara.understand.prototypes import PrototypeIndex
 
-INTENTS = ("general", "continuation", "knowledge_base", "profile", "privacy", "chitchat")
-CHITCHAT_KINDS = ("greeting", "thanks", "goodbye", "acknowledgement", "testing", "meta")
 CHITCHAT_PREFIX = "chitchat:"
 
 _END = r"[\s.!?,;:)(\-]*$"
@@ -84,13 +83,13 @@ def rule_confidences(s: Settings) -> dict[str, float]:
 class IntentResult:
     """The classified intent, who decided it (``rule:<name>`` or ``prototype``) and how surely."""
 
-    intent: str
+    intent: Intent
     source: str
     confidence: float
-    chitchat: str | None = None  # kind when intent == "chitchat"
+    chitchat: ChitchatKind | None = None  # kind when intent == "chitchat"
 
 
-Rule = Callable[[ContextFeatures], "tuple[str, str | None] | None"]
+Rule = Callable[[ContextFeatures], "tuple[Intent, ChitchatKind | None] | None"]
 
 
 def _rule_empty(f: ContextFeatures):
@@ -111,7 +110,7 @@ def _rule_profile_question(f: ContextFeatures):
     return ("profile", None) if f.is_profile_question else None
 
 
-def _pattern_rule(pattern: re.Pattern[str], kind: str) -> Rule:
+def _pattern_rule(pattern: re.Pattern[str], kind: ChitchatKind) -> Rule:
     """A rule that fires when the whole normalised message is chit-chat of ``kind``."""
     def rule(f: ContextFeatures):
         return ("chitchat", kind) if pattern.search(f.normalized) else None
@@ -175,7 +174,7 @@ def apply_rules(features: ContextFeatures, settings: Settings | None = None) -> 
     return None
 
 
-def label_to_intent(label: str) -> tuple[str, str | None]:
+def label_to_intent(label: str) -> tuple[Intent, ChitchatKind | None]:
     """Map a prototype label (``chitchat:<kind>`` or an intent name) to (intent, kind)."""
     if label.startswith(CHITCHAT_PREFIX):
         kind = label[len(CHITCHAT_PREFIX):]
