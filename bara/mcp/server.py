@@ -28,6 +28,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from bara.agent.tools import Tool, ToolContext, ToolServices, run_tool
+from bara.app import Bara
 from bara.prompts.mcp import INSTRUCTIONS, NO_USER, SERVER_NAME, UNKNOWN_KEY
 from bara.types import SHARED
 
@@ -71,7 +72,7 @@ def tool_listing(tools: Mapping[str, Tool]) -> list[types.Tool]:
     return out
 
 
-def build_server(bara: Any, identity: Identity, tools: Mapping[str, Tool] | None = None) -> Server[Any]:
+def build_server(bara: Bara, identity: Identity, tools: Mapping[str, Tool] | None = None) -> Server[Any]:
     """A low-level MCP server over ``tools`` (default: :func:`bara.mcp.tools.build_mcp_tools`)."""
     from bara.mcp.tools import build_mcp_tools
 
@@ -98,14 +99,14 @@ def build_server(bara: Any, identity: Identity, tools: Mapping[str, Tool] | None
                       (t.input_schema for t in listing if t.name == name), None))
 
 
-def call_as(bara: Any, tools: Mapping[str, Tool], name: str, arguments: Any, user: str) -> dict[str, Any]:
+def call_as(bara: Bara, tools: Mapping[str, Tool], name: str, arguments: Any, user: str) -> dict[str, Any]:
     """Run one tool for ``user`` under the store's user scope; the ``{"ok", "data"|"error"}`` envelope."""
     ctx = ToolContext.start(user, bara.store, bara.settings, services(bara))
     with bara.store.scoped((SHARED, user)):
         return run_tool(tools, name, arguments, ctx).envelope()
 
 
-def services(bara: Any) -> ToolServices:
+def services(bara: Bara) -> ToolServices:
     """What the tools may use besides the store: the retriever, the embedder and the fund repository."""
     from bara.domains.funds import FundsRepo
 
@@ -137,7 +138,7 @@ def _version() -> str:
 
 
 # ------------------------------------------------------------------- transports
-async def serve_stdio(bara: Any, user: str) -> None:
+async def serve_stdio(bara: Bara, user: str) -> None:
     """Serve ``bara``'s tools for ``user`` on this process's stdin/stdout until the client disconnects."""
     import io
     import sys
@@ -187,7 +188,7 @@ class CleanLines:
             yield clean_line(line)
 
 
-def mcp_http_app(bara: Any, resolve_user: UserResolver, path: str = "/", allowed_hosts: list[str] | None = None):
+def mcp_http_app(bara: Bara, resolve_user: UserResolver, path: str = "/", allowed_hosts: list[str] | None = None):
     """The MCP server as an ASGI app (streamable HTTP, stateless, JSON responses) for mounting.
 
     Requests without a known Bearer key get 401 before reaching MCP. The returned
