@@ -87,7 +87,7 @@ def test_retrieval_report_json_order():
 
 
 def test_score_row_adds_whole_conversation_keys_only_when_set():
-    row = ScoreRow("t", "gated", "h", "sha", "ANSWERABLE", True, ("q",), "c", True, 1, 10, ("d",), ("d",),
+    row = ScoreRow("t", "gated", "h", "sha", "ANSWERABLE", "N/A", ("q",), "c", True, 1, 10, ("d",), ("d",),
                    "q?", "a", "answer", 0.5, 0.5, {"total": 1.0}, "rag", "general", "")
     assert "turns" not in row.as_dict() and "after_inserted" not in row.as_dict()
     whole = dataclasses.replace(row, turns=(TurnCost(True, False, 0, 0, 1.0),), after_inserted=False).as_dict()

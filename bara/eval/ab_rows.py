@@ -29,7 +29,7 @@ class ScoreRow:
     settings_hash: str
     task_sha: str  # the content key: the task line, plus the exact turn sequence for whole conversations
     answerability: str
-    multi_turn: bool
+    multi_turn: str
     question_types: tuple[str, ...]
     collection: str
     retrieved: bool
