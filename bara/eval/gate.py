@@ -160,7 +160,7 @@ class GateReplay:
         query = sanitize(text, self.settings.max_query_chars).query or text
         keep = self.settings.pipeline_history_messages
         history = tuple(window[-keep:]) if keep else ()
-        ruled = apply_rules(compute_features(query, history, {}, settings=self.settings))
+        ruled = apply_rules(compute_features(query, history, {}, settings=self.settings), self.settings)
         may_search = ruled is None or ruled.intent in ("knowledge_base", "continuation", "general")
         use_vector = may_search and self.prototypes is not None and self.embedder is not None
         vector = self.embedder.embed([query])[0] if use_vector else None

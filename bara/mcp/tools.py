@@ -109,7 +109,7 @@ def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
 def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
     user, store = _user(ctx), _store(ctx)
     assert args.kind in KINDS  # the Literal above mirrors bara.memory.notes.KINDS
-    note = Note(args.kind, args.text, extract_concepts(args.text))
+    note = Note(args.kind, args.text, extract_concepts(args.text, ctx.settings.memory_notes_max_concepts))
     sources = NotesMemory(store, _embedder(ctx), ctx.settings).add(user, MCP_CONVERSATION, [note])
     return {"stored": True, "source": sources[0], "kind": note.kind, "concepts": list(note.concepts)}
 
