@@ -26,6 +26,7 @@ from bara.agent.loop import AgentRun, ToolCallRecord, run_agent
 from bara.agent.router import SEARCH, RuleRouter, prototypes_for
 from bara.agent.router_intent import normalise, other_person
 from bara.agent.tools import Tool, ToolContext, ToolServices
+from bara.app import Bara
 from bara.decide import GateResult, decide
 from bara.domains.funds import (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, FundsRepo, build_fund_tools, detect_refusal,
                                 fiqa_documents, scheme_fact_documents)
@@ -71,7 +72,7 @@ class AgentTurn:
 class AgentAssistant:
     """``bara chat --mode agent``: one instance per session; ``turn`` is safe to call repeatedly."""
 
-    def __init__(self, bara: Any, model: Model | None = None, gate_tools: bool | None = None) -> None:
+    def __init__(self, bara: Bara, model: Model | None = None, gate_tools: bool | None = None) -> None:
         self.bara, self.settings = bara, bara.settings
         self.model: Model = model or build_model(self.settings) or RuleRouter.for_store(bara.store, bara.embedder,
                                                                                         self.settings)
@@ -259,7 +260,7 @@ def fund_documents(store: Any, data_dir: str | Path, codes: Collection[str] | No
     return fiqa + facts
 
 
-def index_fund_documents(bara: Any, data_dir: str | Path | None = None, codes: Collection[str] | None = None,
+def index_fund_documents(bara: Bara, data_dir: str | Path | None = None, codes: Collection[str] | None = None,
                          fiqa_ids: Collection[str] | None = None,
                          progress: Callable[[str, int], None] | None = None) -> IndexReport:
     """Write the ``funds_docs`` collection (shared owner) from ``data_dir`` (default: settings.data_dir).

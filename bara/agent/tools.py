@@ -32,6 +32,7 @@ from bara.llm.http import json_depth
 from bara.llm.messages import ToolSpec
 from bara.retrieval.embedders import Embedder
 from bara.settings import Settings
+from bara.store import Store
 from bara.types import RetrievalOutcome
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the intersection of OpenAI's and Anthropic's rules
@@ -62,13 +63,13 @@ class ToolContext:
     """What a tool may rely on besides its arguments; built by the session, not the model."""
 
     user_id: str
-    store: Any
+    store: Store
     settings: Settings
     deadline: float  # time.monotonic() deadline for the whole run
     services: ToolServices = field(default_factory=ToolServices)
 
     @classmethod
-    def start(cls, user_id: str, store: Any, settings: Settings,
+    def start(cls, user_id: str, store: Store, settings: Settings,
               services: ToolServices | None = None) -> "ToolContext":
         """A context whose deadline is ``settings.agent_deadline_s`` from now."""
         return cls(user_id, store, settings, time.monotonic() + settings.agent_deadline_s, services or ToolServices())
