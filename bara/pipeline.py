@@ -453,4 +453,4 @@ class Assistant:
         return TurnTrace(turn=t.turn, user=t.user_id, mode=self.mode, conversation_id=t.conversation_id,
                          answer=answer, generator=self.generator.name, stored=stored,
                          kb_floor=float(policy.kb_floor) if policy is not None and r.kb is not None else 0.0,
-                         **trace_fields(gate_summary(gate, policy), retrieval, prompt_summary(prompt)), **rec.fields())
+                         **trace_fields(gate_summary(gate, policy), retrieval, prompt_summary(prompt), rec.summary()))

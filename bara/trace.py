@@ -175,6 +175,15 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+@dataclass(frozen=True)
+class RecorderSummary:
+    """The trace fields a :class:`TurnRecorder` owns."""
+
+    latency_ms: Mapping[str, float]
+    reasons: tuple[str, ...]
+    hook_errors: tuple[HookErrorRecord, ...]
+
+
 class TurnRecorder:
     """Accumulates one turn's timings, reason codes and hook errors (one instance per turn)."""
 
@@ -208,9 +217,9 @@ class TurnRecorder:
     def hook_errors(self) -> tuple[HookErrorRecord, ...]:
         return tuple(self._hook_errors)
 
-    def fields(self) -> dict[str, Any]:
+    def summary(self) -> RecorderSummary:
         """The trace fields this recorder owns: ``latency_ms``, ``reasons``, ``hook_errors``."""
-        return {"latency_ms": self.latency(), "reasons": self.reasons, "hook_errors": self.hook_errors}
+        return RecorderSummary(self.latency(), self.reasons, self.hook_errors)
 
     def latency(self) -> dict[str, float]:
         """Per-stage milliseconds with ``total`` measured from the recorder's creation."""
@@ -322,7 +331,7 @@ class PromptSummary:
     prompt_tokens: int
 
 
-def trace_fields(*parts: GateSummary | RetrievalSummary | PromptSummary) -> dict[str, Any]:
+def trace_fields(*parts: GateSummary | RetrievalSummary | PromptSummary | RecorderSummary) -> dict[str, Any]:
     """The summaries' fields as :class:`TurnTrace` keyword arguments (shallow: records stay records)."""
     return {f.name: getattr(p, f.name) for p in parts for f in fields(p)}
 
