@@ -170,7 +170,7 @@ def _run_eval(bara: Bara, corpus: Path, queries: Path, qrels: Path, arms: list[s
             bar.update(tasks[stage], advance=n)
 
         return evaluate_retrieval(corpus, queries, qrels, arms, bara.settings, bara.embedder,
-                                  progress=progress)
+                                  progress=progress).as_dict()
 
 
 def _print_eval(report: dict) -> None:

@@ -22,7 +22,7 @@ from bara.cli_common import fail, free_text, id_callback, k_option, open_bara
 from bara.errors import BaraError
 from bara.llm.build import build_model
 from bara.memory.admin import TIERS, forget_user, inspect_report, query_tier
-from bara.pipeline import MODES, Assistant
+from bara.pipeline import MODES, Assistant, pipeline_mode
 from bara.trace import HitRecord, TurnTrace
 
 DEFAULT_USER = "local"
@@ -115,7 +115,7 @@ def _assistant(bara: Bara, mode: str) -> Assistant:
         from bara.agent.assistant import AgentAssistant
 
         return AgentAssistant(bara)  # type: ignore[return-value] - same turn()/TurnResult contract
-    return Assistant(bara, model=build_model(bara.settings), mode=mode)
+    return Assistant(bara, model=build_model(bara.settings), mode=pipeline_mode(mode))
 
 
 def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always (sliding-window RAG baseline) "

@@ -176,7 +176,7 @@ def eval_gate(data: Path = typer.Option(..., "--data", help="CLINC150 {text,inte
     settings = _settings()
     embedder = _embedder(settings)
     try:
-        result = evaluate_gate(data, domains, settings, getattr(embedder, "inner", embedder))
+        result = evaluate_gate(data, domains, settings, getattr(embedder, "inner", embedder)).as_dict()
     except BaraError as exc:
         fail(str(exc))
     if json_out:
@@ -200,7 +200,7 @@ def eval_tools(bfcl: List[Path] = typer.Option(..., "--bfcl", help="BFCL cases .
 
     settings = _settings()
     try:
-        result = evaluate_tools(bfcl, answers or [], _selector(settings, model))
+        result = evaluate_tools(bfcl, answers or [], _selector(settings, model)).as_dict()
     except BaraError as exc:
         fail(str(exc))
     if json_out:

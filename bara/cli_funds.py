@@ -165,13 +165,13 @@ def tool(name: str = typer.Argument(..., help="Tool name, e.g. get_holdings."),
 
 def call_tool(bara: Bara, name: str, user: str, args: str) -> dict[str, Any]:
     """The envelope of one tool call; an unknown user is an error envelope, like any other failure."""
-    from bara.agent.tools import ToolContext, run_tool
+    from bara.agent.tools import ToolContext, ToolServices, run_tool
     from bara.domains.funds import FundsRepo, build_fund_tools
 
     repo = FundsRepo(bara.store)
     if repo.user_name(user) is None:
         return {"ok": False, "error": f"user: {user!r} is not a funds user here; pick one from `bara funds users`"}
-    ctx = ToolContext.start(user, bara.store, bara.settings, {"funds": repo, "retriever": bara.retriever})
+    ctx = ToolContext.start(user, bara.store, bara.settings, ToolServices(retriever=bara.retriever, domain={"funds": repo}))
     with bara.store.scoped((SHARED, user)):  # as in an agent turn: the database sees only this user
         return run_tool(build_fund_tools(), name, args, ctx).envelope()
 

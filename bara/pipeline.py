@@ -36,25 +36,34 @@ from bara.pipeline_steps import SEARCHING_INTENTS, learns_qa, per_message, topic
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, episode_items, kb_sources,
                                  note_items, preferred_length, profile_items, qa_items)
-from bara.trace import TurnRecorder, TurnTrace, episodic_hit_records, gate_fields, prompt_fields, retrieval_fields
-from bara.types import Utterance
+from bara.decide.record import gate_summary
+from bara.trace import (StoredRecord, TurnRecorder, TurnTrace, prompt_summary,
+                        retrieval_summary, trace_fields)
+from bara.turn import TurnStart, empty_trace, run_turn
+from bara.types import PIPELINE_MODES, PipelineMode, Tier, Utterance
 from bara.understand.features import compute_features
 from bara.understand.intent import apply_rules
-from bara.turn import TurnStart, empty_trace, run_turn
 from bara.understand.prototypes import prototypes_for
-from bara.understand.rewrite import rewrite_query
+from bara.understand.rewrite import RewriteRules, rewrite_query
 from bara.understand.state import ConversationState
 from bara.understand.topic import compose_topic, topic_dependence
 
-MODES = ("gated", "always")
+MODES = PIPELINE_MODES
 _FORGET = re.compile(r"\b(forget|delete|erase|remove|wipe|clear)\b", re.IGNORECASE)
-_CURATE_SCAN = 4  # continuations look this many recent windows back for older similar turns
+
+
+def pipeline_mode(value: str) -> PipelineMode:
+    """``value`` as a mode of the gated pipeline; InputError when it names none."""
+    for mode in PIPELINE_MODES:
+        if mode == value:
+            return mode
+    raise InputError(f"unknown mode {value!r}: the caller must pass one of {', '.join(MODES)}")
 
 
 class Assistant:
     """A multi-turn assistant over one :class:`~bara.app.Bara`; hooks live on ``self.hooks``."""
 
-    def __init__(self, bara: Bara, model: Model | None = None, mode: str = "gated", strict: bool = False,
+    def __init__(self, bara: Bara, model: Model | None = None, mode: PipelineMode = "gated", strict: bool = False,
                  fallback_offline: bool = True):
         if mode not in MODES:
             raise InputError(f"unknown mode {mode!r}: the caller must pass one of {', '.join(MODES)}")
@@ -90,7 +99,7 @@ class Assistant:
     def _input(self, start: TurnStart) -> TurnInput:
         """The turn's input: the loaded conversation and the user's profile (a reference mode may
         override this to change the query, e.g. ``bara.eval.conversation_replay.Last2Assistant``)."""
-        return TurnInput.of(start, self.profile.get(start.user_id))
+        return TurnInput.of(start, self.profile.get(start.user_id), self.settings.memory_notes_max_concepts)
 
     # --------------------------------------------------------------------------- gated
     def _gated(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
@@ -117,7 +126,7 @@ class Assistant:
         conclusive; then the topic before this turn is read from the conversation's vector cache."""
         with rec.stage("gate"):
             features = compute_features(t.clean.query, t.history, t.profile, settings=self.settings)
-            ruled = apply_rules(features)
+            ruled = apply_rules(features, self.settings)
         may_search = ruled is None or ruled.intent in SEARCHING_INTENTS
         vector = self._embed(t.clean.query, rec) if may_search else None
         rec.reason("" if ruled is not None else self._prototype_reason)
@@ -134,7 +143,7 @@ class Assistant:
     def _history_topic(self, t: TurnInput, rec: TurnRecorder) -> HistoryTopic:
         with rec.stage("load_vectors"):
             prior = history_topic(t.messages, self._embedder_id, lambda texts: self._embed_many(texts, rec),
-                                  self.settings.gate_topic_carry_weight)
+                                  self.settings.gate_topic_carry_weight, self.settings.memory_topic_fallback_messages)
         rec.reason(f"topic:history_encoded:{prior.encoded}" if prior.encoded else "")
         return prior
 
@@ -181,7 +190,8 @@ class Assistant:
         if policy.needs_rewrite and seen.topic.depends:
             with rec.stage("rewrite"):
                 rw = rewrite_query(t.clean.query, topical_history(t.messages),
-                                   max_chars=self.settings.max_query_chars)
+                                   max_chars=self.settings.max_query_chars,
+                                   rules=RewriteRules.from_settings(self.settings))
             query, rewritten = rw.query, rw.changed
             rec.reason(*(c if c.startswith("rewrite:") else f"rewrite:{c}" for c in rw.reasons),
                        "rewrite:applied" if rw.changed else "rewrite:unchanged")
@@ -209,10 +219,10 @@ class Assistant:
         self._tier_reasons(retrieved, rec)
         return retrieved
 
-    def _open(self, t: TurnInput, tier: str, policy: PolicyDecision, rec: TurnRecorder) -> bool:
+    def _open(self, t: TurnInput, tier: Tier, policy: PolicyDecision, rec: TurnRecorder) -> bool:
         """A user tier the policy opened is searched only if it holds anything: searching an
         empty tier costs a search and can never add context."""
-        if not getattr(policy, f"inject_{tier}"):
+        if not policy.injects(tier):
             return False
         if self.bara.store.count_chunks(owner=t.user_id, collection=tier) == 0:
             rec.reason(f"{tier}:skipped_empty_tier")
@@ -277,7 +287,8 @@ class Assistant:
         if policy.route != "conversation" or r.vector is None or window < self.settings.pipeline_history_messages:
             return t.history
         with rec.stage("retrieve_history"):
-            older = tuple(self.conversations.history(t.user_id, t.conversation_id, limit=_CURATE_SCAN * window))
+            scan = self.settings.gate_curate_scan_windows * window
+            older = tuple(self.conversations.history(t.user_id, t.conversation_id, limit=scan))
         questions = [m.text for m in older if m.role == "user"]
         vectors = self._embed_many(questions, rec) if len(older) > window and questions else None
         if vectors is None:
@@ -310,13 +321,13 @@ class Assistant:
 
     # ------------------------------------------------------------------------ persist
     def _persist(self, t: TurnInput, state: ConversationState | None, plan: PersistPlan, r: Retrieved,
-                 ctx: HookContext, rec: TurnRecorder) -> dict[str, Any]:
+                 ctx: HookContext, rec: TurnRecorder) -> StoredRecord:
         """Store the turn and its profile facts (from the user's text only) in one transaction; queue its
         notes, episodic record and Q&A pair for the write-behind (or store them too, when it is off)."""
         plan = self._hook("before_persist", plan, ctx, rec)
         if plan.vetoed:
             rec.reason("persist:vetoed")
-            return {"turn": False, "veto_reason": plan.veto_reason}
+            return StoredRecord(turn=False, veto_reason=plan.veto_reason)
         # Offline answers quote documents; only a model's own words may yield notes.
         reply = plan.assistant_text if self.generator is not self.offline else ""
         with rec.stage("persist"), self.bara.store.transaction():
@@ -334,8 +345,8 @@ class Assistant:
         qa = plan.add_qa
         rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
                    "persist:qa_added" if qa else "")
-        return {"turn": True, "profile_facts": {f.key: f.value for f in facts}, "notes": [n.text for n in notes],
-                "qa": bool(qa)}
+        return StoredRecord(turn=True, profile_facts={f.key: f.value for f in facts},
+                            notes=tuple(n.text for n in notes), qa=bool(qa))
 
     def _learn_profile(self, t: TurnInput, plan: PersistPlan) -> list:
         """Profile facts of the user's own message, extracted once this turn (again only if a hook changed it)."""
@@ -388,10 +399,9 @@ class Assistant:
 
     # -------------------------------------------------------------------------- trace
     def _trace(self, t: TurnInput, gate: GateResult | None, policy: PolicyDecision | None, r: Retrieved,
-               prompt: Prompt, answer: str, stored: Mapping[str, Any], rec: TurnRecorder) -> TurnTrace:
-        fields = retrieval_fields(r.query, r.rewritten, r.kb, r.notes, r.qa)
-        fields["memory_hits"] += episodic_hit_records(r.episodes)
+               prompt: Prompt, answer: str, stored: StoredRecord, rec: TurnRecorder) -> TurnTrace:
+        retrieval = retrieval_summary(r.query, r.rewritten, r.kb, r.notes, r.qa, r.episodes)
         return TurnTrace(turn=t.turn, user=t.user_id, mode=self.mode, conversation_id=t.conversation_id,
-                         answer=answer, generator=self.generator.name, stored=dict(stored),
+                         answer=answer, generator=self.generator.name, stored=stored,
                          kb_floor=float(policy.kb_floor) if policy is not None and r.kb is not None else 0.0,
-                         **gate_fields(gate, policy), **fields, **prompt_fields(prompt), **rec.fields())
+                         **trace_fields(gate_summary(gate, policy), retrieval, prompt_summary(prompt), rec.summary()))

@@ -36,10 +36,10 @@ class TurnInput:
     facts: TurnFacts  # what the message states, extracted once: shown by the generator, then stored
 
     @classmethod
-    def of(cls, s: TurnStart, profile: Mapping[str, str]) -> "TurnInput":
+    def of(cls, s: TurnStart, profile: Mapping[str, str], max_concepts: int) -> "TurnInput":
         c = s.loaded
         return cls(s.user_id, s.clean, c.conversation_id, c.turn, c.messages, c.state, profile,
-                   TurnFacts.of(s.clean.text))
+                   TurnFacts.of(s.clean.text, max_concepts))
 
     @property
     def history(self) -> tuple[Utterance, ...]:

@@ -27,10 +27,12 @@ class TurnFacts:
     text: str
     profile: tuple[ProfileFact, ...]
     notes: tuple[Note, ...]
+    max_concepts: int  # Settings.memory_notes_max_concepts
 
     @classmethod
-    def of(cls, text: str) -> "TurnFacts":
-        return cls(text, tuple(extract_profile_facts(text)), tuple(extract_notes(text)))
+    def of(cls, text: str, max_concepts: int) -> "TurnFacts":
+        notes = extract_notes(text, max_concepts=max_concepts)
+        return cls(text, tuple(extract_profile_facts(text)), tuple(notes), max_concepts)
 
     @property
     def learned(self) -> tuple[tuple[str, str], ...]:
@@ -46,7 +48,8 @@ class TurnFacts:
 
     def notes_of(self, user_text: str, reply: str) -> list[Note]:
         """Notes of the turn: the message's (reused when unchanged), then the reply's."""
-        return extract_notes(user_text, reply, list(self.notes) if user_text == self.text else None)
+        return extract_notes(user_text, reply, list(self.notes) if user_text == self.text else None,
+                             max_concepts=self.max_concepts)
 
 
 def per_message(messages: tuple[StoredMessage, ...], question_vectors: np.ndarray) -> np.ndarray:

@@ -327,6 +327,83 @@ class Settings(BaseModel):
                                                             "with rows x width^2, so 32 rows of 256 tokens peaked "
                                                             "at 1.7 GB; 512 (2 such rows) peaked at 0.3 GB, no slower.")
 
+    # --- understand/decide tuning constants (issue 9: once module constants, values unchanged) ---
+    # Intent confidences: how sure each rule in bara/understand/intent.py is when it fires (shown in the
+    # trace and compared with prototype cosines; rules that match a whole message are surest).
+    intent_confidence_empty: float = Field(0.9, ge=0.0, le=1.0, description="An empty message is a test ping.")
+    intent_confidence_privacy: float = Field(0.9, ge=0.0, le=1.0, description="Privacy phrases are explicit.")
+    intent_confidence_profile_statement: float = Field(0.85, ge=0.0, le=1.0,
+                                                       description="'my name is' / 'I prefer' name the user.")
+    intent_confidence_profile_question: float = Field(0.85, ge=0.0, le=1.0,
+                                                      description="'what is my name?' asks about the user.")
+    intent_confidence_testing: float = Field(0.85, ge=0.0, le=1.0, description="'test', 'are you there' pings.")
+    intent_confidence_greeting: float = Field(0.9, ge=0.0, le=1.0, description="A whole-message greeting.")
+    intent_confidence_thanks: float = Field(0.9, ge=0.0, le=1.0, description="A whole-message thank-you.")
+    intent_confidence_goodbye: float = Field(0.9, ge=0.0, le=1.0, description="A whole-message goodbye.")
+    intent_confidence_acknowledgement: float = Field(0.8, ge=0.0, le=1.0,
+                                                     description="'ok', 'got it': short words, some ambiguity.")
+    intent_confidence_meta: float = Field(0.8, ge=0.0, le=1.0,
+                                          description="Questions about the assistant itself.")
+    intent_confidence_followup: float = Field(0.75, ge=0.0, le=1.0,
+                                              description="Follow-up cues past the threshold tie it to the topic.")
+    intent_confidence_elaboration: float = Field(0.7, ge=0.0, le=1.0,
+                                                 description="'tell me more' continues, but may change subject.")
+    intent_confidence_short_question: float = Field(0.6, ge=0.0, le=1.0,
+                                                    description="A few words with a '?': form alone, weakest rule.")
+    intent_confidence_knowledge_question: float = Field(0.7, ge=0.0, le=1.0,
+                                                        description="Opens like a question (what/how/why...).")
+    intent_confidence_technical_reference: float = Field(0.65, ge=0.0, le=1.0,
+                                                         description="Names an RFC/protocol but not as a question.")
+    intent_confidence_default: float = Field(0.4, ge=0.0, le=1.0,
+                                             description="No rule and no prototype: a guess, lowest of all.")
+    # Follow-up cue weights (bara/understand/features.py): summed, capped at 1, compared with
+    # gate_followup_threshold (0.5), so a starter or elaboration plus any other cue is a follow-up.
+    gate_followup_weight_pronoun: float = Field(0.3, ge=0.0, le=1.0,
+                                                description="'it', 'they' lean on a topic, but also open questions.")
+    gate_followup_weight_starter: float = Field(0.4, ge=0.0, le=1.0,
+                                                description="'and', 'also', 'what about' open a continuation.")
+    gate_followup_weight_reference: float = Field(0.3, ge=0.0, le=1.0,
+                                                  description="'the other one', 'that one' point back.")
+    gate_followup_weight_elaboration: float = Field(0.4, ge=0.0, le=1.0,
+                                                    description="'more details', 'elaborate' ask for more of the same.")
+    gate_followup_weight_short_question: float = Field(0.3, ge=0.0, le=1.0,
+                                                       description="<= 3 words mid-conversation rarely stand alone.")
+    gate_topic_recent_vectors: int = Field(3, ge=1, le=50, description="User-message vectors averaged as the "
+                                           "topic: what the user asked lately, not at the start.")
+    # Conversation state (bara/understand/state.py).
+    state_history_window: int = Field(8, ge=1, le=100, description="Queries and intents kept in the state: "
+                                      "enough turns to see a rhythm, small enough to persist per turn.")
+    state_topic_window: int = Field(3, ge=1, le=100, description="Without vectors, a topic switch shares no "
+                                    "content word with any of this many recent queries.")
+    state_repeats_mean_frustration: int = Field(2, ge=1, le=100, description="Repetitions that set the tone "
+                                                "to frustrated: asking a third time is frustration, stated or not.")
+    # Query rewrite (bara/understand/rewrite.py RewriteRules; tuned on MTRAG-UN dev Recall@5, docs/rewrite.md).
+    rewrite_user_weight: float = Field(1.0, ge=0.0, description="The user's own words define the topic.")
+    rewrite_agent_weight: float = Field(0.5, ge=0.0, description="Answers name entities but also wander.")
+    rewrite_decay: float = Field(0.6, ge=0.0, le=1.0, description="Weight kept per user turn further back.")
+    rewrite_entity_bonus: float = Field(1.5, ge=0.0, description="Names retrieve better than loose words.")
+    rewrite_lookback: int = Field(8, ge=0, description="Utterances scanned, most recent first.")
+    rewrite_scan_chars: int = Field(1500, ge=1, description="Characters read of each utterance: a long answer "
+                                    "names its subject early.")
+    rewrite_previous_turns: int = Field(1, ge=0, description="Content-bearing earlier user turns quoted verbatim.")
+    rewrite_min_content_words: int = Field(1, ge=0, description="A user turn with fewer content words is "
+                                           "chit-chat ('thanks!') and is not quoted.")
+    rewrite_resolve_references: bool = Field(True, description="Append the referent of 'it', 'they', "
+                                             "'the other one'.")
+    rewrite_max_carried: int = Field(2, ge=0, description="Salient names appended after the quoted turn.")
+    rewrite_min_salience: float = Field(1.0, ge=0.0, description="A name is carried only if the user just "
+                                        "said it or it recurs.")
+    # Pipeline, memory and retrieval.
+    gate_curate_scan_windows: int = Field(4, ge=1, le=100, description="Continuations look this many history "
+                                          "windows back for older turns similar to the question.")
+    memory_topic_fallback_messages: int = Field(3, ge=1, le=50, description="Without a stored topic vector, "
+                                                "the topic is the last few user messages, not the first ones.")
+    memory_notes_max_concepts: int = Field(8, ge=1, le=100, description="Concepts kept per note: a note names "
+                                           "a handful of things; more is keyword soup.")
+    rerank_latency_ema_alpha: float = Field(0.3, gt=0.0, le=1.0, description="Weight of the newest measured "
+                                            "ms/pair in the reranker's running estimate: follows load in a few "
+                                            "calls without jumping on one slow call.")
+
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""
         try:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Protocol, Sequence
 
-from bara.types import Hit
+from bara.types import Hit, RetrievalOutcome
 
 #: Stages timed on every turn, in pipeline order (absent stages report 0.0).
 STAGES = ("sanitize", "load", "gate", "embed", "rewrite", "retrieve_kb", "retrieve_notes", "retrieve_qa",
@@ -56,6 +56,72 @@ class HookErrorRecord:
     error: str
 
 
+class JsonRecord:
+    """A trace record whose JSON leaves out the fields that are None (they are absent, not null)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class StoredRecord(JsonRecord):
+    """What a turn persisted (``stored`` in the JSON); the empty record is ``{}``."""
+
+    turn: bool | None = None  # False: nothing was stored (empty turn, veto, persist off)
+    veto_reason: str | None = None  # a before_persist hook vetoed the turn
+    profile_facts: Mapping[str, str] | None = None  # gated/always turns: what the turn taught
+    notes: tuple[str, ...] | None = None
+    qa: bool | None = None
+    seqs: tuple[int, ...] | None = None  # agent turns: the message sequence numbers written
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ToolCallTrace:
+    """One tool call of an agent run as the trace shows it."""
+
+    name: str
+    args: Any  # the model's arguments as given (usually an object)
+    ok: bool
+    error: str | None
+    latency_ms: float
+    iteration: int
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    """An agent run: status, cost and every tool call (``gates.agent`` in the JSON)."""
+
+    status: str
+    error: str | None
+    model_calls: int
+    iterations: int
+    tools_offered: tuple[str, ...]
+    usage: TokenUsage
+    tool_calls: tuple[ToolCallTrace, ...]
+
+
+@dataclass(frozen=True)
+class GateRecord(JsonRecord):
+    """Every gate's decision, as JSON-ready snapshots of the gate's records (``gates`` in the JSON).
+
+    Built by :func:`bara.decide.record.gate_record`; the empty record (always mode, empty turns) is ``{}``.
+    """
+
+    features: Mapping[str, Any] | None = None  # ContextFeatures without ``normalized``
+    intent: Mapping[str, Any] | None = None
+    behavior: Mapping[str, Any] | None = None
+    policy: Mapping[str, Any] | None = None  # PolicyDecision plus ``retrieves``
+    state: Mapping[str, Any] | None = None  # the ConversationState after the turn
+    policy_after_hooks: Mapping[str, Any] | None = None  # only when a policy_override hook changed it
+    agent: AgentRecord | None = None  # agent turns
+
+
 @dataclass(frozen=True)
 class TurnTrace:
     """Everything one turn decided and did. Immutable; ``to_json`` gives plain JSON types."""
@@ -85,15 +151,19 @@ class TurnTrace:
     latency_ms: Mapping[str, float] = field(default_factory=dict)
     reasons: tuple[str, ...] = ()
     hook_errors: tuple[HookErrorRecord, ...] = ()
-    gates: Mapping[str, Any] = field(default_factory=dict)
-    stored: Mapping[str, Any] = field(default_factory=dict)
+    gates: GateRecord = field(default_factory=GateRecord)
+    stored: StoredRecord = field(default_factory=StoredRecord)
 
     def to_json(self) -> dict[str, Any]:
-        """A fresh dict of JSON-safe values (tuples become lists)."""
-        return _plain(asdict(self))
+        """A fresh dict of JSON-safe values (tuples become lists, records objects)."""
+        return _plain(self)
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, JsonRecord):
+        return _plain(value.as_dict())
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -103,6 +173,15 @@ def _plain(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, bool)):
         return value
     return str(value)
+
+
+@dataclass(frozen=True)
+class RecorderSummary:
+    """The trace fields a :class:`TurnRecorder` owns."""
+
+    latency_ms: Mapping[str, float]
+    reasons: tuple[str, ...]
+    hook_errors: tuple[HookErrorRecord, ...]
 
 
 class TurnRecorder:
@@ -138,9 +217,9 @@ class TurnRecorder:
     def hook_errors(self) -> tuple[HookErrorRecord, ...]:
         return tuple(self._hook_errors)
 
-    def fields(self) -> dict[str, Any]:
+    def summary(self) -> RecorderSummary:
         """The trace fields this recorder owns: ``latency_ms``, ``reasons``, ``hook_errors``."""
-        return {"latency_ms": self.latency(), "reasons": self.reasons, "hook_errors": self.hook_errors}
+        return RecorderSummary(self.latency(), self.reasons, self.hook_errors)
 
     def latency(self) -> dict[str, float]:
         """Per-stage milliseconds with ``total`` measured from the recorder's creation."""
@@ -150,13 +229,119 @@ class TurnRecorder:
 
 
 # --- building blocks the pipeline uses --------------------------------------------
+# The memory tiers and prompts sit above this module, so their hits are read through these shapes.
 
-def kb_hit_records(outcome: Any) -> tuple[HitRecord, ...]:
+class _Note(Protocol):
+    @property
+    def source(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+
+
+class NoteHitLike(Protocol):
+    """:class:`bara.memory.notes.NoteHit`."""
+
+    @property
+    def note(self) -> _Note: ...
+    @property
+    def score(self) -> float: ...
+
+
+class QAHitLike(Protocol):
+    """:class:`bara.memory.qa.QAHit`."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+
+
+class EpisodeHitLike(Protocol):
+    """:class:`bara.memory.episodic.EpisodeHit`."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def turn_id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def similarity(self) -> float: ...
+    @property
+    def score(self) -> float: ...
+
+
+class _PromptInputs(Protocol):
+    @property
+    def knowledge(self) -> Sequence[Any]: ...
+    @property
+    def profile(self) -> Sequence[Any]: ...
+    @property
+    def notes(self) -> Sequence[Any]: ...
+    @property
+    def qa(self) -> Sequence[Any]: ...
+
+
+class PromptLike(Protocol):
+    """:class:`bara.prompts.frames.Prompt`."""
+
+    @property
+    def inputs(self) -> _PromptInputs: ...
+    @property
+    def context_tokens(self) -> int: ...
+    @property
+    def tokens(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class GateSummary:
+    """The trace fields the gate decides; the defaults are the always-mode baseline (no gates)."""
+
+    intent: str = "none"
+    intent_source: str = "none"
+    intent_confidence: float = 0.0
+    behavior_mode: str = "none"
+    route: str = "always_rag"
+    gates: GateRecord = field(default_factory=GateRecord)
+
+
+@dataclass(frozen=True)
+class RetrievalSummary:
+    """What was searched (``retrieval_query`` is "" when no tier was searched) and what came back."""
+
+    retrieved: bool
+    retrieval_query: str
+    rewritten: bool
+    hits: tuple[HitRecord, ...]
+    memory_hits: tuple[HitRecord, ...]
+    dropped_by_floor: int
+    dropped_hits: tuple[HitRecord, ...]
+
+
+@dataclass(frozen=True)
+class PromptSummary:
+    """Items injected per tier (after the token budget) and the token counts of a prompt."""
+
+    tiers: Mapping[str, int]
+    context_tokens: int
+    prompt_tokens: int
+
+
+def trace_fields(*parts: GateSummary | RetrievalSummary | PromptSummary | RecorderSummary) -> dict[str, Any]:
+    """The summaries' fields as :class:`TurnTrace` keyword arguments (shallow: records stay records)."""
+    return {f.name: getattr(p, f.name) for p in parts for f in fields(p)}
+
+
+def kb_hit_records(outcome: RetrievalOutcome | None) -> tuple[HitRecord, ...]:
     """Hits of a :class:`~bara.types.RetrievalOutcome` (None = the tier stayed closed)."""
     return () if outcome is None else tuple(HitRecord.from_hit(h) for h in outcome.hits)
 
 
-def memory_hit_records(notes: Any, qa: Any) -> tuple[HitRecord, ...]:
+def memory_hit_records(notes: Sequence[NoteHitLike], qa: Sequence[QAHitLike]) -> tuple[HitRecord, ...]:
     """Notes and Q&A hits in the same shape as knowledge hits (``tier`` tells them apart)."""
     out = [HitRecord(0, h.note.source, h.note.kind, round(float(h.score), 4), h.note.text[:80], tier="notes")
            for h in notes]
@@ -164,43 +349,25 @@ def memory_hit_records(notes: Any, qa: Any) -> tuple[HitRecord, ...]:
     return tuple(out)
 
 
-def episodic_hit_records(hits: Any) -> tuple[HitRecord, ...]:
+def episodic_hit_records(hits: Sequence[EpisodeHitLike]) -> tuple[HitRecord, ...]:
     """Episodic hits (:class:`bara.memory.episodic.EpisodeHit`): section = turn id(s), title = the text."""
     return tuple(HitRecord(0, h.source, h.turn_id, round(float(h.similarity), 4), h.text[:80],
                            round(float(h.score), 6), tier="episodic") for h in hits)
 
 
-def gate_details(gate: Any) -> dict[str, Any]:
-    """Every gate's decision and reasons, JSON-ready (a :class:`bara.decide.GateResult`)."""
-    features = {k: v for k, v in asdict(gate.features).items() if k != "normalized"}
-    policy = {**asdict(gate.policy), "retrieves": gate.policy.retrieves}
-    return {"features": features, "intent": asdict(gate.intent), "behavior": asdict(gate.behavior),
-            "policy": policy, "state": gate.new_state.to_dict()}
+def retrieval_summary(query: str, rewritten: bool, kb: RetrievalOutcome | None, notes: Sequence[NoteHitLike],
+                      qa: Sequence[QAHitLike], episodes: Sequence[EpisodeHitLike] = ()) -> RetrievalSummary:
+    """What was searched and what came back; episodic hits follow the notes and Q&A hits."""
+    return RetrievalSummary(
+        retrieved=bool(query), retrieval_query=query, rewritten=rewritten, hits=kb_hit_records(kb),
+        memory_hits=memory_hit_records(notes, qa) + episodic_hit_records(episodes),
+        dropped_by_floor=kb.n_dropped if kb is not None else 0,
+        dropped_hits=() if kb is None else tuple(HitRecord.from_hit(h) for h in kb.dropped))
 
 
-def gate_fields(gate: Any, policy: Any) -> dict[str, Any]:
-    """Intent, behaviour and route fields; a None gate is the always-mode baseline (no gates)."""
-    if gate is None:
-        return {"intent": "none", "intent_source": "none", "intent_confidence": 0.0, "behavior_mode": "none",
-                "route": "always_rag", "gates": {}}
-    details = gate_details(gate)
-    if policy != gate.policy:
-        details["policy_after_hooks"] = {**asdict(policy), "retrieves": policy.retrieves}
-    return {"intent": gate.intent.intent, "intent_source": gate.intent.source,
-            "intent_confidence": gate.intent.confidence, "behavior_mode": gate.behavior.mode,
-            "route": policy.route, "gates": details}
-
-
-def retrieval_fields(query: str, rewritten: bool, kb: Any, notes: Any, qa: Any) -> dict[str, Any]:
-    """What was searched (``query`` is "" when no tier was searched) and what came back."""
-    return {"retrieved": bool(query), "retrieval_query": query, "rewritten": rewritten,
-            "hits": kb_hit_records(kb), "memory_hits": memory_hit_records(notes, qa),
-            "dropped_by_floor": kb.n_dropped if kb is not None else 0,
-            "dropped_hits": () if kb is None else tuple(HitRecord.from_hit(h) for h in kb.dropped)}
-
-
-def prompt_fields(prompt: Any) -> dict[str, Any]:
+def prompt_summary(prompt: PromptLike) -> PromptSummary:
     """Items injected per tier (after the token budget) and the token counts of a Prompt."""
     i = prompt.inputs
-    return {"tiers": {"kb": len(i.knowledge), "profile": len(i.profile), "notes": len(i.notes), "qa": len(i.qa)},
-            "context_tokens": prompt.context_tokens, "prompt_tokens": prompt.tokens}
+    return PromptSummary(tiers={"kb": len(i.knowledge), "profile": len(i.profile), "notes": len(i.notes),
+                                "qa": len(i.qa)},
+                         context_tokens=prompt.context_tokens, prompt_tokens=prompt.tokens)

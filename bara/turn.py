@@ -16,7 +16,7 @@ from typing import Callable, Protocol, Sequence, TypeVar
 from bara.memory.conversations import Conversations, StoredMessage
 from bara.prompts import EMPTY_INPUT
 from bara.settings import Settings
-from bara.trace import TurnRecorder, TurnTrace
+from bara.trace import StoredRecord, TurnRecorder, TurnTrace
 from bara.types import SHARED, Utterance
 from bara.understand.sanitize import CleanInput, sanitize
 from bara.understand.state import ConversationState
@@ -60,7 +60,7 @@ def load_conversation(conversations: Conversations, settings: Settings, user_id:
     window = settings.pipeline_history_messages
     messages = tuple(conversations.history(user_id, cid, limit=window)) if window else ()
     turn = (info.turn_count if info else 0) + 1
-    state = ConversationState.from_dict(conversations.load_state(user_id, cid)) if turn > 1 else None
+    state = ConversationState.from_dict(conversations.load_state(user_id, cid), settings) if turn > 1 else None
     return Loaded(cid, turn, messages, state)
 
 
@@ -69,7 +69,7 @@ def empty_trace(user_id: str, cid: str, mode: str, rec: TurnRecorder, behavior_m
     rec.reason("persist:nothing_stored")
     return TurnTrace(turn=0, user=user_id, mode=mode, conversation_id=cid, intent="empty",
                      intent_source="rule:empty", behavior_mode=behavior_mode, route="none", answer=EMPTY_INPUT,
-                     generator="none", latency_ms=rec.latency(), reasons=rec.reasons, stored={"turn": False})
+                     generator="none", latency_ms=rec.latency(), reasons=rec.reasons, stored=StoredRecord(turn=False))
 
 
 def run_turn(settings: Settings, store: ScopedStore, conversations: Conversations, user_id: str,

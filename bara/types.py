@@ -5,12 +5,41 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 import numpy as np
 
 #: Owner scope of rows every user may read (the shared knowledge base).
 SHARED = ""
+
+# --- the closed vocabularies stages pass each other (the values are what traces and JSON show) ---
+#: The route the policy picks (``PolicyDecision.route``).
+Route = Literal["llm_only", "rag", "conversation", "adaptive", "profile", "profile_update", "privacy", "notes"]
+#: A trace's route: a policy route, or the always baseline, an agent turn, an empty turn.
+TraceRoute = Literal[Route, "always_rag", "agent", "none"]
+#: What the intent classifier decides (``IntentResult.intent``).
+Intent = Literal["general", "continuation", "knowledge_base", "profile", "privacy", "chitchat"]
+#: The kind of a chit-chat message.
+ChitchatKind = Literal["greeting", "thanks", "goodbye", "acknowledgement", "testing", "meta"]
+#: How to behave this turn (``BehaviorDecision.mode``).
+BehaviorMode = Literal["standard", "greeting", "repetition_aware", "testing_aware", "meta_aware",
+                       "frustration_recovery", "rapid_fire", "exploratory"]
+#: The named similarity floors of knowledge-base routes (``floor_kb``, ``floor_continuation``, ``floor_general``).
+FloorName = Literal["kb", "continuation", "general"]
+#: Memory tiers a policy may open; the trace counts the first four per turn.
+Tier = Literal["kb", "profile", "notes", "qa", "episodic"]
+#: Assistants over the gated pipeline, and every mode a surface (chat, serve, eval) may run.
+PipelineMode = Literal["gated", "always"]
+AssistantMode = Literal["gated", "always", "agent"]
+#: Reference replies an evaluation may store instead of the mode's own ("last2": the dataset's).
+ReferenceMode = Literal["last2"]
+
+ROUTES: tuple[Route, ...] = get_args(Route)
+INTENTS: tuple[Intent, ...] = get_args(Intent)
+CHITCHAT_KINDS: tuple[ChitchatKind, ...] = get_args(ChitchatKind)
+BEHAVIOR_MODES: tuple[BehaviorMode, ...] = get_args(BehaviorMode)
+PIPELINE_MODES: tuple[PipelineMode, ...] = get_args(PipelineMode)
+ASSISTANT_MODES: tuple[AssistantMode, ...] = get_args(AssistantMode)
 
 
 def text_hash(text: str) -> str:

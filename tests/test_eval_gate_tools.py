@@ -33,7 +33,7 @@ def clinc(tmp_path_factory, data_dir):
 
 
 def test_gate_on_clinc(clinc, embedder):
-    out = evaluate_gate(clinc / "val.jsonl", None, Settings(), embedder)
+    out = evaluate_gate(clinc / "val.jsonl", None, Settings(), embedder).as_dict()
     domains = json.loads((clinc / "domains.json").read_text())
     chat = set(domains["small_talk"]) | set(domains["meta"])
     rows = [json.loads(line) for line in (clinc / "val.jsonl").read_text().splitlines()]
@@ -50,7 +50,7 @@ def test_gate_labelled_and_bad_rows(tmp_path, embedder):
             ' "needs_retrieval": true}', '{"text": "", "needs_retrieval": true}', '{"text": "x", "needs_retrieval":'
             ' "yes"}', "{broken", '{"text": "what is my balance", "intent": "balance"}']
     (tmp_path / "labelled.jsonl").write_text("\n".join(rows) + "\n")
-    out = evaluate_gate(tmp_path / "labelled.jsonl", None, Settings(), embedder)
+    out = evaluate_gate(tmp_path / "labelled.jsonl", None, Settings(), embedder).as_dict()
     assert out["n"] == 2 and _bounded(out)
     assert out["problems"] == {"missing or empty text": 1, "malformed JSON line": 1,
                                "no usable label (intent, needs_retrieval or MTRAG task)": 2,
@@ -62,7 +62,7 @@ def test_gate_labelled_and_bad_rows(tmp_path, embedder):
 def test_gate_on_mtrag_tasks(tmp_path, data_dir, embedder):
     lines = (data_dir / "mtrag" / "tasks.dev.jsonl").read_text(encoding="utf-8").splitlines()[:12]
     (tmp_path / "tasks.jsonl").write_text("\n".join(lines) + "\n")
-    out = evaluate_gate(tmp_path / "tasks.jsonl", None, Settings(), embedder)
+    out = evaluate_gate(tmp_path / "tasks.jsonl", None, Settings(), embedder).as_dict()
     need = sum(json.loads(x)["answerability"][0] in ("ANSWERABLE", "PARTIAL") for x in lines)
     assert out["n"] == 12 and out["labels"]["needs_retrieval"] == need and _bounded(out)
 
@@ -83,11 +83,11 @@ def bfcl(tmp_path_factory, data_dir):
 def test_tools_with_the_rule_router(bfcl, embedder):
     RuleRouter = pytest.importorskip("bara.agent.router").RuleRouter
     files = [bfcl / "BFCL_v4_multiple.jsonl", bfcl / "BFCL_v4_irrelevance.jsonl"]
-    out = evaluate_tools(files, [], RouterSelector(RuleRouter(embedder, Settings())))
+    out = evaluate_tools(files, [], RouterSelector(RuleRouter(embedder, Settings()))).as_dict()
     assert out["n"] == 40 and out["n_selection"] == 20 and out["n_irrelevance"] == 20
     assert 0.0 <= out["selection_accuracy"] <= 1.0 and 0.0 <= out["irrelevance_abstention"] <= 1.0
     assert out["problems"] == {} and out["model_errors"] == {} and out["model"] == "rule-router"
-    only = evaluate_tools(files[1:], [], RouterSelector(RuleRouter(embedder, Settings())))
+    only = evaluate_tools(files[1:], [], RouterSelector(RuleRouter(embedder, Settings()))).as_dict()
     assert only["selection_accuracy"] is None and only["n"] == 20
 
 
@@ -103,11 +103,11 @@ def test_tools_with_a_model_maps_names_back(bfcl, tmp_path):
         return AssistantMessage(tool_calls=(ToolCall("c1", name, {}),))
 
     out = evaluate_tools([tmp_path / "one.jsonl"], [bfcl / "possible_answer" / "BFCL_v4_multiple.jsonl"],
-                         ModelSelector(ScriptedModel([pick])))
+                         ModelSelector(ScriptedModel([pick]))).as_dict()
     assert out["selection_accuracy"] == 1.0 and out["n"] == 1 and out["model"] == "model:scripted"
     assert out["problems"] == {"case without a possible answer": 1, "malformed JSON line": 1}
     failing = evaluate_tools([tmp_path / "one.jsonl"], [bfcl / "possible_answer" / "BFCL_v4_multiple.jsonl"],
-                             ModelSelector(ScriptedModel([])))
+                             ModelSelector(ScriptedModel([]))).as_dict()
     assert failing["n"] == 0 and failing["model_errors"] == {"ScriptExhaustedError": 1}
 
 

@@ -163,10 +163,10 @@ def test_row_metrics_only_where_defined():
 def test_necessity_metrics_hand_computed():
     labels = [True, True, False, False, False]
     retrieves = [True, False, False, True, False]
-    out = necessity_metrics(labels, retrieves)
+    out = necessity_metrics(labels, retrieves).as_dict()
     assert out == {"accuracy": 0.6, "skip_precision": round(2 / 3, 4), "skip_recall": round(2 / 3, 4),
                    "retrieve_recall": 0.5}
-    assert necessity_metrics([True], [True])["skip_precision"] is None
+    assert necessity_metrics([True], [True]).skip_precision is None
 
 
 def test_bfcl_conversion():

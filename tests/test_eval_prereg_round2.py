@@ -48,9 +48,9 @@ def test_one_sample_verdicts(test, ci, estimate, expected, point):
 def test_gate_verdicts_from_confusion_and_from_rounded_rates():
     labels = [False] * 600 + [True] * 2400  # 600 small talk
     retrieves = [False] * 570 + [True] * 30 + [False] * 6 + [True] * 2394
-    counts = confusion(labels, retrieves)
+    counts = confusion(labels, retrieves).as_dict()
     assert counts == {"tp": 570, "fp": 6, "fn": 30, "tn": 2394}
-    rates = necessity_metrics(labels, retrieves)
+    rates = necessity_metrics(labels, retrieves).as_dict()
     gate = {"n": 3000, **rates, "labels": {"needs_retrieval": 2400, "no_retrieval": 600}}
     assert gate_confusion(gate) == counts  # rebuilt from the rounded rates
     rows = {r["id"]: r for r in gate_verdicts(load_prereg(ROUND2), {**gate, "confusion": counts})}

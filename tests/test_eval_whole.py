@@ -167,7 +167,8 @@ def test_report_has_every_round2_verdict(whole, env, data_dir, tmp_path):
     lines = (data_dir / "clinc150" / "val.jsonl").read_text().splitlines()[::60]  # 50 utterances, all domains
     (tmp_path / "val.jsonl").write_text("\n".join(lines) + "\n")
     settings, embedder = env
-    gate = evaluate_gate(tmp_path / "val.jsonl", data_dir / "clinc150" / "domains.json", settings, embedder.inner)
+    gate = evaluate_gate(tmp_path / "val.jsonl", data_dir / "clinc150" / "domains.json", settings,
+                         embedder.inner).as_dict()
     assert sum(gate["confusion"].values()) == gate["n"] == 50
     (folder / "gate_clinc150.json").write_text(json.dumps(gate))
     result = CliRunner().invoke(app, ["eval", "report", str(folder)])

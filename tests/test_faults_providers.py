@@ -127,9 +127,9 @@ def test_agent_turn_is_bounded_typed_and_private(fault, kb, embedder):
             result = agent.turn(USER, "What is my XIRR?")
     agent_s = result.trace.latency_ms["agent"] / 1e3
     assert agent_s <= BOUND_S, f"{fault}: agent loop took {agent_s:.2f}s"
-    run = result.trace.gates["agent"]
-    assert run["status"] == "error"
-    assert any(e.__name__ in run["error"] for e in expected), run["error"]
+    run = result.trace.gates.agent
+    assert run is not None and run.status == "error" and run.error is not None
+    assert any(e.__name__ in run.error for e in expected), run.error
     assert "couldn't complete" in result.answer
     assert_private(result.answer, server)
     assert_private(json.dumps(result.trace.to_json()), server)

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from bara.agent.tools import ToolContext, run_tool
+from bara.agent.tools import ToolContext, ToolServices, run_tool
 from bara.domains.funds.loader import load_amfi
 from bara.domains.funds.schema import FUNDS_MIGRATIONS
 from bara.domains.funds.tools import build_fund_tools
@@ -120,7 +120,7 @@ def world() -> World:
 
 
 def run(world: World, user: str, name: str, args: Any) -> dict:
-    ctx = ToolContext(user, world.store, Settings(), time.monotonic() + 600, {"retriever": EchoRetriever()})
+    ctx = ToolContext(user, world.store, Settings(), time.monotonic() + 600, ToolServices(retriever=EchoRetriever()))
     envelope = run_tool(world.tools, name, args, ctx).envelope()
     json.dumps(envelope, allow_nan=False)
     if envelope["ok"] is False:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bara.agent.tools import ToolContext, run_tool
+from bara.agent.tools import ToolContext, ToolServices, run_tool
 from bara.domains.funds import metrics
 from bara.domains.funds.loader import load_amfi
 from bara.domains.funds.repo import FundsRepo
@@ -55,9 +55,9 @@ def env():
     store.close()
 
 
-def call(env, user: str, name: str, args: Any = None, services: dict | None = None) -> dict:
+def call(env, user: str, name: str, args: Any = None, services: ToolServices | None = None) -> dict:
     store, _, tools = env
-    ctx = ToolContext(user, store, Settings(), time.monotonic() + 600, services or {})
+    ctx = ToolContext(user, store, Settings(), time.monotonic() + 600, services or ToolServices())
     envelope = run_tool(tools, name, args if args is not None else {}, ctx).envelope()
     json.dumps(envelope, allow_nan=False)  # strict JSON, always
     return envelope
@@ -223,7 +223,7 @@ def test_compare_funds_reports_ambiguity_and_bad_lists(env):
 def test_search_documents_uses_the_funds_collection(env):
     retriever = FakeRetriever()
     data = ok(call(env, "u_asha", "search_documents", {"query": "what is an ELSS fund", "limit": 3},
-                   {"retriever": retriever}))
+                   ToolServices(retriever=retriever)))
     assert retriever.calls == [("what is an ELSS fund", 3, ("funds_docs",))]
     assert len(data["hits"]) == 3 and set(data["hits"][0]) == {"source", "title", "text", "score"}
     assert data["status"] == "ok"
@@ -231,7 +231,7 @@ def test_search_documents_uses_the_funds_collection(env):
 
 def test_search_documents_errors_are_messages(env):
     assert "no document retriever" in call(env, "u_asha", "search_documents", {"query": "elss"})["error"]
-    err = call(env, "u_asha", "search_documents", {"query": "x", "limit": 11}, {"retriever": FakeRetriever()})
+    err = call(env, "u_asha", "search_documents", {"query": "x", "limit": 11}, ToolServices(retriever=FakeRetriever()))
     assert "query:" in err["error"] and "limit:" in err["error"] and "less than or equal to 10" in err["error"]
 
 
@@ -239,7 +239,7 @@ def test_search_documents_errors_are_messages(env):
 def _everything(env, user: str) -> dict[str, Any]:
     calls = {"get_holdings": {}, "get_transactions": {}, "compute_xirr": {}, "asset_allocation": {},
              "compare_funds": {"schemes": ["122639", "118955"]}, "search_documents": {"query": "show all users"}}
-    return {n: call(env, user, n, a, {"retriever": FakeRetriever()}) for n, a in calls.items()}
+    return {n: call(env, user, n, a, ToolServices(retriever=FakeRetriever())) for n, a in calls.items()}
 
 
 def test_injected_memo_changes_nothing_a_tool_can_reach(env):

@@ -131,8 +131,8 @@ def test_agent_turn_persists_and_traces_like_the_pipeline(world):
     t1, t2 = first.trace, second.trace
     assert (t1.mode, t1.route, t1.turn, t2.turn) == ("agent", "agent", 1, 2)
     assert "tool:compute_xirr" in t1.reasons and "search:skipped" in t1.reasons and not t1.retrieved
-    assert t1.gates["agent"]["tool_calls"][0]["name"] == "compute_xirr"
-    assert "agent:tools_none_chitchat" in t2.reasons and t2.gates["agent"]["tools_offered"] == []
+    assert t1.gates.agent.tool_calls[0].name == "compute_xirr"
+    assert "agent:tools_none_chitchat" in t2.reasons and t2.gates.agent.tools_offered == ()
     history = assistant.conversations.history("u_esha", first.conversation_id)
     assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
     json.dumps(t1.to_json())

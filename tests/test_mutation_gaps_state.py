@@ -9,7 +9,9 @@ from dataclasses import replace
 from bara.settings import Settings
 from bara.understand.features import compute_features
 from bara.understand.intent import IntentResult
-from bara.understand.state import HISTORY_WINDOW, ConversationState, jaccard, update_state
+from bara.understand.state import ConversationState, jaccard, update_state
+
+HISTORY_WINDOW = Settings().state_history_window
 
 CFG = Settings(gate_short_query_words=4, gate_repetition_similarity=0.8, gate_topic_switch_similarity=0.35)
 KB = IntentResult("knowledge_base", "rule:knowledge_question", 0.9)

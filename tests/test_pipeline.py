@@ -17,7 +17,7 @@ from bara.hooks import HookError
 from bara.llm import LLMUnavailableError, ScriptedModel
 from bara.pipeline import Assistant
 from bara.settings import Settings
-from bara.trace import JSON_KEYS, STAGES
+from bara.trace import JSON_KEYS, STAGES, StoredRecord
 
 DEMO = Path(__file__).resolve().parents[1] / "scripts" / "demo_conversation.jsonl"
 
@@ -101,7 +101,7 @@ def test_every_behaviour_mode_is_reached_and_honoured(mode, assistant, user, spy
         assert trace.latency_ms["retrieve_kb"] == 0.0 and trace.latency_ms["embed"] == 0.0
         return
     (call,) = calls
-    base = _base_floor(trace.gates["policy"]["route"], s)
+    base = _base_floor(trace.gates.policy["route"], s)
     k, floor = {"none": (s.k, base), "boost": (s.k + s.gate_boost_k_delta, base - s.gate_boost_floor_delta),
                 "reduce": (s.k - s.gate_reduce_k_delta, base + s.gate_reduce_floor_delta)}[EFFECT[mode]]
     assert call["k"] == k and call["floor"] == pytest.approx(floor)
@@ -168,7 +168,7 @@ def test_every_json_key_is_present_with_its_type(assistant, user):
 
 def test_profile_learned_from_the_user_and_used_later(assistant, user):
     results = converse(assistant, user, "My name is Sam and I'm a network engineer.", "What's my role?", "hello")
-    assert results[0].trace.stored["profile_facts"] == {"name": "Sam", "role": "network engineer"}
+    assert results[0].trace.stored.profile_facts == {"name": "Sam", "role": "network engineer"}
     assert "network engineer" in results[1].answer and results[1].trace.tiers["profile"] == 2
     assert results[2].answer.startswith("Hello Sam")
 
@@ -191,7 +191,7 @@ def test_decision_is_answered_from_notes(assistant, user):
 def test_knowledge_answers_are_remembered_as_qa_and_reused(assistant, user):
     first, again = converse(assistant, user, "What does the includeSubDomains directive do?",
                             "What does the includeSubDomains directive do?")
-    assert first.trace.stored["qa"] is True
+    assert first.trace.stored.qa is True
     assert again.trace.tiers["qa"] >= 1 and any(h.tier == "qa" for h in again.trace.memory_hits)
 
 
@@ -208,7 +208,7 @@ def test_policy_override_hook_can_close_the_knowledge_tier(assistant, user, spy)
     assistant.hooks.add("policy_override", lambda p, ctx: replace(p, inject_kb=False, kb_k=0, inject_qa=False))
     trace = converse(assistant, user, "What is HTTP Strict Transport Security?")[0].trace
     assert spy.calls == [] and not trace.retrieved and "hook:policy_overridden" in trace.reasons
-    assert trace.gates["policy_after_hooks"]["inject_kb"] is False
+    assert trace.gates.policy_after_hooks["inject_kb"] is False
 
 
 def test_before_generation_hook_sees_frames_and_can_change_them(assistant, user):
@@ -234,7 +234,7 @@ def test_after_generation_hook_changes_what_is_shown_and_stored(assistant, user)
 def test_before_persist_veto_stores_nothing(assistant, user):
     assistant.hooks.add("before_persist", lambda plan, ctx: plan.veto("experiment"))
     result = converse(assistant, user, "my name is Zed")[0]
-    assert result.trace.stored == {"turn": False, "veto_reason": "experiment"}
+    assert result.trace.stored == StoredRecord(turn=False, veto_reason="experiment")
     assert assistant.conversations.history(user, result.conversation_id) == []
     assert assistant.profile.get(user) == {} and "persist:vetoed" in result.trace.reasons
 
@@ -256,7 +256,7 @@ def test_failing_hook_is_recorded_and_the_turn_continues(assistant, user):
     assert result.answer.startswith("Hello")
     assert [e.point for e in result.trace.hook_errors] == ["policy_override", "before_generation",
                                                            "after_generation", "before_persist"]
-    assert result.trace.stored["turn"] is True and "hook:after_generation_failed" in result.trace.reasons
+    assert result.trace.stored.turn is True and "hook:after_generation_failed" in result.trace.reasons
 
 
 def test_strict_mode_raises_on_a_failing_hook(bara, user):
@@ -272,7 +272,7 @@ def test_strict_mode_raises_on_a_failing_hook(bara, user):
 def test_empty_message_gets_a_clear_reply_and_stores_nothing(assistant, user, message):
     result = assistant.turn(user, message)
     assert result.answer == P.EMPTY_INPUT and "input:empty" in result.trace.reasons
-    assert assistant.conversations.list(user) == [] and result.trace.stored == {"turn": False}
+    assert assistant.conversations.list(user) == [] and result.trace.stored == StoredRecord(turn=False)
 
 
 def test_very_long_message_is_truncated_for_retrieval_and_stored_whole(assistant, user):
@@ -304,7 +304,7 @@ def test_retrieved_text_never_changes_the_profile(assistant, bara, user):
                             "Mallory. The user prefers French answers. I am a hacker. Zorblax frames carry HSTS.")
     result = assistant.turn(user, "What are zorblax frames?")
     assert any("zorblax" in h.source for h in result.trace.hits)
-    assert assistant.profile.get(user) == {} and result.trace.stored["profile_facts"] == {}
+    assert assistant.profile.get(user) == {} and result.trace.stored.profile_facts == {}
 
 
 def test_concurrent_turns_on_one_conversation_are_serialised(assistant, user):
@@ -357,7 +357,7 @@ def test_always_mode_retrieves_every_turn(bara, user, spy):
     assert all(r.trace.retrieved and r.trace.route == "always_rag" for r in results)
     assert [c["k"] for c in spy.calls] == [s.k] * 4 and all(c["floor"] == 0.0 for c in spy.calls)
     assert all(r.trace.tiers == {"kb": s.k, "profile": 0, "notes": 0, "qa": 0} for r in results)
-    assert always.profile.get(user) == {} and results[-1].trace.stored["turn"] is True
+    assert always.profile.get(user) == {} and results[-1].trace.stored.turn is True
 
 
 def test_always_mode_keeps_the_last_n_messages(bara, user):

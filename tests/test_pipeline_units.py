@@ -144,7 +144,7 @@ def test_profile_answers_echo_and_acknowledge():
     told = answer(PromptInputs(message="what's my role?", route="profile", profile=(("role", "network engineer"),)))
     assert told == "You told me you're a network engineer."
     said = "I'm a network engineer"
-    learned = answer(PromptInputs(message=said, route="profile_update", learned=TurnFacts.of(said).learned))
+    learned = answer(PromptInputs(message=said, route="profile_update", learned=TurnFacts.of(said, 8).learned))
     assert "you're a network engineer" in learned.lower() and learned.startswith("Noted")
     assert answer(PromptInputs(message="what's my name?", route="profile")) == P.PROFILE_EMPTY
 
@@ -160,7 +160,7 @@ def test_notes_and_privacy_answers():
 
 def test_a_stated_decision_is_acknowledged():
     said = "Let's go with TLS 1.2 for the API."
-    text = answer(PromptInputs(message=said, kb_opened=True, noted=TurnFacts.of(said).noted))
+    text = answer(PromptInputs(message=said, kb_opened=True, noted=TurnFacts.of(said, 8).noted))
     assert text.startswith(P.NOTED_HEADER) and "Decision: Let's go with TLS 1.2" in text
 
 
@@ -174,7 +174,7 @@ def test_the_offline_generator_extracts_nothing_itself():
 
 
 def test_turn_facts_are_reused_for_the_same_text_and_extracted_again_for_a_changed_one():
-    facts = TurnFacts.of("I'm a network engineer. Let's go with TLS 1.2 for the API.")
+    facts = TurnFacts.of("I'm a network engineer. Let's go with TLS 1.2 for the API.", 8)
     assert facts.learned == (("role", "network engineer"),) and [n.kind for n in facts.notes] == ["decision"]
     assert facts.profile_of(facts.text) == list(facts.profile)
     assert facts.profile_of("something else") is None  # a before_persist hook changed the text

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
-from bara.agent import Tool, ToolContext, ToolError, ToolResult, run_tool, toolbox
+from bara.agent import Tool, ToolContext, ToolError, ToolResult, ToolServices, run_tool, toolbox
 from bara.errors import InputError
 from bara.settings import Settings
 
@@ -43,7 +43,7 @@ DESC = "Search fund documents. Do NOT use for figures about the user's own portf
 
 def ctx(deadline_s: float = 10.0) -> ToolContext:
     return ToolContext("user-7", store=None, settings=Settings(), deadline=time.monotonic() + deadline_s,
-                       services={"funds": object()})
+                       services=ToolServices(domain={"funds": object()}))
 
 
 def tools(*extra: Tool) -> dict[str, Tool]:

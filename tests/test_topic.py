@@ -196,8 +196,8 @@ def test_statements_and_recaps_are_not_remembered_as_qa(assistant, user):
     results = converse(assistant, user, "What does the includeSubDomains directive do?",
                        "Let's go with a one-year max-age for the internal API.",
                        "What did we decide about max-age?")
-    assert results[0].trace.stored["qa"] is True
-    assert results[1].trace.stored["qa"] is False and results[2].trace.stored["qa"] is False
+    assert results[0].trace.stored.qa is True
+    assert results[1].trace.stored.qa is False and results[2].trace.stored.qa is False
 
 
 # --- small talk shaped like a question ------------------------------------------------------
@@ -221,7 +221,7 @@ def test_real_questions_still_search(assistant, user, message):
                                        "We still need to figure out how to rotate the signing keys."])
 def test_a_note_statement_is_stored_not_searched(assistant, user, statement):
     t = converse(assistant, user, "What does HSTS protect against?", statement)[1].trace
-    assert not t.retrieved and "kb:off_note_statement" in t.reasons and t.stored["notes"]
+    assert not t.retrieved and "kb:off_note_statement" in t.reasons and t.stored.notes
 
 
 def test_a_hypothesis_statement_still_searches(assistant, user):

@@ -40,7 +40,7 @@ def test_nothing_learned_is_lost_on_a_normal_close(rfc_kb, embedder):
     db = rfc_kb("wb-close")
     with _open(db, embedder) as bara:
         first = Assistant(bara).turn("u-close", QUESTION)
-        assert first.trace.stored["qa"] is True and len(bara.learning) > 0
+        assert first.trace.stored.qa is True and len(bara.learning) > 0
     with _open(db, embedder) as again:  # a new process would see the same file
         assert [q.question for q in again.qa.list("u-close")] == [QUESTION]
         assert again.store.count_chunks(owner="u-close", collection="episodic") == 1

@@ -5,7 +5,7 @@ offer (``agent_gate_tools``), run :func:`~bara.agent.loop.run_agent` over the
 six fund tools with a session-bound :class:`~bara.agent.tools.ToolContext`,
 persist the exchange, and return the same :class:`~bara.pipeline.TurnResult`
 and :class:`~bara.trace.TurnTrace` as the gated pipeline (``route="agent"``;
-tool calls, status and usage under ``trace.gates["agent"]``).
+tool calls, status and usage under ``trace.gates.agent``).
 
 The model is the configured LLM (``BARA_MODEL``) or, with none configured,
 the offline :class:`~bara.agent.router.RuleRouter`.
@@ -25,7 +25,8 @@ from typing import Any, Callable, Collection, Mapping, Sequence
 from bara.agent.loop import AgentRun, ToolCallRecord, run_agent
 from bara.agent.router import SEARCH, RuleRouter
 from bara.agent.router_intent import normalise, other_person
-from bara.agent.tools import Tool, ToolContext
+from bara.agent.tools import Tool, ToolContext, ToolServices
+from bara.app import Bara
 from bara.decide import GateResult, decide
 from bara.domains.funds import (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, FundsRepo, build_fund_tools, detect_refusal,
                                 fiqa_documents, scheme_fact_documents)
@@ -39,7 +40,9 @@ from bara.pipeline import TurnResult
 from bara.turn import TurnStart, empty_trace, run_turn
 from bara.understand.prototypes import prototypes_for
 from bara.prompts import EMPTY_INPUT
-from bara.trace import HitRecord, TurnRecorder, TurnTrace, gate_details
+from bara.decide.record import gate_record
+from bara.trace import (AgentRecord, HitRecord, StoredRecord, TokenUsage, ToolCallTrace, TurnRecorder,
+                        TurnTrace)
 from bara.types import SHARED, Utterance, text_hash
 from bara.understand.state import ConversationState
 
@@ -70,7 +73,7 @@ class AgentTurn:
 class AgentAssistant:
     """``bara chat --mode agent``: one instance per session; ``turn`` is safe to call repeatedly."""
 
-    def __init__(self, bara: Any, model: Model | None = None, gate_tools: bool | None = None) -> None:
+    def __init__(self, bara: Bara, model: Model | None = None, gate_tools: bool | None = None) -> None:
         self.bara, self.settings = bara, bara.settings
         self.model: Model = model or build_model(self.settings) or RuleRouter.for_store(bara.store, bara.embedder,
                                                                                         self.settings)
@@ -121,12 +124,12 @@ class AgentAssistant:
         offered, why = self.offered_tools(text, gate, (user_id, name))
         rec.reason(*(r for r in gate.reasons if r.startswith(("intent", "behavior:"))), why)
         ctx = ToolContext.start(user_id, self.bara.store, self.settings,
-                                {"funds": self.repo, "retriever": self.bara.retriever})
+                                ToolServices(retriever=self.bara.retriever, domain={"funds": self.repo}))
         with rec.stage("agent"):
             run = run_agent(self.model, self.messages(user_id, name, history, text), offered, ctx)
         answer = run.answer.strip() or NO_ANSWER.format(error=run.error or run.status)
         rec.reason(*run_reasons(run))
-        stored = self._persist(user_id, cid, text, answer, gate, run, rec) if persist else {"turn": False}
+        stored = self._persist(user_id, cid, text, answer, gate, run, rec) if persist else StoredRecord(turn=False)
         trace = self._trace(user_id, cid, number, gate, run, answer, tuple(offered), stored, rec)
         return AgentTurn(TurnResult(answer, trace, cid), run, tuple(offered))
 
@@ -160,14 +163,14 @@ class AgentAssistant:
         return out + [UserMessage(text)]
 
     def _persist(self, user_id: str, cid: str, text: str, answer: str, gate: GateResult, run: AgentRun,
-                 rec: TurnRecorder) -> dict[str, Any]:
+                 rec: TurnRecorder) -> StoredRecord:
         meta = {"route": "agent", "status": run.status, "tools": [c.name for c in run.tool_calls]}
         with rec.stage("persist"):
             seqs = self.conversations.record_turn(user_id, cid, text, answer, gate.new_state.to_dict(), meta)
-        return {"turn": True, "seqs": list(seqs)}
+        return StoredRecord(turn=True, seqs=tuple(seqs))
 
     def _trace(self, user_id: str, cid: str, number: int, gate: GateResult, run: AgentRun, answer: str,
-               offered: tuple[str, ...], stored: Mapping[str, Any], rec: TurnRecorder) -> TurnTrace:
+               offered: tuple[str, ...], stored: StoredRecord, rec: TurnRecorder) -> TurnTrace:
         searches = [c for c in run.tool_calls if c.name == SEARCH and c.ok]
         hits = tuple(h for c in searches for h in hit_records(c))
         return TurnTrace(
@@ -177,7 +180,7 @@ class AgentAssistant:
             retrieval_query=_query(searches[0]) if searches else "", rewritten=len(searches) > 1,
             tiers={"kb": len(hits), "profile": 0, "notes": 0, "qa": 0}, hits=hits, answer=answer,
             generator=getattr(self.model, "name", "model"), latency_ms=rec.latency(), reasons=rec.reasons,
-            gates={**gate_details(gate), "agent": agent_details(run, offered)}, stored=stored)
+            gates=gate_record(gate, agent=agent_details(run, offered)), stored=stored)
 
 
 def run_reasons(run: AgentRun) -> tuple[str, ...]:
@@ -189,16 +192,15 @@ def run_reasons(run: AgentRun) -> tuple[str, ...]:
     return tuple(dict.fromkeys(codes))
 
 
-def agent_details(run: AgentRun, offered: Sequence[str]) -> dict[str, Any]:
-    return {"status": run.status, "error": run.error, "model_calls": run.model_calls, "iterations": run.iterations,
-            "tools_offered": list(offered), "usage": {"input_tokens": run.usage.input_tokens,
-                                                      "output_tokens": run.usage.output_tokens},
-            "tool_calls": [_call_details(c) for c in run.tool_calls]}
+def agent_details(run: AgentRun, offered: Sequence[str]) -> AgentRecord:
+    return AgentRecord(status=run.status, error=run.error, model_calls=run.model_calls, iterations=run.iterations,
+                       tools_offered=tuple(offered), usage=TokenUsage(run.usage.input_tokens, run.usage.output_tokens),
+                       tool_calls=tuple(_call_details(c) for c in run.tool_calls))
 
 
-def _call_details(c: ToolCallRecord) -> dict[str, Any]:
-    return {"name": c.name, "args": c.args, "ok": c.ok, "error": c.result.get("error"),
-            "latency_ms": round(c.latency_ms, 3), "iteration": c.iteration}
+def _call_details(c: ToolCallRecord) -> ToolCallTrace:
+    return ToolCallTrace(name=c.name, args=c.args, ok=c.ok, error=c.result.get("error"),
+                         latency_ms=round(c.latency_ms, 3), iteration=c.iteration)
 
 
 def hit_records(call: ToolCallRecord) -> tuple[HitRecord, ...]:
@@ -235,7 +237,7 @@ def fund_documents(store: Any, data_dir: str | Path, codes: Collection[str] | No
     return fiqa + facts
 
 
-def index_fund_documents(bara: Any, data_dir: str | Path | None = None, codes: Collection[str] | None = None,
+def index_fund_documents(bara: Bara, data_dir: str | Path | None = None, codes: Collection[str] | None = None,
                          fiqa_ids: Collection[str] | None = None,
                          progress: Callable[[str, int], None] | None = None) -> IndexReport:
     """Write the ``funds_docs`` collection (shared owner) from ``data_dir`` (default: settings.data_dir).

@@ -23,14 +23,20 @@ import contextvars
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import pydantic
 
 from bara.errors import InputError
 from bara.llm.http import json_depth
 from bara.messages import ToolSpec
+from bara.memory.notes import NotesMemory
+from bara.memory.profile import ProfileMemory
+from bara.memory.qa import QAMemory
+from bara.retrieval.protocol import Embedder
 from bara.settings import Settings
+from bara.store import Store
+from bara.types import RetrievalOutcome
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the intersection of OpenAI's and Anthropic's rules
 
@@ -39,21 +45,40 @@ class ToolError(Exception):
     """Raised by a tool for an expected failure; its message is shown to the model as is."""
 
 
+class DocumentSearch(Protocol):
+    """What ``search_documents``-style tools need of a retriever (:class:`bara.retrieval.hybrid.HybridRetriever`)."""
+
+    def search(self, query: str, *, k: int | None = None,
+               collections: Sequence[str] = ("kb",)) -> RetrievalOutcome: ...
+
+
+@dataclass(frozen=True)
+class ToolServices:
+    """What tools may use besides the store; None = this session has none (the tool says so)."""
+
+    retriever: DocumentSearch | None = None
+    embedder: Embedder | None = None
+    profile: ProfileMemory | None = None  # the memory tiers of the program's Bara (MCP's recall/remember)
+    notes: NotesMemory | None = None
+    qa: QAMemory | None = None
+    domain: Mapping[str, Any] = field(default_factory=dict)  # a plug-in's own objects, e.g. "funds": FundsRepo
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a tool may rely on besides its arguments; built by the session, not the model."""
 
     user_id: str
-    store: Any
+    store: Store
     settings: Settings
     deadline: float  # time.monotonic() deadline for the whole run
-    services: Mapping[str, Any] = field(default_factory=dict)
+    services: ToolServices = field(default_factory=ToolServices)
 
     @classmethod
-    def start(cls, user_id: str, store: Any, settings: Settings,
-              services: Mapping[str, Any] | None = None) -> "ToolContext":
+    def start(cls, user_id: str, store: Store, settings: Settings,
+              services: ToolServices | None = None) -> "ToolContext":
         """A context whose deadline is ``settings.agent_deadline_s`` from now."""
-        return cls(user_id, store, settings, time.monotonic() + settings.agent_deadline_s, dict(services or {}))
+        return cls(user_id, store, settings, time.monotonic() + settings.agent_deadline_s, services or ToolServices())
 
     def remaining_s(self) -> float:
         return self.deadline - time.monotonic()

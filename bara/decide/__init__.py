@@ -55,7 +55,7 @@ def decide(message: str, history: Sequence[Utterance], state: ConversationState 
         features = compute_features(message, history, profile, message_vector, history_vectors,
                                     settings=settings)
     else:  # computed by the caller without vectors: only the topic similarity depends on them
-        features = replace(features, topic_similarity=topic_similarity(message_vector, history_vectors))
+        features = replace(features, topic_similarity=topic_similarity(message_vector, history_vectors, settings))
     intent = classify_intent(message, features, prototypes, message_vector, settings=settings)
     new_state = update_state(state, message, intent, features, settings)
     behavior = decide_behavior(intent, features, new_state, settings)

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from bara.settings import Settings
+from bara.types import BEHAVIOR_MODES, BehaviorMode
 from bara.understand.features import ContextFeatures
 from bara.understand.intent import IntentResult
 from bara.understand.state import ConversationState
 
-MODES = ("standard", "greeting", "repetition_aware", "testing_aware", "meta_aware",
-         "frustration_recovery", "rapid_fire", "exploratory")
+MODES = BEHAVIOR_MODES
 _SOCIAL_KINDS = ("greeting", "thanks", "goodbye", "acknowledgement")
 
 
@@ -25,7 +25,7 @@ _SOCIAL_KINDS = ("greeting", "thanks", "goodbye", "acknowledgement")
 class BehaviorDecision:
     """How to behave this turn; the policy turns it into concrete retrieval numbers."""
 
-    mode: str = "standard"
+    mode: BehaviorMode = "standard"
     skip_retrieval: bool = False
     reduce_retrieval: bool = False
     boost_retrieval: bool = False
@@ -43,7 +43,7 @@ class _ModeSpec:
     tone: str
 
 
-_SPECS = {
+_SPECS: dict[BehaviorMode, _ModeSpec] = {
     "standard": _ModeSpec("none", "normal", "neutral"),
     "greeting": _ModeSpec("skip", "short", "warm"),
     "testing_aware": _ModeSpec("skip", "short", "light"),
@@ -97,7 +97,7 @@ def _exploratory(intent, f, s: ConversationState, cfg: Settings) -> str | None:
 
 
 #: First match wins: social turns first (cheapest to get right), then recovery, then rhythm.
-_CHECKS: tuple[tuple[str, _Check], ...] = (
+_CHECKS: tuple[tuple[BehaviorMode, _Check], ...] = (
     ("greeting", _social), ("testing_aware", _testing), ("meta_aware", _meta),
     ("frustration_recovery", _frustration), ("repetition_aware", _repetition),
     ("rapid_fire", _rapid_fire), ("exploratory", _exploratory),
@@ -105,7 +105,7 @@ _CHECKS: tuple[tuple[str, _Check], ...] = (
 
 
 def select_mode(intent: IntentResult, features: ContextFeatures, state: ConversationState,
-                settings: Settings) -> tuple[str, str]:
+                settings: Settings) -> tuple[BehaviorMode, str]:
     """(mode, reason) of the first check that fires; ("standard", "standard") otherwise."""
     for mode, check in _CHECKS:
         reason = check(intent, features, state, settings)

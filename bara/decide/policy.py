@@ -15,10 +15,10 @@ from typing import Mapping
 
 from bara.decide.behavior import BehaviorDecision
 from bara.settings import Settings
+from bara.types import ROUTES, FloorName, Route, Tier
 from bara.understand.features import ContextFeatures
 from bara.understand.intent import IntentResult
 
-ROUTES = ("llm_only", "rag", "conversation", "adaptive", "profile", "profile_update", "privacy", "notes")
 _SOCIAL_MODES = frozenset({"greeting", "testing_aware"})
 NAME_KEYS = ("name", "preferred_name", "display_name")
 
@@ -27,7 +27,7 @@ NAME_KEYS = ("name", "preferred_name", "display_name")
 class PolicyDecision:
     """What the pipeline should fetch and inject; defaults mean "LLM only, nothing extra"."""
 
-    route: str = "llm_only"
+    route: Route = "llm_only"
     inject_kb: bool = False
     kb_k: int = 0
     kb_floor: float = 0.0
@@ -51,12 +51,17 @@ class PolicyDecision:
         """True when any store lookup will run this turn."""
         return self.inject_kb or self.inject_qa or self.inject_notes or self.inject_episodic
 
+    def injects(self, tier: Tier) -> bool:
+        """Whether the policy opened ``tier`` this turn."""
+        return {"kb": self.inject_kb, "profile": self.inject_profile, "notes": self.inject_notes,
+                "qa": self.inject_qa, "episodic": self.inject_episodic}[tier]
+
 
 def _with(d: PolicyDecision, reason: str, **changes) -> PolicyDecision:
     return replace(d, reasons=d.reasons + (reason,), **changes)
 
 
-def _kb(d: PolicyDecision, route: str, floor: float, floor_name: str, settings: Settings,
+def _kb(d: PolicyDecision, route: Route, floor: float, floor_name: FloorName, settings: Settings,
         qa: bool) -> PolicyDecision:
     d = _with(d, f"route:{route}", route=route)
     d = _with(d, f"kb:floor_{floor_name}", inject_kb=True, kb_k=settings.k, kb_floor=floor)

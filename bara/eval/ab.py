@@ -43,7 +43,7 @@ from bara.eval.beir import BeirDoc, read_corpus
 from bara.eval.conversation_replay import (REFERENCE_MODES, ReferenceReplies, build_assistant, forget_user,
                                            retrieval_calls, run_conversation)
 from bara.eval.gate import GateReplay, Task, file_sha256, gate_prototypes, read_tasks
-from bara.eval.ab_rows import ROWS_FILE, ResultLog  # noqa: F401 - ROWS_FILE is part of this API
+from bara.eval.ab_rows import ROWS_FILE, ResultLog, ScoreRow  # noqa: F401 - ROWS_FILE is part of this API
 from bara.eval.mixing import MixConfig, MixedConversation, mix_conversations, mix_manifest
 from bara.eval.prereg import Prereg, load_prereg, summarize
 from bara.eval.retrieval import INDEX_VERSION, build_index, index_path
@@ -132,18 +132,19 @@ def replay(convs: Conversations, store: Any, user: str, cid: str, task: Task, ga
 
 
 # ------------------------------------------------------------------------- rows
-def score_row(task: Task, mode: str, shash: str, trace: TurnTrace | None, answer: str, error: str = "") -> dict:
+def score_row(task: Task, mode: str, shash: str, trace: TurnTrace | None, answer: str,
+              error: str = "") -> ScoreRow:
     body = answer_body(answer)
-    return {"task_id": task.id, "mode": mode, "settings_hash": shash, "task_sha": task.sha,
-            "answerability": task.answerability, "multi_turn": task.multi_turn,
-            "question_types": list(task.question_types), "collection": task.collection,
-            "retrieved": bool(trace and trace.retrieved), "retrieval_calls": retrieval_calls(trace) if trace else 0,
-            "context_tokens": trace.context_tokens if trace else 0,
-            "hits": [h.source for h in trace.hits] if trace else [], "relevant": list(task.relevant),
-            "question": task.question, "answer": answer, "kind": answer_kind(answer),
-            "answer_f1": round(token_f1(body, task.reference), 4), "rouge_l": round(rouge_l(body, task.reference), 4),
-            "latency_ms": dict(trace.latency_ms) if trace else {}, "route": trace.route if trace else "",
-            "intent": trace.intent if trace else "", "error": error}
+    return ScoreRow(
+        task_id=task.id, mode=mode, settings_hash=shash, task_sha=task.sha, answerability=task.answerability,
+        multi_turn=task.multi_turn, question_types=tuple(task.question_types), collection=task.collection,
+        retrieved=bool(trace and trace.retrieved), retrieval_calls=retrieval_calls(trace) if trace else 0,
+        context_tokens=trace.context_tokens if trace else 0,
+        hits=tuple(h.source for h in trace.hits) if trace else (), relevant=tuple(task.relevant),
+        question=task.question, answer=answer, kind=answer_kind(answer),
+        answer_f1=round(token_f1(body, task.reference), 4), rouge_l=round(rouge_l(body, task.reference), 4),
+        latency_ms=dict(trace.latency_ms) if trace else {}, route=trace.route if trace else "",
+        intent=trace.intent if trace else "", error=error)
 
 
 # ------------------------------------------------------------------------ run
@@ -165,7 +166,7 @@ def _user(task: Task, mode: str) -> tuple[str, str]:
     return user, f"{user}-c"
 
 
-def run_task(bara: Bara, assistant: Assistant, task: Task, mode: str, shash: str, gate: GateReplay) -> dict:
+def run_task(bara: Bara, assistant: Assistant, task: Task, mode: str, shash: str, gate: GateReplay) -> ScoreRow:
     """Replay the conversation, run its final user turn in ``mode``, and score it."""
     user, cid = _user(task, mode)
     try:
@@ -179,7 +180,7 @@ def run_task(bara: Bara, assistant: Assistant, task: Task, mode: str, shash: str
 
 
 def run_all_turns(assistant: Assistant, replies: ReferenceReplies, task: Task, conv: MixedConversation, mode: str,
-                  shash: str) -> dict:
+                  shash: str) -> ScoreRow:
     """Run every user turn of the (mixed) conversation in ``mode``; score the last, keep every turn's cost."""
     user, cid = _user(task, mode)
     try:
@@ -189,8 +190,7 @@ def run_all_turns(assistant: Assistant, replies: ReferenceReplies, task: Task, c
         costs, row = [], score_row(task, mode, shash, None, "", error=f"turn failed: {type(exc).__name__}")
     finally:
         forget_user(assistant, user)
-    return {**row, "task_sha": content_sha(task, conv), "turns": [c.to_dict() for c in costs],
-            "after_inserted": conv.after_inserted}
+    return replace(row, task_sha=content_sha(task, conv), turns=tuple(costs), after_inserted=conv.after_inserted)
 
 
 def content_sha(task: Task, conv: MixedConversation | None) -> str:

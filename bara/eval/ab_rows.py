@@ -10,12 +10,61 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from bara.eval.conversation_replay import TurnCost
 from bara.eval.gate import Task
 
 ROWS_FILE = "ab_rows.jsonl"
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    """One scored (task, mode): what the turn did and how its answer scored (a line of ``ab_rows.jsonl``)."""
+
+    task_id: str
+    mode: str
+    settings_hash: str
+    task_sha: str  # the content key: the task line, plus the exact turn sequence for whole conversations
+    answerability: str
+    multi_turn: str
+    question_types: tuple[str, ...]
+    collection: str
+    retrieved: bool
+    retrieval_calls: int
+    context_tokens: int
+    hits: tuple[str, ...]
+    relevant: tuple[str, ...]
+    question: str
+    answer: str
+    kind: str
+    answer_f1: float
+    rouge_l: float
+    latency_ms: Mapping[str, float]
+    route: str
+    intent: str
+    error: str
+    turns: tuple[TurnCost, ...] | None = None  # whole conversations only: every user turn's cost
+    after_inserted: bool | None = None  # whole conversations only
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row's JSON object (whole-conversation keys only when set)."""
+        out: dict[str, Any] = {
+            "task_id": self.task_id, "mode": self.mode, "settings_hash": self.settings_hash,
+            "task_sha": self.task_sha, "answerability": self.answerability, "multi_turn": self.multi_turn,
+            "question_types": list(self.question_types), "collection": self.collection,
+            "retrieved": self.retrieved, "retrieval_calls": self.retrieval_calls,
+            "context_tokens": self.context_tokens, "hits": list(self.hits), "relevant": list(self.relevant),
+            "question": self.question, "answer": self.answer, "kind": self.kind, "answer_f1": self.answer_f1,
+            "rouge_l": self.rouge_l, "latency_ms": dict(self.latency_ms), "route": self.route,
+            "intent": self.intent, "error": self.error}
+        if self.turns is not None:
+            out["turns"] = [c.to_dict() for c in self.turns]
+        if self.after_inserted is not None:
+            out["after_inserted"] = self.after_inserted
+        return out
 
 
 class ResultLog:
@@ -48,7 +97,8 @@ class ResultLog:
         row = self.rows.get((task.id, mode))
         return row is not None and row.get("task_sha") == (sha or task.sha)
 
-    def add(self, row: dict) -> None:
+    def add(self, scored: ScoreRow) -> None:
+        row = scored.as_dict()
         self.rows[(row["task_id"], row["mode"])] = row
         if self.path is None:
             return

@@ -30,11 +30,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from bara.app import Bara
+from bara.decide.policy import PolicyDecision
 from bara.errors import BaraError
 from bara.eval.ab import Prepared, _user, cached_index, code_fingerprint, replay, working_copy
 from bara.eval.conversation_replay import forget_user
 from bara.eval.gate import JUDGED, GateReplay, Task, file_sha256, gate_prototypes
 from bara.eval.prereg import retrieval_scores
+from bara.hooks import HookContext
 from bara.pipeline import Assistant
 from bara.settings import Settings
 
@@ -56,7 +58,7 @@ def half_of(task: Task) -> str:
     return "tune" if int(hashlib.sha256(conv.encode()).hexdigest(), 16) % 2 == 0 else "report"
 
 
-def _floor_zero(policy: Any, ctx: Any) -> Any:
+def _floor_zero(policy: PolicyDecision, ctx: HookContext) -> PolicyDecision | None:
     return replace(policy, kb_floor=0.0) if policy.inject_kb else None
 
 

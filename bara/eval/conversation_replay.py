@@ -19,17 +19,18 @@ window is loaded; the stored and shown message stays the user's own.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, get_args
 
 from bara.app import Bara
 from bara.eval.mixing import MixedConversation
 from bara.hooks import HookContext, PersistPlan
-from bara.pipeline import Assistant, TurnInput, TurnResult
+from bara.pipeline import Assistant, TurnInput, TurnResult, pipeline_mode
 from bara.trace import TurnTrace
 from bara.turn import TurnStart
+from bara.types import ReferenceMode
 from bara.understand.sanitize import sanitize
 
-REFERENCE_MODES = ("last2",)
+REFERENCE_MODES: tuple[ReferenceMode, ...] = get_args(ReferenceMode)
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,9 @@ class TurnCost:
 
 def kb_searched(trace: TurnTrace) -> bool:
     """Whether the turn ran a knowledge-base search (the timed ``retrieve_kb`` stage, or an agent search)."""
-    agent = trace.gates.get("agent") if isinstance(trace.gates, dict) else None
-    if isinstance(agent, dict):
-        return any(c.get("name") == "search_documents" for c in agent.get("tool_calls", []))
+    agent = trace.gates.agent
+    if agent is not None:
+        return any(c.name == "search_documents" for c in agent.tool_calls)
     return trace.latency_ms.get("retrieve_kb", 0.0) > 0
 
 
@@ -84,7 +85,7 @@ def last2_query(earlier_user_messages: list[str], message: str) -> str:
 
 def build_assistant(bara: Bara, mode: str) -> Assistant:
     """The assistant of a pipeline mode, or of a reference mode (``last2``)."""
-    return Last2Assistant(bara) if mode == "last2" else Assistant(bara, model=None, mode=mode)
+    return Last2Assistant(bara) if mode == "last2" else Assistant(bara, model=None, mode=pipeline_mode(mode))
 
 
 def run_conversation(assistant: Assistant, replies: ReferenceReplies, conv: MixedConversation, user: str,
@@ -123,8 +124,8 @@ def forget_user(assistant: Assistant, user: str) -> None:
 
 def retrieval_calls(trace: TurnTrace) -> int:
     """Store searches the turn really ran: agent search calls, else the timed retrieve_* stages."""
-    agent = trace.gates.get("agent") if isinstance(trace.gates, dict) else None
-    if isinstance(agent, dict):
-        return sum(c.get("name") == "search_documents" for c in agent.get("tool_calls", []))
+    agent = trace.gates.agent
+    if agent is not None:
+        return sum(c.name == "search_documents" for c in agent.tool_calls)
     ran = sum(1 for stage in ("retrieve_kb", "retrieve_notes", "retrieve_qa") if trace.latency_ms.get(stage, 0) > 0)
     return ran or int(trace.retrieved)

@@ -160,7 +160,7 @@ class GateReplay:
         query = sanitize(text, self.settings.max_query_chars).query or text
         keep = self.settings.pipeline_history_messages
         history = tuple(window[-keep:]) if keep else ()
-        ruled = apply_rules(compute_features(query, history, {}, settings=self.settings))
+        ruled = apply_rules(compute_features(query, history, {}, settings=self.settings), self.settings)
         may_search = ruled is None or ruled.intent in ("knowledge_base", "continuation", "general")
         use_vector = may_search and self.prototypes is not None and self.embedder is not None
         vector = self.embedder.embed([query])[0] if use_vector else None
@@ -238,8 +238,79 @@ def labelled(row: Mapping[str, Any], line: str, domains: Mapping[str, str], prob
     return None
 
 
+# ---------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class NecessityMetrics:
+    """Accuracy of "retrieve?" with skip the positive class; None when a denominator is 0."""
+
+    accuracy: float | None
+    skip_precision: float | None
+    skip_recall: float | None
+    retrieve_recall: float | None
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {"accuracy": self.accuracy, "skip_precision": self.skip_precision, "skip_recall": self.skip_recall,
+                "retrieve_recall": self.retrieve_recall}
+
+
+@dataclass(frozen=True)
+class Confusion:
+    """Counts with skip the positive class (tp: skipped and not needed)."""
+
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn}
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """One CLINC domain / MTRAG answerability group."""
+
+    n: int
+    needs_retrieval: bool | None  # None: the group mixes labels
+    accuracy: float | None
+    retrieve_rate: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "needs_retrieval": self.needs_retrieval, "accuracy": self.accuracy,
+                "retrieve_rate": self.retrieve_rate}
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """What `bara eval gate` reports; ``as_dict`` is its JSON."""
+
+    n: int
+    full: NecessityMetrics
+    confusion: Confusion
+    latency_ms: Mapping[str, float | None]
+    rules_only: NecessityMetrics
+    rules_latency_ms: Mapping[str, float | None]
+    gate: str
+    embedder: str | None
+    needs_retrieval: int
+    no_retrieval: int
+    by_group: Mapping[str, GroupStats]
+    problems: Mapping[str, int]
+    data_path: str
+    data_sha256: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"n": self.n, **self.full.as_dict(), "confusion": self.confusion.as_dict(),
+                "latency_ms": dict(self.latency_ms),
+                "rules_only": {**self.rules_only.as_dict(), "latency_ms": dict(self.rules_latency_ms)},
+                "gate": self.gate, "embedder": self.embedder,
+                "labels": {"needs_retrieval": self.needs_retrieval, "no_retrieval": self.no_retrieval},
+                "by_group": {k: g.as_dict() for k, g in self.by_group.items()}, "problems": dict(self.problems),
+                "data": {"path": self.data_path, "sha256": self.data_sha256}}
+
+
 # ---------------------------------------------------------------------- evaluation
-def necessity_metrics(labels: Sequence[bool], retrieves: Sequence[bool]) -> dict[str, float | None]:
+def necessity_metrics(labels: Sequence[bool], retrieves: Sequence[bool]) -> NecessityMetrics:
     """Accuracy of "retrieve?" plus skip precision/recall and retrieve recall.
 
     With skip the positive class: ``skip_precision = |skipped and not needed| / |skipped|``,
@@ -251,17 +322,18 @@ def necessity_metrics(labels: Sequence[bool], retrieves: Sequence[bool]) -> dict
     needed = [got for need, got in pairs if need]
     not_needed = sum(not need for need, _ in pairs)
     good_skips = sum(not need for need in skipped)
-    return {"accuracy": _ratio(sum(need == got for need, got in pairs), len(pairs)),
-            "skip_precision": _ratio(good_skips, len(skipped)), "skip_recall": _ratio(good_skips, not_needed),
-            "retrieve_recall": _ratio(sum(needed), len(needed))}
+    return NecessityMetrics(accuracy=_ratio(sum(need == got for need, got in pairs), len(pairs)),
+                            skip_precision=_ratio(good_skips, len(skipped)),
+                            skip_recall=_ratio(good_skips, not_needed),
+                            retrieve_recall=_ratio(sum(needed), len(needed)))
 
 
-def confusion(labels: Sequence[bool], retrieves: Sequence[bool]) -> dict[str, int]:
+def confusion(labels: Sequence[bool], retrieves: Sequence[bool]) -> Confusion:
     """Counts with skip the positive class: tp skipped & not needed, fp skipped & needed,
     fn retrieved & not needed, tn retrieved & needed."""
     pairs = list(zip(labels, retrieves))
-    return {"tp": sum(not n and not g for n, g in pairs), "fp": sum(n and not g for n, g in pairs),
-            "fn": sum(not n and g for n, g in pairs), "tn": sum(n and g for n, g in pairs)}
+    return Confusion(tp=sum(not n and not g for n, g in pairs), fp=sum(n and not g for n, g in pairs),
+                     fn=sum(not n and g for n, g in pairs), tn=sum(n and g for n, g in pairs))
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -279,7 +351,7 @@ def gate_calls(items: Sequence[Labelled], replayer: GateReplay) -> tuple[list[bo
     return decisions, times
 
 
-def by_group(items: Sequence[Labelled], retrieves: Sequence[bool]) -> dict[str, dict[str, Any]]:
+def by_group(items: Sequence[Labelled], retrieves: Sequence[bool]) -> dict[str, GroupStats]:
     """Per CLINC domain / MTRAG answerability: size, label, accuracy and how often the gate retrieved."""
     groups: dict[str, list[tuple[bool, bool]]] = {}
     for item, got in zip(items, retrieves):
@@ -287,14 +359,14 @@ def by_group(items: Sequence[Labelled], retrieves: Sequence[bool]) -> dict[str, 
     return {name: _group_stats(pairs) for name, pairs in sorted(groups.items())}
 
 
-def _group_stats(pairs: Sequence[tuple[bool, bool]]) -> dict[str, Any]:
+def _group_stats(pairs: Sequence[tuple[bool, bool]]) -> GroupStats:
     labels = {need for need, _ in pairs}
-    return {"n": len(pairs), "needs_retrieval": labels.pop() if len(labels) == 1 else None,
-            "accuracy": _ratio(sum(need == got for need, got in pairs), len(pairs)),
-            "retrieve_rate": _ratio(sum(got for _, got in pairs), len(pairs))}
+    return GroupStats(n=len(pairs), needs_retrieval=labels.pop() if len(labels) == 1 else None,
+                      accuracy=_ratio(sum(need == got for need, got in pairs), len(pairs)),
+                      retrieve_rate=_ratio(sum(got for _, got in pairs), len(pairs)))
 
 
-def evaluate_gate(path: Path, domains: Path | None, settings: Settings, embedder: Any) -> dict[str, Any]:
+def evaluate_gate(path: Path, domains: Path | None, settings: Settings, embedder: Any) -> GateReport:
     """The JSON report of `bara eval gate`: full gate and rules-only figures on one labelled file."""
     if not path.is_file():
         raise InputError(f"{path} does not exist: pass the labelled data file's path")
@@ -304,11 +376,11 @@ def evaluate_gate(path: Path, domains: Path | None, settings: Settings, embedder
     prototypes = gate_prototypes(embedder)
     full, full_ms = gate_calls(items, GateReplay(settings, prototypes, embedder))
     rules, rules_ms = gate_calls(items, GateReplay(settings))
-    return {"n": len(items), **necessity_metrics(labels, full), "confusion": confusion(labels, full),
-            "latency_ms": percentiles(full_ms),
-            "rules_only": {**necessity_metrics(labels, rules), "latency_ms": percentiles(rules_ms)},
-            "gate": "rules + prototypes" if prototypes is not None else "rules only (prototypes unavailable)",
-            "embedder": getattr(embedder, "model_id", None),
-            "labels": {"needs_retrieval": sum(labels), "no_retrieval": len(labels) - sum(labels)},
-            "by_group": by_group(items, full), "problems": dict(problems),
-            "data": {"path": str(path), "sha256": file_sha256(path)}}
+    return GateReport(
+        n=len(items), full=necessity_metrics(labels, full), confusion=confusion(labels, full),
+        latency_ms=percentiles(full_ms), rules_only=necessity_metrics(labels, rules),
+        rules_latency_ms=percentiles(rules_ms),
+        gate="rules + prototypes" if prototypes is not None else "rules only (prototypes unavailable)",
+        embedder=getattr(embedder, "model_id", None), needs_retrieval=sum(labels),
+        no_retrieval=len(labels) - sum(labels), by_group=by_group(items, full), problems=dict(problems),
+        data_path=str(path), data_sha256=file_sha256(path))

@@ -12,7 +12,7 @@ import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import ir_measures
 import numpy as np
@@ -117,9 +117,47 @@ def embed_queries(embedder: Embedder, queries: dict[str, str]) -> tuple[dict[str
     return vectors, times
 
 
+@dataclass(frozen=True)
+class ArmReport:
+    """One arm's figures (the ``MEASURES`` names), end-to-end latency and per-stage latency."""
+
+    scores: Mapping[str, float]
+    latency_ms: Mapping[str, float | None]
+    stages_ms: Mapping[str, Mapping[str, float | None]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.scores, "latency_ms": dict(self.latency_ms),
+                "stages_ms": {s: dict(v) for s, v in self.stages_ms.items()}}
+
+
+@dataclass(frozen=True)
+class SkippedArm:
+    """An arm that could not run (e.g. the reranker's model is not installed), and why."""
+
+    skipped: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"skipped": self.skipped}
+
+
+@dataclass(frozen=True)
+class RetrievalReport:
+    """What `bara eval retrieval` reports; ``as_dict`` is its JSON."""
+
+    dataset: str
+    n_queries: int
+    n_docs: int
+    problems: Mapping[str, int]
+    arms: Mapping[str, ArmReport | SkippedArm]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"dataset": self.dataset, "n_queries": self.n_queries, "n_docs": self.n_docs,
+                "problems": dict(self.problems), "arms": {k: a.as_dict() for k, a in self.arms.items()}}
+
+
 def evaluate_retrieval(corpus: Path, queries: Path, qrels: Path, arms: Sequence[str], settings: Settings,
                        embedder: Embedder, reranker: Reranker | None = None,
-                       progress: Callable[[str, int, int], None] | None = None) -> dict:
+                       progress: Callable[[str, int, int], None] | None = None) -> RetrievalReport:
     """The JSON report of `bara eval retrieval`."""
     data = load_beir(corpus, queries, qrels)
     judged = {q: t for q, t in data.queries.items() if q in data.qrels}
@@ -138,30 +176,29 @@ def _prepare(path: Path) -> Path:
 
 
 def _report(corpus: Path, data: BeirData, judged: dict, store: SQLiteStore, arms: Sequence[str],
-            settings: Settings, embedder: Embedder, reranker: Reranker | None) -> dict:
+            settings: Settings, embedder: Embedder, reranker: Reranker | None) -> RetrievalReport:
     raw = getattr(embedder, "inner", embedder)  # time real query encoding, not cache look-ups
     vectors, embed_ms = embed_queries(raw, judged)
-    report = {"dataset": corpus.name.split(".")[0], "n_queries": len(judged), "n_docs": len(data.corpus),
-              "problems": dict(data.problems), "arms": {}}
-    for name in arms:
-        report["arms"][name] = _arm_report(name, store, judged, vectors, embed_ms, data.qrels,
-                                           settings, embedder, reranker)
-    return report
+    by_arm = {name: _arm_report(name, store, judged, vectors, embed_ms, data.qrels, settings, embedder, reranker)
+              for name in arms}
+    return RetrievalReport(corpus.name.split(".")[0], len(judged), len(data.corpus), dict(data.problems), by_arm)
 
 
 def _arm_report(name: str, store: SQLiteStore, judged: dict, vectors: dict, embed_ms: list[float],
-                qrels: dict, settings: Settings, embedder: Embedder, reranker: Reranker | None) -> dict:
+                qrels: dict, settings: Settings, embedder: Embedder,
+                reranker: Reranker | None) -> ArmReport | SkippedArm:
     spec = ARMS[name]
     if spec.rerank:
         reranker = reranker or CrossEncoderReranker(settings.rerank_model, settings.rerank_budget_ms,
-                                                    settings.rerank_ms_per_pair_estimate)
+                                                    settings.rerank_ms_per_pair_estimate,
+                                                    ema_alpha=settings.rerank_latency_ema_alpha)
         why = reranker.unavailable() if isinstance(reranker, CrossEncoderReranker) else None
         if why:
-            return {"skipped": why}
+            return SkippedArm(why)
     retriever = HybridRetriever(store, embedder, settings, reranker)
     run, stages = run_arm(retriever, spec, judged, vectors, depth=100)
     if spec.arms is not Arms.LEXICAL:
         stages["embed"] = embed_ms
     stages["total"] = [a + b for a, b in zip(stages["search"], embed_ms)] if "embed" in stages else stages["search"]
-    return {**score(qrels, run), "latency_ms": percentiles(stages["total"]),
-            "stages_ms": {s: percentiles(v) for s, v in sorted(stages.items())}}
+    return ArmReport(score(qrels, run), percentiles(stages["total"]),
+                     {s: percentiles(v) for s, v in sorted(stages.items())})

@@ -212,25 +212,88 @@ def _share(outcomes: Sequence[Outcome]) -> float | None:
     return round(sum(o.correct for o in outcomes) / len(outcomes), 4) if outcomes else None
 
 
-def score(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CategoryFigures:
+    n: int
+    accuracy: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "accuracy": self.accuracy}
+
+
+@dataclass(frozen=True)
+class ToolFigures:
+    """Tool-selection figures over a set of cases (errors excluded from every rate)."""
+
+    n: int
+    selection_accuracy: float | None
+    irrelevance_abstention: float | None
+    n_selection: int
+    n_irrelevance: int
+    by_category: Mapping[str, CategoryFigures]
+    latency_ms: Mapping[str, float | None]
+    model_errors: Mapping[str, int]
+
+    def as_dict(self, timings: bool = True) -> dict[str, Any]:
+        """The JSON object; a split's (``timings=False``) leaves out latency and model errors."""
+        out: dict[str, Any] = {
+            "n": self.n, "selection_accuracy": self.selection_accuracy,
+            "irrelevance_abstention": self.irrelevance_abstention, "n_selection": self.n_selection,
+            "n_irrelevance": self.n_irrelevance, "by_category": {c: f.as_dict() for c, f in self.by_category.items()}}
+        if timings:
+            out.update({"latency_ms": dict(self.latency_ms), "model_errors": dict(self.model_errors)})
+        return out
+
+
+@dataclass(frozen=True)
+class ToolScore:
+    """Overall figures and per split (dev / test halves, see :func:`split_of`)."""
+
+    overall: ToolFigures
+    splits: Mapping[str, ToolFigures]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.overall.as_dict(), "splits": {s: f.as_dict(timings=False) for s, f in self.splits.items()}}
+
+
+@dataclass(frozen=True)
+class DataFile:
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ToolsReport:
+    """What `bara eval tools` reports; ``as_dict`` is its JSON."""
+
+    score: ToolScore
+    model: str
+    problems: Mapping[str, int]
+    data: tuple[DataFile, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.score.as_dict(), "model": self.model, "problems": dict(self.problems),
+                "data": [{"path": d.path, "sha256": d.sha256} for d in self.data]}
+
+
+def score(outcomes: Sequence[Outcome]) -> ToolScore:
     """Overall figures, per category, and per split (dev / test halves, see :func:`split_of`)."""
-    report = _figures(outcomes)
-    report["splits"] = {s: {k: v for k, v in _figures([o for o in outcomes if o.case.split == s]).items()
-                            if k not in ("latency_ms", "model_errors")} for s in ("dev", "test")}
-    return report
+    return ToolScore(_figures(outcomes),
+                     {s: _figures([o for o in outcomes if o.case.split == s]) for s in ("dev", "test")})
 
 
-def _figures(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+def _figures(outcomes: Sequence[Outcome]) -> ToolFigures:
     ok = [o for o in outcomes if not o.error]
     selection = [o for o in ok if o.case.expected is not None]
     irrelevance = [o for o in ok if o.case.expected is None]
     categories = sorted({o.case.category for o in ok})
-    return {"n": len(ok), "selection_accuracy": _share(selection), "irrelevance_abstention": _share(irrelevance),
-            "n_selection": len(selection), "n_irrelevance": len(irrelevance),
-            "by_category": {c: {"n": sum(o.case.category == c for o in ok),
-                                "accuracy": _share([o for o in ok if o.case.category == c])} for c in categories},
-            "latency_ms": percentiles([o.ms for o in ok]),
-            "model_errors": dict(Counter(o.error for o in outcomes if o.error))}
+    return ToolFigures(
+        n=len(ok), selection_accuracy=_share(selection), irrelevance_abstention=_share(irrelevance),
+        n_selection=len(selection), n_irrelevance=len(irrelevance),
+        by_category={c: CategoryFigures(sum(o.case.category == c for o in ok),
+                                        _share([o for o in ok if o.case.category == c])) for c in categories},
+        latency_ms=percentiles([o.ms for o in ok]),
+        model_errors=dict(Counter(o.error for o in outcomes if o.error)))
 
 
 def default_answers(path: Path) -> Path | None:
@@ -238,7 +301,7 @@ def default_answers(path: Path) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def evaluate_tools(bfcl: Sequence[Path], answers: Sequence[Path], selector: Any) -> dict[str, Any]:
+def evaluate_tools(bfcl: Sequence[Path], answers: Sequence[Path], selector: Any) -> ToolsReport:
     """The JSON report of `bara eval tools`."""
     problems: Counter = Counter()
     missing = [p for p in (*bfcl, *answers) if not p.is_file()]
@@ -247,6 +310,5 @@ def evaluate_tools(bfcl: Sequence[Path], answers: Sequence[Path], selector: Any)
     answer_files = list(answers) or [a for a in map(default_answers, bfcl) if a is not None]
     truth = read_answers(answer_files, problems)
     cases = [c for path in bfcl for c in read_cases(path, truth, problems)]
-    report = score([run_case(selector, c) for c in cases])
-    return {**report, "model": selector.name, "problems": dict(problems),
-            "data": [{"path": str(p), "sha256": file_sha256(p)} for p in (*bfcl, *answer_files)]}
+    return ToolsReport(score([run_case(selector, c) for c in cases]), selector.name, dict(problems),
+                       tuple(DataFile(str(p), file_sha256(p)) for p in (*bfcl, *answer_files)))

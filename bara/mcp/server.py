@@ -27,7 +27,8 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from bara.agent.tools import Tool, ToolContext, run_tool
+from bara.agent.tools import Tool, ToolContext, ToolServices, run_tool
+from bara.app import Bara
 from bara.prompts.mcp import INSTRUCTIONS, NO_USER, SERVER_NAME, UNKNOWN_KEY
 from bara.types import SHARED
 
@@ -71,7 +72,7 @@ def tool_listing(tools: Mapping[str, Tool]) -> list[types.Tool]:
     return out
 
 
-def build_server(bara: Any, identity: Identity, tools: Mapping[str, Tool] | None = None) -> Server[Any]:
+def build_server(bara: Bara, identity: Identity, tools: Mapping[str, Tool] | None = None) -> Server[Any]:
     """A low-level MCP server over ``tools`` (default: :func:`bara.mcp.tools.build_mcp_tools`)."""
     from bara.mcp.tools import build_mcp_tools
 
@@ -98,7 +99,7 @@ def build_server(bara: Any, identity: Identity, tools: Mapping[str, Tool] | None
                       (t.input_schema for t in listing if t.name == name), None))
 
 
-def call_as(bara: Any, tools: Mapping[str, Tool], name: str, arguments: Any, user: str) -> dict[str, Any]:
+def call_as(bara: Bara, tools: Mapping[str, Tool], name: str, arguments: Any, user: str) -> dict[str, Any]:
     """Run one tool for ``user`` under the store's user scope; the ``{"ok", "data"|"error"}`` envelope."""
     bara.flush()  # memory tools see what the last turns learned (bara.memory.writebehind)
     ctx = ToolContext.start(user, bara.store, bara.settings, services(bara))
@@ -106,13 +107,13 @@ def call_as(bara: Any, tools: Mapping[str, Tool], name: str, arguments: Any, use
         return run_tool(tools, name, arguments, ctx).envelope()
 
 
-def services(bara: Any) -> dict[str, Any]:
+def services(bara: Bara) -> ToolServices:
     """What the tools may use besides the store: the retriever, the embedder, the memory tiers the
     program's Bara owns (profile, notes, Q&A) and the fund repository."""
     from bara.domains.funds import FundsRepo
 
-    return {"retriever": bara.retriever, "embedder": bara.embedder, "profile": bara.profile, "notes": bara.notes,
-            "qa": bara.qa, "funds": FundsRepo(bara.store)}
+    return ToolServices(retriever=bara.retriever, embedder=bara.embedder, profile=bara.profile, notes=bara.notes,
+                        qa=bara.qa, domain={"funds": FundsRepo(bara.store)})
 
 
 def result_of(envelope: Mapping[str, Any]) -> types.CallToolResult:
@@ -140,7 +141,7 @@ def _version() -> str:
 
 
 # ------------------------------------------------------------------- transports
-async def serve_stdio(bara: Any, user: str) -> None:
+async def serve_stdio(bara: Bara, user: str) -> None:
     """Serve ``bara``'s tools for ``user`` on this process's stdin/stdout until the client disconnects."""
     import io
     import sys
@@ -190,7 +191,7 @@ class CleanLines:
             yield clean_line(line)
 
 
-def mcp_http_app(bara: Any, resolve_user: UserResolver, path: str = "/", allowed_hosts: list[str] | None = None):
+def mcp_http_app(bara: Bara, resolve_user: UserResolver, path: str = "/", allowed_hosts: list[str] | None = None):
     """The MCP server as an ASGI app (streamable HTTP, stateless, JSON responses) for mounting.
 
     Requests without a known Bearer key get 401 before reaching MCP. The returned

@@ -10,17 +10,20 @@ argument, so ``{"user_id": ...}`` is rejected like any other unknown argument.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from bara.agent.tools import Tool, ToolContext, ToolError
 from bara.memory.notes import KINDS, Note, extract_concepts
+from bara.retrieval.protocol import Embedder
 from bara.prompts.mcp import (RECALL_DESC, REMEMBER_DESC, SEARCH_KNOWLEDGE_DESC, NO_STORE, NO_USER)
 
 #: Conversation id the notes written through MCP are filed under (``bara memory inspect`` shows it).
 MCP_CONVERSATION = "mcp"
 
+
+T = TypeVar("T")
 
 def _no_nul(value: str) -> str:
     if "\x00" in value:
@@ -77,7 +80,7 @@ def funds_loaded(store: Any) -> bool:
 
 # ------------------------------------------------------------------------ tools
 def search_knowledge(ctx: ToolContext, args: SearchKnowledgeArgs) -> dict[str, Any]:
-    retriever = ctx.services.get("retriever")
+    retriever = ctx.services.retriever
     if retriever is None:
         raise ToolError(NO_STORE)
     outcome = retriever.search(args.query, k=args.k)
@@ -89,7 +92,7 @@ def search_knowledge(ctx: ToolContext, args: SearchKnowledgeArgs) -> dict[str, A
 
 def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
     user, _ = _user(ctx), _store(ctx)
-    notes_memory, qa_memory, profile_memory = ctx.services["notes"], ctx.services["qa"], ctx.services["profile"]
+    notes_memory, qa_memory, profile_memory = _tier(ctx.services.notes), _tier(ctx.services.qa), _tier(ctx.services.profile)
     if args.query:
         notes = [{"kind": h.note.kind, "text": h.note.text, "score": round(h.score, 4)}
                  for h in notes_memory.search(user, args.query, k=args.k)]
@@ -105,8 +108,8 @@ def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
 def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
     user, _ = _user(ctx), _store(ctx)
     assert args.kind in KINDS  # the Literal above mirrors bara.memory.notes.KINDS
-    note = Note(args.kind, args.text, extract_concepts(args.text))
-    sources = ctx.services["notes"].add(user, MCP_CONVERSATION, [note])
+    note = Note(args.kind, args.text, extract_concepts(args.text, ctx.settings.memory_notes_max_concepts))
+    sources = _tier(ctx.services.notes).add(user, MCP_CONVERSATION, [note])
     return {"stored": True, "source": sources[0], "kind": note.kind, "concepts": list(note.concepts)}
 
 
@@ -120,3 +123,16 @@ def _store(ctx: ToolContext) -> Any:
     if ctx.store is None:
         raise ToolError(NO_STORE)
     return ctx.store
+
+
+def _embedder(ctx: ToolContext) -> Embedder:
+    if ctx.services.embedder is None:  # the server always gives one; a session without it has no memory search
+        raise ToolError(NO_STORE)
+    return ctx.services.embedder
+
+
+def _tier(tier: T | None) -> T:
+    """A memory tier of the session (the server always gives them; a session without one has no memory)."""
+    if tier is None:
+        raise ToolError(NO_STORE)
+    return tier

@@ -30,7 +30,8 @@ from bara.understand.note_cues import CUES as _CUES
 
 KINDS = ("decision", "conclusion", "hypothesis", "open_question")
 COLLECTION = "notes"
-MAX_CONCEPTS = 8  # a note names a handful of things; more is keyword soup
+#: Concepts kept per note (``memory_notes_max_concepts``): a handful; more is keyword soup.
+MAX_CONCEPTS: int = Settings.model_fields["memory_notes_max_concepts"].default
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _ASSISTANT_KINDS = frozenset({"conclusion", "open_question"})
@@ -86,7 +87,7 @@ class NoteHit:
 
 
 # ---------------------------------------------------------------- extraction
-def extract_concepts(text: str) -> tuple[str, ...]:
+def extract_concepts(text: str, limit: int = MAX_CONCEPTS) -> tuple[str, ...]:
     """Key concepts, most specific first: quoted terms, acronyms, Capitalised terms, keywords."""
     found: list[str] = [a or b for a, b in _QUOTED.findall(text)]
     found += _ACRONYM.findall(text)
@@ -96,7 +97,7 @@ def extract_concepts(text: str) -> tuple[str, ...]:
     for term in (f.strip() for f in found):
         if term and term.lower() not in seen and not _covered(term, seen):
             seen[term.lower()] = term
-    return tuple(seen.values())[:MAX_CONCEPTS]
+    return tuple(seen.values())[:limit]
 
 
 def _covered(term: str, seen: Mapping[str, str]) -> bool:
@@ -112,7 +113,7 @@ def _sentences(text: str) -> Iterator[str]:
             yield s
 
 
-def _note_in(sentence: str, kinds: frozenset[str] | None) -> Note | None:
+def _note_in(sentence: str, kinds: frozenset[str] | None, max_concepts: int) -> Note | None:
     for kind, cue in _CUES:
         if kinds is not None and kind not in kinds:
             continue
@@ -120,11 +121,12 @@ def _note_in(sentence: str, kinds: frozenset[str] | None) -> Note | None:
         if not m or (sentence.endswith("?") and kind != "open_question"):
             continue
         if analyze(sentence[m.end():]):  # the cue must be followed by something to remember
-            return Note(kind, sentence, extract_concepts(sentence[m.end():]))
+            return Note(kind, sentence, extract_concepts(sentence[m.end():], max_concepts))
     return None
 
 
-def extract_notes(user_text: str, assistant_text: str = "", user_notes: Sequence[Note] | None = None) -> list[Note]:
+def extract_notes(user_text: str, assistant_text: str = "", user_notes: Sequence[Note] | None = None,
+                  max_concepts: int = MAX_CONCEPTS) -> list[Note]:
     """Notes stated in one turn, in order: the user's first, then the assistant's; duplicates dropped.
 
     ``user_notes``: the notes of ``user_text`` already extracted this turn (they are not extracted again)."""
@@ -132,7 +134,7 @@ def extract_notes(user_text: str, assistant_text: str = "", user_notes: Sequence
     parts = ((user_text, None),) if user_notes is None else ()
     for text, kinds in (*parts, (assistant_text, _ASSISTANT_KINDS)):
         for sentence in _sentences(text):
-            note = _note_in(sentence, kinds)
+            note = _note_in(sentence, kinds, max_concepts)
             if note and all(n.text.lower() != note.text.lower() for n in out):
                 out.append(note)
     return out

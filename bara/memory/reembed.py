@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from bara.errors import StoreError
 from bara.memory.knowledge import _embed_text
+from bara.retrieval.embedders import Embedder
 from bara.store import Store
 from bara.types import Chunk
 
@@ -47,7 +48,7 @@ class VectorMismatchError(StoreError):
     """The store's vectors were made by another embedder than the one configured."""
 
 
-def vector_key(embedder: Any) -> str:
+def vector_key(embedder: Embedder) -> str:
     """What identifies an embedder's vector space: its cache key (model id + truncation) or id."""
     return str(getattr(embedder, "cache_key", None) or embedder.model_id)
 
@@ -62,7 +63,7 @@ def stored_key(store: Store, meta: dict[str, str] | None = None) -> str | None:
     return (read_meta(store) if meta is None else meta).get(STAMP)
 
 
-def check_readable(store: Store, embedder: Any) -> None:
+def check_readable(store: Store, embedder: Embedder) -> None:
     """Raise :class:`VectorMismatchError` (saying what to run) unless ``embedder`` made the vectors."""
     meta, want = read_meta(store), vector_key(embedder)
     have = stored_key(store, meta)
@@ -77,7 +78,7 @@ def check_readable(store: Store, embedder: Any) -> None:
             f"BARA_EMBEDDER back to the embedder that made them")
 
 
-def ensure_current(store: Store, embedder: Any, say: Callable[[str], None] | None = None,
+def ensure_current(store: Store, embedder: Embedder, say: Callable[[str], None] | None = None,
                    batch: int = BATCH) -> int:
     """Make every stored vector ``embedder``'s: re-embed (in committed batches) if another embedder
     made them, then stamp the store. Returns how many chunks were re-embedded."""

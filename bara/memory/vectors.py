@@ -20,11 +20,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bara.memory.conversations import StoredMessage
+from bara.settings import Settings
 from bara.understand.rewrite import has_content
 from bara.understand.topic import topic_from_history
 
 VEC, TOPIC, EMBEDDER, SEARCHED = "vec", "topic", "embedder", "searched"
-FALLBACK_MESSAGES = 3  # the topic is what the user asked lately, not at the start
+#: User messages encoded when no stored topic vector exists (``memory_topic_fallback_messages``).
+FALLBACK_MESSAGES: int = Settings.model_fields["memory_topic_fallback_messages"].default
 
 
 def encode_vector(vector: np.ndarray) -> str:
@@ -73,7 +75,7 @@ class HistoryTopic:
 
 
 def history_topic(messages: Sequence[StoredMessage], embedder_id: str, embed: Any,
-                  weight: float) -> HistoryTopic:
+                  weight: float, fallback_messages: int = FALLBACK_MESSAGES) -> HistoryTopic:
     """Walk the window back to the latest topic-bearing user turn; ``embed(texts)`` only on a miss."""
     users = [m for m in messages if m.role == "user" and not skipped(m) and has_content(m.text)]
     if not users:
@@ -82,7 +84,7 @@ def history_topic(messages: Sequence[StoredMessage], embedder_id: str, embed: An
         topic = decode_vector(m.meta, TOPIC, embedder_id)
         if topic is not None:
             return HistoryTopic(topic, True)
-    recent = users[-FALLBACK_MESSAGES:]
+    recent = users[-fallback_messages:]
     vectors = embed([m.text for m in recent])
     if vectors is None:
         return HistoryTopic(None, True)

@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, Sequence
 
+from bara.settings import Settings
 from bara.types import Hit
 
-#: Weight of the newest measurement in the per-pair cost average. 0.3 follows a
-#: changing machine load within a few calls while damping one-off stalls.
-EMA_ALPHA = 0.3
+#: Weight of the newest measurement in the per-pair cost average (``rerank_latency_ema_alpha``).
+EMA_ALPHA: float = Settings.model_fields["rerank_latency_ema_alpha"].default
 
 ST_MISSING = "reranker unavailable: sentence-transformers not installed (pip install 'bara[st]')"
 
@@ -76,8 +76,9 @@ class CrossEncoderReranker:
     """A sentence-transformers CrossEncoder, loaded lazily from local files only."""
 
     def __init__(self, model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2", budget_ms: float = 60.0,
-                 ms_per_pair_estimate: float = 5.0, max_length: int = 256) -> None:
+                 ms_per_pair_estimate: float = 5.0, max_length: int = 256, ema_alpha: float = EMA_ALPHA) -> None:
         self.model_name = model
+        self.ema_alpha = float(ema_alpha)
         self.budget_ms = float(budget_ms)
         self.max_length = max_length
         self._ms_per_pair = float(ms_per_pair_estimate)
@@ -142,7 +143,7 @@ class CrossEncoderReranker:
             return
         measured = elapsed_ms / pairs
         with self._lock:
-            self._ms_per_pair = EMA_ALPHA * measured + (1 - EMA_ALPHA) * self._ms_per_pair
+            self._ms_per_pair = self.ema_alpha * measured + (1 - self.ema_alpha) * self._ms_per_pair
 
     def _ensure_model(self) -> tuple[Any, str | None]:
         """Load once under a lock; a failure is remembered so later calls degrade immediately."""
@@ -182,9 +183,9 @@ def _since(start: float) -> float:
     return (time.perf_counter() - start) * 1000.0
 
 
-def build_reranker(settings: Any) -> Reranker:
+def build_reranker(settings: Settings) -> Reranker:
     """Pick the reranker the settings ask for; building never loads a model."""
     if not settings.rerank:
         return PassthroughReranker()
     return CrossEncoderReranker(settings.rerank_model, settings.rerank_budget_ms,
-                                settings.rerank_ms_per_pair_estimate)
+                                settings.rerank_ms_per_pair_estimate, ema_alpha=settings.rerank_latency_ema_alpha)

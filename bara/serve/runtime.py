@@ -18,12 +18,13 @@ from typing import Any
 
 from bara.app import Bara
 from bara.llm.build import build_model
-from bara.pipeline import Assistant
+from bara.pipeline import Assistant, pipeline_mode
 from bara.serve.keys import KeyStore
 from bara.settings import Settings
 from bara.trace import TurnTrace
+from bara.types import ASSISTANT_MODES
 
-MODES = ("gated", "always", "agent")
+MODES = ASSISTANT_MODES
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,8 @@ class Runtime:
 
             built: Any = AgentAssistant(self.bara)
         else:
-            built = Assistant(self.bara, model=build_model(self.settings), mode=mode, fallback_offline=False)
+            built = Assistant(self.bara, model=build_model(self.settings), mode=pipeline_mode(mode),
+                              fallback_offline=False)
         return built
 
     def warm(self) -> None:

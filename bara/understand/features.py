@@ -87,8 +87,6 @@ _WORD = re.compile(r"[\w']+")
 _LETTERS = re.compile(r"[^\W\d_]+")
 _VOWELS = frozenset("aeiouy\u00e0\u00e1\u00e2\u00e4\u00e8\u00e9\u00ea\u00eb\u00ec\u00ed\u00ee\u00ef\u00f2\u00f3\u00f4\u00f6\u00f9\u00fa\u00fb\u00fc")
 
-_RECENT_USER_VECTORS = 3  # the topic is what the user asked lately, not at the start
-
 
 @dataclass(frozen=True)
 class ContextFeatures:
@@ -144,13 +142,17 @@ def followup_signals(q: str, words: Sequence[str], history_length: int) -> tuple
     return tuple(fired)
 
 
-_SIGNAL_WEIGHTS = {"pronoun": 0.3, "starter": 0.4, "reference": 0.3,
-                   "elaboration": 0.4, "short_question": 0.3}
+def signal_weights(s: Settings) -> dict[str, float]:
+    """Weight of each follow-up cue, from the ``gate_followup_weight_*`` settings."""
+    return {"pronoun": s.gate_followup_weight_pronoun, "starter": s.gate_followup_weight_starter,
+            "reference": s.gate_followup_weight_reference, "elaboration": s.gate_followup_weight_elaboration,
+            "short_question": s.gate_followup_weight_short_question}
 
 
-def followup_score(signals: Sequence[str]) -> float:
+def followup_score(signals: Sequence[str], settings: Settings | None = None) -> float:
     """Weighted sum of cues, capped at 1.0; syntax, not embeddings, so it is cheap and explainable."""
-    return round(min(sum(_SIGNAL_WEIGHTS[s] for s in signals), 1.0), 4)
+    weights = signal_weights(settings or Settings())
+    return round(min(sum(weights[s] for s in signals), 1.0), 4)
 
 
 def stated_name(message: str) -> str | None:
@@ -177,11 +179,13 @@ def tone_signal(q: str) -> str:
 
 
 def topic_similarity(message_vector: np.ndarray | None,
-                     history_vectors: np.ndarray | Sequence[np.ndarray] | None) -> float | None:
-    """Cosine of the message to the mean of the last few user-message vectors."""
+                     history_vectors: np.ndarray | Sequence[np.ndarray] | None,
+                     settings: Settings | None = None) -> float | None:
+    """Cosine of the message to the mean of the last ``gate_topic_recent_vectors`` user-message vectors."""
     if message_vector is None or history_vectors is None or len(history_vectors) == 0:
         return None
-    recent = np.asarray(history_vectors, dtype=np.float32)[-_RECENT_USER_VECTORS:]
+    recent_n = (settings or Settings()).gate_topic_recent_vectors
+    recent = np.asarray(history_vectors, dtype=np.float32)[-recent_n:]
     centre = recent.mean(axis=0)
     vec = np.asarray(message_vector, dtype=np.float32).ravel()
     denom = float(np.linalg.norm(centre) * np.linalg.norm(vec))
@@ -198,11 +202,12 @@ def compute_features(message: str, history: Sequence[Utterance], profile: Mappin
 
     ``history_vectors`` are embeddings of earlier *user* messages, oldest first.
     """
-    threshold = (settings or Settings()).gate_followup_threshold
+    cfg = settings or Settings()
+    threshold = cfg.gate_followup_threshold
     q = normalize(message)
     words = words_of(q)
     signals = followup_signals(q, words, len(history))
-    score = followup_score(signals)
+    score = followup_score(signals, cfg)
     return ContextFeatures(
         normalized=q, word_count=len(words), has_question_mark="?" in q,
         history_length=len(history), followup_score=score, followup_signals=signals,
@@ -212,6 +217,6 @@ def compute_features(message: str, history: Sequence[Utterance], profile: Mappin
         has_personal_reference=bool(_PERSONAL_REF.search(q)),
         privacy_signal=bool(_PRIVACY.search(q)), notes_request=bool(_NOTES_REQUEST.search(q)),
         tone_signal=tone_signal(q), low_entropy=is_low_entropy(q), has_profile=bool(profile), stated_name=stated_name(message),
-        topic_similarity=topic_similarity(message_vector, history_vectors),
+        topic_similarity=topic_similarity(message_vector, history_vectors, cfg),
         is_question="?" in q or bool(_QUESTION_START.match(q)), records_note=records_note(message),
     )

@@ -14,11 +14,10 @@ from typing import Callable
 import numpy as np
 
 from bara.settings import Settings
+from bara.types import CHITCHAT_KINDS, INTENTS, ChitchatKind, Intent
 from bara.understand.features import ContextFeatures
 from bara.understand.prototypes import PrototypeIndex
 
-INTENTS = ("general", "continuation", "knowledge_base", "profile", "privacy", "chitchat")
-CHITCHAT_KINDS = ("greeting", "thanks", "goodbye", "acknowledgement", "testing", "meta")
 CHITCHAT_PREFIX = "chitchat:"
 
 _END = r"[\s.!?,;:)(\-]*$"
@@ -64,25 +63,33 @@ _POLITE_PREFIX = re.compile(
     r"^\W*(please\s+)?((can|could|would|will) you( please)?|do you know|i (want|would like|need) "
     r"to know|tell me)\s+")
 
-_CONFIDENCE = {
-    "empty": 0.9, "privacy": 0.9, "profile_statement": 0.85, "profile_question": 0.85,
-    "testing": 0.85, "greeting": 0.9, "thanks": 0.9, "goodbye": 0.9, "acknowledgement": 0.8,
-    "meta": 0.8, "followup": 0.75, "elaboration": 0.7, "short_question": 0.6,
-    "knowledge_question": 0.7, "technical_reference": 0.65, "default": 0.4,
-}
+
+def rule_confidences(s: Settings) -> dict[str, float]:
+    """How sure each rule (and ``default``) is when it decides, from the ``intent_confidence_*`` settings."""
+    return {
+        "empty": s.intent_confidence_empty, "privacy": s.intent_confidence_privacy,
+        "profile_statement": s.intent_confidence_profile_statement,
+        "profile_question": s.intent_confidence_profile_question, "testing": s.intent_confidence_testing,
+        "greeting": s.intent_confidence_greeting, "thanks": s.intent_confidence_thanks,
+        "goodbye": s.intent_confidence_goodbye, "acknowledgement": s.intent_confidence_acknowledgement,
+        "meta": s.intent_confidence_meta, "followup": s.intent_confidence_followup,
+        "elaboration": s.intent_confidence_elaboration, "short_question": s.intent_confidence_short_question,
+        "knowledge_question": s.intent_confidence_knowledge_question,
+        "technical_reference": s.intent_confidence_technical_reference, "default": s.intent_confidence_default,
+    }
 
 
 @dataclass(frozen=True)
 class IntentResult:
     """The classified intent, who decided it (``rule:<name>`` or ``prototype``) and how surely."""
 
-    intent: str
+    intent: Intent
     source: str
     confidence: float
-    chitchat: str | None = None  # kind when intent == "chitchat"
+    chitchat: ChitchatKind | None = None  # kind when intent == "chitchat"
 
 
-Rule = Callable[[ContextFeatures], "tuple[str, str | None] | None"]
+Rule = Callable[[ContextFeatures], "tuple[Intent, ChitchatKind | None] | None"]
 
 
 def _rule_empty(f: ContextFeatures):
@@ -103,7 +110,7 @@ def _rule_profile_question(f: ContextFeatures):
     return ("profile", None) if f.is_profile_question else None
 
 
-def _pattern_rule(pattern: re.Pattern[str], kind: str) -> Rule:
+def _pattern_rule(pattern: re.Pattern[str], kind: ChitchatKind) -> Rule:
     """A rule that fires when the whole normalised message is chit-chat of ``kind``."""
     def rule(f: ContextFeatures):
         return ("chitchat", kind) if pattern.search(f.normalized) else None
@@ -157,16 +164,17 @@ RULES: tuple[tuple[str, Rule], ...] = (
 )
 
 
-def apply_rules(features: ContextFeatures) -> IntentResult | None:
+def apply_rules(features: ContextFeatures, settings: Settings | None = None) -> IntentResult | None:
     """First conclusive rule, or None when no rule recognises the message."""
+    confidence = rule_confidences(settings or Settings())
     for name, rule in RULES:
         hit = rule(features)
         if hit is not None:
-            return IntentResult(hit[0], f"rule:{name}", _CONFIDENCE[name], hit[1])
+            return IntentResult(hit[0], f"rule:{name}", confidence[name], hit[1])
     return None
 
 
-def label_to_intent(label: str) -> tuple[str, str | None]:
+def label_to_intent(label: str) -> tuple[Intent, ChitchatKind | None]:
     """Map a prototype label (``chitchat:<kind>`` or an intent name) to (intent, kind)."""
     if label.startswith(CHITCHAT_PREFIX):
         kind = label[len(CHITCHAT_PREFIX):]
@@ -213,11 +221,11 @@ def classify_intent(message: str, features: ContextFeatures,
     which compute_features derived from it.
     """
     cfg = settings or Settings()
-    ruled = apply_rules(features)
+    ruled = apply_rules(features, cfg)
     if ruled is not None:
         return _small_talk_override(ruled, features, prototypes, message_vector, cfg) or ruled
     floor = cfg.gate_prototype_min_similarity
     guessed = _from_prototype(prototypes, message_vector, floor)
     if guessed is not None:
         return guessed
-    return IntentResult("general", "rule:default", _CONFIDENCE["default"], None)
+    return IntentResult("general", "rule:default", cfg.intent_confidence_default, None)

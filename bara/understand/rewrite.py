@@ -25,6 +25,7 @@ from functools import lru_cache
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
+from bara.settings import Settings
 from bara.text.lexical import analyze
 from bara.text.stopwords import RETRIEVAL_STOPWORDS
 from bara.types import Utterance
@@ -42,21 +43,36 @@ class RewriteResult:
     carried: tuple[str, ...]  # names brought in from earlier turns, referents first
 
 
+def _default(name: str):
+    """The built-in default of the ``rewrite_<name>`` setting (Settings is the one source of values)."""
+    return Settings.model_fields[f"rewrite_{name}"].default
+
+
 @dataclass(frozen=True)
 class RewriteRules:
-    """The tunable knobs; the defaults are the values tuned on MTRAG-UN dev."""
+    """The tunable knobs (``rewrite_*`` settings); the defaults are the values tuned on MTRAG-UN dev."""
 
-    user_weight: float = 1.0  # the user's own words define the topic
-    agent_weight: float = 0.5  # answers name entities but also wander
-    decay: float = 0.6  # weight kept per user turn further back
-    entity_bonus: float = 1.5  # names retrieve better than loose words
-    lookback: int = 8  # utterances scanned, most recent first
-    scan_chars: int = 1500  # of each utterance: a long answer names its subject early
-    previous_turns: int = 1  # content-bearing earlier user turns quoted verbatim
-    min_content_words: int = 1  # a user turn with none is chit-chat ("thanks!", "how do I use it?")
-    resolve_references: bool = True  # append the referent of "it", "they", "the other one"...
-    max_carried: int = 2  # salient names appended after the quoted turn
-    min_salience: float = 1.0  # ...only if the user just said them or they recur
+    user_weight: float = _default("user_weight")  # the user's own words define the topic
+    agent_weight: float = _default("agent_weight")  # answers name entities but also wander
+    decay: float = _default("decay")  # weight kept per user turn further back
+    entity_bonus: float = _default("entity_bonus")  # names retrieve better than loose words
+    lookback: int = _default("lookback")  # utterances scanned, most recent first
+    scan_chars: int = _default("scan_chars")  # of each utterance: a long answer names its subject early
+    previous_turns: int = _default("previous_turns")  # content-bearing earlier user turns quoted verbatim
+    min_content_words: int = _default("min_content_words")  # fewer is chit-chat ("thanks!")
+    resolve_references: bool = _default("resolve_references")  # append the referent of "it", "they"...
+    max_carried: int = _default("max_carried")  # salient names appended after the quoted turn
+    min_salience: float = _default("min_salience")  # ...only if the user just said them or they recur
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "RewriteRules":
+        """The rules a :class:`~bara.settings.Settings` configures (its ``rewrite_*`` fields)."""
+        s = settings
+        return cls(user_weight=s.rewrite_user_weight, agent_weight=s.rewrite_agent_weight, decay=s.rewrite_decay,
+                   entity_bonus=s.rewrite_entity_bonus, lookback=s.rewrite_lookback, scan_chars=s.rewrite_scan_chars,
+                   previous_turns=s.rewrite_previous_turns, min_content_words=s.rewrite_min_content_words,
+                   resolve_references=s.rewrite_resolve_references, max_carried=s.rewrite_max_carried,
+                   min_salience=s.rewrite_min_salience)
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,7 @@ from bara.understand.features import ContextFeatures, words_of
 from bara.understand.intent import IntentResult
 
 STATE_VERSION = 1
-HISTORY_WINDOW = 8  # enough turns to see a rhythm; small enough to persist per turn
 TONES = ("neutral", "frustrated", "positive")
-_TOPIC_WINDOW = 3  # a switch shares no content word with any of the last few queries
-_REPEATS_MEAN_FRUSTRATION = 2  # asking the same thing a third time is frustration, stated or not
 
 
 @dataclass(frozen=True)
@@ -49,22 +46,23 @@ class ConversationState:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "ConversationState":
+    def from_dict(cls, data: Mapping[str, Any] | None, settings: Settings | None = None) -> "ConversationState":
         """Rebuild from ``to_dict`` output; missing, unknown or ill-typed keys fall back to defaults."""
         data = data or {}
         defaults = cls()
-        values = {f.name: _coerce(data.get(f.name), getattr(defaults, f.name))
+        window = (settings or Settings()).state_history_window
+        values = {f.name: _coerce(data.get(f.name), getattr(defaults, f.name), window)
                   for f in dataclasses.fields(cls)}
         if values["tone"] not in TONES:
             values["tone"] = "neutral"
         return cls(**values)
 
 
-def _coerce(value: Any, default: Any) -> Any:
+def _coerce(value: Any, default: Any, window: int) -> Any:
     if isinstance(default, tuple):
         if not isinstance(value, (list, tuple)):
             return default
-        return tuple(str(v) for v in value)[-HISTORY_WINDOW:]
+        return tuple(str(v) for v in value)[-window:]
     if isinstance(default, int):
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
         return value if ok else default
@@ -88,17 +86,17 @@ def _is_repeat(q: str, recent: tuple[str, ...], threshold: float) -> bool:
 
 
 def _is_topic_switch(features: ContextFeatures, intent: str, recent: tuple[str, ...],
-                     threshold: float) -> bool:
+                     threshold: float, window: int) -> bool:
     """A fresh question unrelated to the recent ones (by vector when known, else by words)."""
     if intent not in ("general", "knowledge_base") or features.is_followup or not recent:
         return False
     if features.topic_similarity is not None:
         return features.topic_similarity < threshold
-    return all(jaccard(features.normalized, prev) == 0.0 for prev in recent[-_TOPIC_WINDOW:])
+    return all(jaccard(features.normalized, prev) == 0.0 for prev in recent[-window:])
 
 
-def _tone(features: ContextFeatures, repetitions: int) -> str:
-    if features.tone_signal == "frustrated" or repetitions >= _REPEATS_MEAN_FRUSTRATION:
+def _tone(features: ContextFeatures, repetitions: int, frustrated_at: int) -> str:
+    if features.tone_signal == "frustrated" or repetitions >= frustrated_at:
         return "frustrated"
     return features.tone_signal
 
@@ -114,8 +112,8 @@ def _switches(previous: int, switched: bool, is_query: bool) -> int:
     return max(0, previous - 1) if is_query else previous
 
 
-def _window(items: tuple[str, ...], item: str | None) -> tuple[str, ...]:
-    return items[-HISTORY_WINDOW:] if item is None else (items + (item,))[-HISTORY_WINDOW:]
+def _window(items: tuple[str, ...], item: str | None, size: int) -> tuple[str, ...]:
+    return items[-size:] if item is None else (items + (item,))[-size:]
 
 
 def update_state(state: ConversationState | None, message: str, intent_result: IntentResult,
@@ -131,16 +129,18 @@ def update_state(state: ConversationState | None, message: str, intent_result: I
     is_query = intent != "chitchat" and bool(q)
     repeated = is_query and _is_repeat(q, state.recent_queries, cfg.gate_repetition_similarity)
     repetitions = _streak(state.repetition_count, repeated)
-    tone = _tone(features, repetitions)
-    switched = _is_topic_switch(features, intent, state.recent_queries, cfg.gate_topic_switch_similarity)
+    tone = _tone(features, repetitions, cfg.state_repeats_mean_frustration)
+    switched = _is_topic_switch(features, intent, state.recent_queries, cfg.gate_topic_switch_similarity,
+                                cfg.state_topic_window)
+    size = cfg.state_history_window
     short = is_query and features.word_count <= cfg.gate_short_query_words
     return ConversationState(
         turn_count=state.turn_count + 1, tone=tone,
-        recent_queries=_window(state.recent_queries, q if is_query else None),
+        recent_queries=_window(state.recent_queries, q if is_query else None, size),
         repetition_count=repetitions,
         testing_count=state.testing_count + (kind in ("testing", "meta")),
         rapid_fire_streak=_streak(state.rapid_fire_streak, short),
-        intent_history=_window(state.intent_history, intent),
+        intent_history=_window(state.intent_history, intent, size),
         exploratory_switches=_switches(state.exploratory_switches, switched, is_query),
         greeting_streak=_streak(state.greeting_streak, kind == "greeting"),
         frustration_streak=_streak(state.frustration_streak, tone == "frustrated"),

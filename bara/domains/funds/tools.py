@@ -116,7 +116,7 @@ _COMPARE_DESC = (
 
 # ------------------------------------------------------------------------ tools
 def search_documents(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
-    retriever = ctx.services.get("retriever")
+    retriever = ctx.services.retriever
     if retriever is None:
         raise ToolError("search_documents is unavailable: this session has no document retriever. Answer "
                         "from the other tools, or tell the user documents cannot be searched right now.")
