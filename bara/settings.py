@@ -248,7 +248,7 @@ class Settings(BaseModel):
     serve_threads: int = Field(16, ge=1, le=256, description="Worker threads per process for sync turns: "
                                "turns wait on the DB or the model, so more threads than cores pays.")
 
-    # --- agent router (offline tool selection; bara/agent/router*.py) ----------
+    # --- agent router (offline tool selection; bara/domains/funds/router*.py) ----------
     router_scheme_min_score: float = Field(85.0, ge=0.0, le=100.0, description="rapidfuzz ratio a message "
                                            "window needs against a scheme's short name: one typo or a missing "
                                            "'fund' passes, a different scheme of the same house does not.")

@@ -11,11 +11,11 @@ user's question and the specs; its first response is scored, no tool runs:
   functions in its ``possible_answer`` ground truth (argument values are not
   scored: this measures *selection*).
 
-The default model is bara's offline rule router (:class:`bara.agent.router.RuleRouter`):
+The default model is bara's offline rule router (:class:`bara.domains.funds.router.RuleRouter`):
 its generic selection step (rule score + cosine between the message and each
 tool's description; nothing chosen when the request cannot fill the tool's
 required arguments or the similarity and name evidence fall short, see
-:meth:`~bara.agent.router.RuleRouter.best_fit`), without the portfolio
+:meth:`~bara.domains.funds.router.RuleRouter.best_fit`), without the portfolio
 assistant's refusals, which would decline every non-finance request.
 
 Cases are split in halves by a hash of their id (:func:`split_of`): the
@@ -163,8 +163,8 @@ class RouterSelector:
     name: str = "rule-router"
 
     def pick(self, text: str, specs: Sequence[ToolSpec]) -> tuple[str, ...]:
-        from bara.agent import router_text as T
-        from bara.agent.router import extract_schemes
+        from bara.domains.funds import router_text as T
+        from bara.domains.funds.router import extract_schemes
 
         plan = self.router.choose(text, T.normal(text), extract_schemes(text), list(specs))
         return tuple(c.name for c in plan.calls) if plan.kind == "tools" else ()

@@ -1,6 +1,6 @@
 """Every reply the offline rule router writes for the portfolio assistant (chit-chat, refusals, advice
 declines, failure and retry notes, labels). Figures are never here: answer templates in
-:mod:`bara.agent.router_text` copy them from tool results.
+:mod:`bara.domains.funds.router_text` copy them from tool results.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ and :class:`~bara.trace.TurnTrace` as the gated pipeline (``route="agent"``;
 tool calls, status and usage under ``trace.gates["agent"]``).
 
 The model is the configured LLM (``BARA_MODEL``) or, with none configured,
-the offline :class:`~bara.agent.router.RuleRouter`.
+the offline :class:`~bara.domains.funds.router.RuleRouter`.
 
 :func:`index_fund_documents` builds the ``funds_docs`` collection that
 ``search_documents`` reads: FiQA finance passages plus one fact sheet per
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
 from bara.agent.loop import AgentRun, ToolCallRecord, run_agent
-from bara.agent.router import SEARCH, RuleRouter, prototypes_for
-from bara.agent.router_intent import normalise, other_person
+from bara.domains.funds.router import SEARCH, RuleRouter, prototypes_for
+from bara.domains.funds.router_intent import normalise, other_person
 from bara.agent.tools import Tool, ToolContext
 from bara.decide import GateResult, decide
 from bara.domains.funds import (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, FundsRepo, build_fund_tools, detect_refusal,

@@ -1,6 +1,6 @@
 """The rule router's transcript reading and next step: what was asked, what ran, what to call next.
 
-Split from :mod:`bara.agent.router` (which plans a message) so each stays small. A search that comes
+Split from :mod:`bara.domains.funds.router` (which plans a message) so each stays small. A search that comes
 back thin (fewer than :data:`THIN_MIN_HITS` hits, or no hit that both retrieval arms agree on) is
 reformulated once, in the corpus's vocabulary; "why did it fall" plans search after computing, with a
 query that carries the computed figures.
@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from bara.agent import router_text as T
+from bara.domains.funds import router_text as T
 from bara.llm.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage
 
 SEARCH = "search_documents"

@@ -5,12 +5,12 @@ tool selection like any model's. Each ``complete`` call re-reads the transcript
 (the signed-in user from the system prompt, the last user message, the tool
 results since) and returns either the next tool calls or a templated answer.
 It never does arithmetic: every figure in an answer is copied from a tool
-result (wording and formatters: :mod:`bara.agent.router_text`).
+result (wording and formatters: :mod:`bara.domains.funds.router_text`).
 
-Every message is first normalised (:mod:`bara.agent.router_intent`: Hinglish
+Every message is first normalised (:mod:`bara.domains.funds.router_intent`: Hinglish
 words mapped to English, misspelt keywords corrected) and its scheme names
 resolved by fuzzy matching over the catalogue, the user's own schemes first
-(:mod:`bara.agent.router_schemes`). Routing, first match wins:
+(:mod:`bara.domains.funds.router_schemes`). Routing, first match wins:
 
 1. refusals: another person's portfolio (by name, id, relation such as "my
    brother", "his holdings", in bulk) or an out-of-scope request get no tools;
@@ -26,10 +26,10 @@ resolved by fuzzy matching over the catalogue, the user's own schemes first
 8. otherwise keyword rules plus cosine similarity between the message and the
    "use for" half of each tool description; search is never chosen for the
    user's own figures; with no rule firing a tool is called only when it fits
-   (:meth:`RuleRouter.best_fit`, :mod:`bara.agent.router_fit`).
+   (:meth:`RuleRouter.best_fit`, :mod:`bara.domains.funds.router_fit`).
 
 Follow-up steps (thin-search reformulation, compute-then-search) live in
-:mod:`bara.agent.router_steps`.
+:mod:`bara.domains.funds.router_steps`.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from bara.agent import router_intent as I
-from bara.agent import router_text as T
-from bara.agent.router_fit import fillable, name_coverage
-from bara.agent.router_schemes import SchemeCatalogue
-from bara.agent.router_steps import (MAX_COMPARE, SEARCH, THIN_MIN_HITS, THIN_SCORE, Call, Plan,  # noqa: F401
+from bara.domains.funds import router_intent as I
+from bara.domains.funds import router_text as T
+from bara.domains.funds.router_fit import fillable, name_coverage
+from bara.domains.funds.router_schemes import SchemeCatalogue
+from bara.domains.funds.router_steps import (MAX_COMPARE, SEARCH, THIN_MIN_HITS, THIN_SCORE, Call, Plan,  # noqa: F401
                                      Seen, Turn, informed_query, is_thin, next_calls, read_turn)  # re-exported
 from bara.decide import decide
 from bara.domains.funds.users import REFUSE_ADVICE, REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, detect_refusal
@@ -161,7 +161,7 @@ class RuleRouter:
         """With no rule firing: the most similar tool (ties broken by how much of its name the text
         mentions), or None when no tool fits. It fits when the text can fill its required numeric and enum
         arguments and its similarity reaches ``router_sim_min``, or ``router_sim_floor`` with at least
-        ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.agent.router_fit`)."""
+        ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.domains.funds.router_fit`)."""
         s = self.settings
         cover = {n: name_coverage(n, text) for n in scores}
         best = max(scores, key=lambda n: scores[n] + s.router_name_weight * cover[n], default=None)

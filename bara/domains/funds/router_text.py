@@ -1,6 +1,6 @@
 """What the rule router reads and writes: keyword rules, argument extraction, answer templates.
 
-Kept apart from :mod:`bara.agent.router` so wording and patterns change without touching routing.
+Kept apart from :mod:`bara.domains.funds.router` so wording and patterns change without touching routing.
 Answer templates copy figures from tool results verbatim (formatting only: separators, signs,
 two decimals); no figure is computed here.
 """

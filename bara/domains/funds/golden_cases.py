@@ -1,6 +1,6 @@
 """The golden set of the portfolio assistant (``bara eval golden``), as JSONL data files.
 
-Cases live in ``bara/agent/data/golden_<split>.jsonl``, one JSON object a line:
+Cases live in ``bara/domains/funds/data/golden_<split>.jsonl``, one JSON object a line:
 ``{"id", "category", "user", "message", "expect"}``.
 
 * ``dev``: the cases the offline router was tuned on (the original 52 plus
@@ -10,7 +10,7 @@ Cases live in ``bara/agent/data/golden_<split>.jsonl``, one JSON object a line:
   tuning; report it next to dev, never fold it in.
 
 Placeholders ``{key}`` or ``{key:user}`` in ``user``, ``message`` and ``expect``
-are filled at run time from the loaded AMFI data by :class:`bara.agent.golden.Facts`,
+are filled at run time from the loaded AMFI data by :class:`bara.domains.funds.golden.Facts`,
 with plain SQL; expected figures are computed the same independent way, never by
 the tools under test. Relevant FiQA passages (MTRAG corpus, ``fiqa`` collection)
 were chosen by reading them, not by what search returned.
@@ -38,7 +38,7 @@ def load_split(split: str) -> tuple[dict[str, Any], ...]:
     """The cases of one split (``dev`` or ``test``), in file order, each tagged with ``split``."""
     if split not in SPLITS:
         raise InputError(f"golden split {split!r} is unknown; use one of {', '.join(SPLITS)} (or 'all')")
-    text = resources.files("bara.agent").joinpath("data", f"golden_{split}.jsonl").read_text(encoding="utf-8")
+    text = resources.files("bara.domains.funds").joinpath("data", f"golden_{split}.jsonl").read_text(encoding="utf-8")
     out = []
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
