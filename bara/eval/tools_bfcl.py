@@ -37,11 +37,10 @@ from bara.eval.gate import file_sha256, json_rows
 from bara.eval.stats import percentiles
 from bara.llm.errors import LLMError
 from bara.llm.messages import SystemMessage, ToolSpec, UserMessage
+from bara.prompts.eval import BFCL_SYSTEM
 
 TYPE_MAP = {"dict": "object", "float": "number", "tuple": "array", "int": "integer", "bool": "boolean",
             "str": "string", "list": "array"}
-SYSTEM = ("Call a function only when one of the offered functions fits the user's request; "
-          "otherwise answer in text without calling any function.")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -181,7 +180,7 @@ class ModelSelector:
         return f"model:{getattr(self.model, 'name', 'model')}"
 
     def pick(self, text: str, specs: Sequence[ToolSpec]) -> tuple[str, ...]:
-        response = self.model.complete([SystemMessage(SYSTEM), UserMessage(text)], list(specs))
+        response = self.model.complete([SystemMessage(BFCL_SYSTEM), UserMessage(text)], list(specs))
         return tuple(c.name for c in response.message.tool_calls)
 
 
