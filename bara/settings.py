@@ -269,6 +269,15 @@ class Settings(BaseModel):
     router_name_weight: float = Field(0.2, ge=0.0, le=1.0, description="Weight of the name coverage when "
                                       "ranking tools by cosine: breaks near ties towards the tool named for "
                                       "the task ('search_book' over 'reserve_book').")
+    router_sim_weight: float = Field(1.0, ge=0.0, le=4.0, description="Weight of cosine(message, tool's 'use "
+                                     "for' text) added to a tool's rule score: a perfect match counts as one "
+                                     "keyword rule (weight 1.0).")
+    router_thin_min_hits: int = Field(2, ge=0, description="A document search with fewer hits is thin and is "
+                                      "reformulated once: one passage rarely answers a question.")
+    router_thin_rank: float = Field(40.0, gt=0.0, description="A search is also thin when its best fused score "
+                                    "is below that of a hit both arms rank here: router_thin_score = (weight_lexical "
+                                    "+ weight_dense) / (rrf_k + 40) = 0.02 at the defaults, above the 1/(rrf_k + 1) "
+                                    "~ 0.0164 a hit only one arm found can reach.")
     # --- gate-rules: topic-aware rewrite, vector cache, social turns (issue 10) ---
     gate_topic_standalone_similarity: float = Field(0.25, ge=-1.0, le=1.0, description=(
         "A message naming its own subject, with no follow-up cue, below this cosine to the conversation "
@@ -323,6 +332,12 @@ class Settings(BaseModel):
     embed_batch_tokens: int = Field(512, ge=8, description="Padded tokens per ONNX call: attention memory grows "
                                                             "with rows x width^2, so 32 rows of 256 tokens peaked "
                                                             "at 1.7 GB; 512 (2 such rows) peaked at 0.3 GB, no slower.")
+
+    @property
+    def router_thin_score(self) -> float:
+        """Best fused (RRF) score below which a search is thin; derived from rrf_k and the arm weights so it
+        follows them (0.02 at rrf_k=60, weights 1 and 1)."""
+        return (self.weight_lexical + self.weight_dense) / (self.rrf_k + self.router_thin_rank)
 
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""

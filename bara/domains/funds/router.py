@@ -42,8 +42,8 @@ from bara.domains.funds import router_intent as I
 from bara.domains.funds import router_text as T
 from bara.domains.funds.router_fit import fillable, name_coverage
 from bara.domains.funds.router_schemes import SchemeCatalogue
-from bara.domains.funds.router_steps import (MAX_COMPARE, SEARCH, THIN_MIN_HITS, THIN_SCORE, Call, Plan,  # noqa: F401
-                                     Seen, Turn, informed_query, is_thin, next_calls, read_turn)  # re-exported
+from bara.domains.funds.router_steps import (MAX_COMPARE, SEARCH, Call, Plan, Seen, Turn,  # noqa: F401
+                                             informed_query, is_thin, next_calls, read_turn)  # re-exported
 from bara.decide import decide
 from bara.domains.funds.users import REFUSE_ADVICE, REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, detect_refusal
 from bara.errors import BaraError
@@ -54,7 +54,6 @@ from bara.understand.prototypes import PrototypeIndex, load_prototypes
 
 ROUTER_NAME = "rule-router"
 PORTFOLIO_TOOLS = ("get_holdings", "get_transactions", "compute_xirr", "asset_allocation")
-SIM_WEIGHT = 1.0  # cosine to a tool's "use for" text, added to the rule score
 
 
 class RuleRouter:
@@ -81,7 +80,7 @@ class RuleRouter:
                  deadline: float | None = None) -> ModelResponse:
         turn = read_turn(messages)
         plan = self.plan(turn.text, (turn.user_id, turn.user_name), tools)
-        calls = next_calls(plan, turn.seen, {t.name for t in tools})
+        calls = next_calls(plan, turn.seen, {t.name for t in tools}, self.settings)
         if calls:
             tool_calls = tuple(ToolCall(f"rr-{turn.calls_made + i + 1}", c.name, dict(c.args))
                                for i, c in enumerate(calls))
@@ -174,14 +173,14 @@ class RuleRouter:
 
     def scores(self, text: str, low: str, tools: Sequence[ToolSpec], spans: list[str] | None = None
                ) -> dict[str, float]:
-        """Rule score plus SIM_WEIGHT x cosine(message, tool's "use for" text), per offered tool."""
+        """Rule score plus ``router_sim_weight`` x cosine(message, tool's "use for" text), per offered tool."""
         names = [t.name for t in tools] or list(T.RULES)
         spans = extract_schemes(text) if spans is None else spans
         out = {n: T.rule_score(n, low, spans) for n in names}
         if self.embedder is not None and tools:
             message = self._embed(text)
             for spec in tools:
-                out[spec.name] += SIM_WEIGHT * float(np.dot(message, self._embed(use_part(spec.description))))
+                out[spec.name] += self.settings.router_sim_weight * float(np.dot(message, self._embed(use_part(spec.description))))
         if T.personal_figure(low) and SEARCH in out:
             out[SEARCH] -= 2.0  # the user's own figures come from computation, never from documents
         return out

@@ -212,7 +212,7 @@ def reformulate(query: str) -> str | None:
 
 
 # -------------------------------------------------------------- answers: wording
-MAX_TX_LINES = 12
+MAX_TX_LINES = 12  # presentation: the reply lists the latest 12 and says so; the tool returns all
 #: What the passages quoted for a "why did it fall" answer should be about.
 EXPLAIN_FOCUS = "why it fell: decline, loss, drawdown, volatility, trailing returns, market risk"
 
