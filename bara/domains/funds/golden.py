@@ -30,14 +30,13 @@ from typing import Any, Callable, Iterable, Mapping
 import pyxirr
 
 from bara.domains.funds.assistant import AgentAssistant
-from bara.domains.funds.golden_cases import CASES
+from bara.domains.funds.golden_cases import CASES, CATEGORIES
 from bara.domains.funds.golden_checks import (CHECKS, DECLINE, PORTFOLIO_TOOLS, RECOMMEND, TOLERANCE,  # noqa: F401
                                       answer_numbers)  # re-exported
 from bara.errors import InputError
 from bara.llm.base import Model
 from bara.prompts.frames import estimate_tokens
 
-CATEGORIES = ("numeric", "retrieval", "refusal", "tool_selection")
 _PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
 _SHORT_NAME = re.compile(r"\s*(?:-\s*|\(|\s)(?:Direct|Regular|Growth|Formerly)\b.*$", re.I)
 

@@ -1,7 +1,9 @@
 """The golden set of the portfolio assistant (``bara eval golden``), as JSONL data files.
 
 Cases live in ``bara/domains/funds/data/golden_<split>.jsonl``, one JSON object a line:
-``{"id", "category", "user", "message", "expect"}``.
+``{"id", "category", "user", "message", "expect"}``, checked on load by :func:`parse_cases`
+(fields and their types, known categories and ``expect`` keys, the key each category is scored on,
+ids unique across both splits).
 
 * ``dev``: the cases the offline router was tuned on (the original 52 plus
   paraphrases written while improving it).
@@ -31,14 +33,15 @@ from typing import Any
 from bara.errors import InputError
 
 SPLITS = ("dev", "test")
-_FIELDS = ("id", "category", "user", "message", "expect")
+CATEGORIES = ("numeric", "retrieval", "refusal", "tool_selection")
+_FIELDS = {"id": str, "category": str, "user": str, "message": str, "expect": dict}
+#: What ``expect`` may say (see :mod:`bara.domains.funds.golden_checks`), and what each category needs.
+EXPECT_KEYS = frozenset({"figures", "sources", "refusal", "none", "any_of", "forbid", "before", "args"})
+_NEEDS = {"numeric": "figures", "retrieval": "sources", "refusal": "refusal"}
 
 
-def load_split(split: str) -> tuple[dict[str, Any], ...]:
-    """The cases of one split (``dev`` or ``test``), in file order, each tagged with ``split``."""
-    if split not in SPLITS:
-        raise InputError(f"golden split {split!r} is unknown; use one of {', '.join(SPLITS)} (or 'all')")
-    text = resources.files("bara.domains.funds").joinpath("data", f"golden_{split}.jsonl").read_text(encoding="utf-8")
+def parse_cases(text: str, name: str, split: str) -> tuple[dict[str, Any], ...]:
+    """The cases of one JSONL text, each tagged with ``split``; InputError naming the line when one is malformed."""
     out = []
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -46,12 +49,53 @@ def load_split(split: str) -> tuple[dict[str, Any], ...]:
         try:
             row = json.loads(line)
         except ValueError as exc:
-            raise InputError(f"golden_{split}.jsonl line {n} is not JSON ({exc}); fix the data file") from exc
-        missing = [f for f in _FIELDS if f not in row]
-        if missing:
-            raise InputError(f"golden_{split}.jsonl line {n} lacks {missing}; every case needs {list(_FIELDS)}")
+            raise InputError(f"{name} line {n} is not JSON ({exc}); fix the data file") from exc
+        problem = _problem(row)
+        if problem:
+            raise InputError(f"{name} line {n}: {problem}")
         out.append({**row, "split": split})
     return tuple(out)
+
+
+def _problem(row: Any) -> str | None:
+    if not isinstance(row, dict):
+        return "a case must be a JSON object"
+    missing = [f for f in _FIELDS if f not in row]
+    if missing:
+        return f"lacks {missing}; every case needs {list(_FIELDS)}"
+    wrong = [f for f, kind in _FIELDS.items() if not isinstance(row[f], kind)]
+    if wrong:
+        return f"{wrong} must be {[_FIELDS[f].__name__ for f in wrong]}"
+    if row["category"] not in CATEGORIES:
+        return f"category {row['category']!r} is not one of {', '.join(CATEGORIES)}"
+    unknown = sorted(set(row["expect"]) - EXPECT_KEYS)
+    if unknown:
+        return f"expect has unknown keys {unknown}; known: {sorted(EXPECT_KEYS)}"
+    need = _NEEDS.get(row["category"])
+    if need and need not in row["expect"]:
+        return f"a {row['category']} case needs expect.{need}"
+    if row["category"] == "tool_selection" and not set(row["expect"]) & {"none", "any_of", "forbid", "args", "before"}:
+        return "a tool_selection case needs expect.none, any_of, forbid, args or before"
+    return None
+
+
+def load_split(split: str) -> tuple[dict[str, Any], ...]:
+    """The cases of one split (``dev`` or ``test``), in file order, each tagged with ``split``."""
+    if split not in SPLITS:
+        raise InputError(f"golden split {split!r} is unknown; use one of {', '.join(SPLITS)} (or 'all')")
+    name = f"golden_{split}.jsonl"
+    text = resources.files("bara.domains.funds").joinpath("data", name).read_text(encoding="utf-8")
+    return parse_cases(text, name, split)
+
+
+def unique_ids(cases: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    """``cases`` unchanged, or InputError naming an id used twice (results are keyed by id)."""
+    seen: set[str] = set()
+    for case in cases:
+        if case["id"] in seen:
+            raise InputError(f"golden case id {case['id']!r} is used twice; ids must be unique across splits")
+        seen.add(case["id"])
+    return cases
 
 
 def cases_for(split: str = "all") -> tuple[dict[str, Any], ...]:
@@ -61,4 +105,4 @@ def cases_for(split: str = "all") -> tuple[dict[str, Any], ...]:
 
 DEV = load_split("dev")
 TEST = load_split("test")
-CASES = DEV + TEST
+CASES = unique_ids(DEV + TEST)
