@@ -85,3 +85,12 @@ def test_thin_score_follows_rrf_k():
     assert not is_thin(search, Settings())
     assert is_thin(search, Settings(rrf_k=10))  # 2/(10+40) = 0.04: the same hits are now one-arm strength
     assert is_thin(search, Settings(router_thin_min_hits=3))
+
+
+def test_search_hits_are_read_back_as_typed_records():
+    from bara.domains.funds.router_records import SearchHit, search_hits
+
+    hits = search_hits({"hits": [{"source": "fiqa/1", "title": "T", "text": "x", "score": 0.03},
+                                 {"source": "s", "score": None}, "junk"]})
+    assert hits == (SearchHit("fiqa/1", "T", "x", 0.03), SearchHit("s", "", "", 0.0), SearchHit())
+    assert search_hits({}) == () and search_hits({"hits": None}) == ()

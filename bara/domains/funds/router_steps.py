@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from bara.domains.funds import router_text as T
+from bara.domains.funds.router_records import SearchHit, search_hits
 from bara.llm.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage
 from bara.settings import Settings
 
@@ -44,6 +45,11 @@ class Seen:
     def data(self) -> Mapping[str, Any]:
         data = self.result.get("data")
         return data if isinstance(data, Mapping) else {}
+
+    @property
+    def hits(self) -> tuple[SearchHit, ...]:
+        """A search's hits as typed records (empty for other tools)."""
+        return search_hits(self.data)
 
 
 @dataclass(frozen=True)
@@ -150,8 +156,8 @@ def is_thin(search: Seen, settings: Settings | None = None) -> bool:
     s = settings or Settings()
     if not search.ok:
         return False  # an argument error is not a thin corpus; the answer reports it
-    hits = search.data.get("hits") or []
-    best = max((h.get("score") or 0.0 for h in hits), default=0.0)
+    hits = search.hits
+    best = max((h.score for h in hits), default=0.0)
     return len(hits) < s.router_thin_min_hits or best < s.router_thin_score
 
 

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from bara.domains.funds import prompts as P
 from bara.domains.funds.prompts import (ADVICE, ADVICE_NO_FACTS, BY_LABEL, CHITCHAT, FAILED,  # noqa: F401
                                        LABELS, NO_EXPENSE, NOTHING, REFUSALS, RETRIED)  # wording lives there
+from bara.domains.funds.router_records import search_hits
 from bara.llm.offline import extractive_answer
 from bara.prompts.frames import Source
 
@@ -235,7 +236,7 @@ def compose(plan: Any, turn: Any) -> str:
 def _collapse(seen: Sequence[Any]) -> list[Any]:
     """Keep the best search (most hits, later wins ties) and note a retry; other results in order."""
     searches = [s for s in seen if s.name == "search_documents" and s.ok]
-    best = max(reversed(searches), key=lambda s: len(s.data.get("hits") or []), default=None)
+    best = max(reversed(searches), key=lambda s: len(search_hits(s.data)), default=None)
     return [s for s in seen if s.name != "search_documents" or s is best or not s.ok]
 
 
@@ -318,11 +319,10 @@ def _compare(d: Mapping[str, Any], text: str) -> list[str]:
 
 
 def _search(d: Mapping[str, Any], text: str) -> list[str]:
-    hits = d.get("hits") or []
+    hits = search_hits(d)
     if not hits:
         return [P.NO_DOCUMENTS.format(query=d.get('query'))]
-    sources = [Source(n, 0, h.get("source", ""), "", h.get("title", ""), h.get("text", ""), h.get("score") or 0.0)
-               for n, h in enumerate(hits[:3], start=1)]
+    sources = [Source(n, 0, h.source, "", h.title, h.text, h.score) for n, h in enumerate(hits[:3], start=1)]
     focus = text if text == EXPLAIN_FOCUS else f"{text} {d.get('query') or ''}"
     return [P.DOCUMENTS_HEAD, extractive_answer(focus, sources, 3)]
 
