@@ -112,7 +112,7 @@ def _conversation(assistant: Assistant, user: str, conversation: Optional[str], 
 def _assistant(bara: Bara, mode: str) -> Assistant:
     """The gated pipeline, the always-retrieve baseline, or the tool-using portfolio agent."""
     if mode == "agent":
-        from bara.agent.assistant import AgentAssistant
+        from bara.domains.funds.assistant import AgentAssistant
 
         return AgentAssistant(bara)  # type: ignore[return-value] - same turn()/TurnResult contract
     return Assistant(bara, model=build_model(bara.settings), mode=pipeline_mode(mode))

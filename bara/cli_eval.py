@@ -217,7 +217,7 @@ def _selector(settings: Settings, model: Optional[str]) -> Any:
         from bara.llm.build import build_model
 
         return ModelSelector(build_model(settings.override(model=model)))
-    from bara.agent.router import RuleRouter
+    from bara.domains.funds.router import RuleRouter
 
     embedder = _embedder(settings)
     return RouterSelector(RuleRouter(embedder, settings))

@@ -85,7 +85,7 @@ def load(data: Optional[Path] = DataOption, db: Optional[str] = DbOption,
 
 def _load(bara: Bara, data: Path, sheets: str | bool, quiet: bool) -> dict[str, Any]:
     """``sheets``: False (no indexing), "all" or "held"."""
-    from bara.agent.assistant import index_fund_documents
+    from bara.domains.funds.assistant import index_fund_documents
     from bara.domains.funds import create_demo_users, load_amfi
 
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -188,14 +188,14 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
                                                "server); default: BARA_MODEL, else the offline rule router."),
            verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every case, not only failures.")) -> None:
     """Golden set of the portfolio assistant: numeric, retrieval, refusal and tool-selection scores."""
-    from bara.agent.golden_cases import SPLITS, cases_for
+    from bara.domains.funds.golden_cases import SPLITS, cases_for
 
     if split not in (*SPLITS, "all"):
         err.print(f"[red]error:[/red] --split must be dev, test or all, not {split!r}")
         raise typer.Exit(2)
     picked = [c for c in cases_for(split) if not case or c["id"].startswith(tuple(case))]
     if not picked:
-        err.print(f"[red]error:[/red] no golden case id starts with {case}; see bara/agent/data/golden_*.jsonl")
+        err.print(f"[red]error:[/red] no golden case id starts with {case}; see bara/domains/funds/data/golden_*.jsonl")
         raise typer.Exit(2)
     try:
         if model is not None and (":" not in model or not all(model.split(":", 1))):
@@ -223,7 +223,7 @@ def _golden_model(bara: Bara) -> Any:
 
 
 def _run_golden(bara: Bara, model: Any, gate_tools: Optional[bool], cases: list, quiet: bool) -> Any:
-    from bara.agent.golden import run_golden
+    from bara.domains.funds.golden import run_golden
 
     columns = (TextColumn("[bold]golden"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[case]}"))

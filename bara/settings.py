@@ -251,7 +251,7 @@ class Settings(BaseModel):
     serve_threads: int = Field(16, ge=1, le=256, description="Worker threads per process for sync turns: "
                                "turns wait on the DB or the model, so more threads than cores pays.")
 
-    # --- agent router (offline tool selection; bara/agent/router*.py) ----------
+    # --- agent router (offline tool selection; bara/domains/funds/router*.py) ----------
     router_scheme_min_score: float = Field(85.0, ge=0.0, le=100.0, description="rapidfuzz ratio a message "
                                            "window needs against a scheme's short name: one typo or a missing "
                                            "'fund' passes, a different scheme of the same house does not.")
@@ -272,6 +272,15 @@ class Settings(BaseModel):
     router_name_weight: float = Field(0.2, ge=0.0, le=1.0, description="Weight of the name coverage when "
                                       "ranking tools by cosine: breaks near ties towards the tool named for "
                                       "the task ('search_book' over 'reserve_book').")
+    router_sim_weight: float = Field(1.0, ge=0.0, le=4.0, description="Weight of cosine(message, tool's 'use "
+                                     "for' text) added to a tool's rule score: a perfect match counts as one "
+                                     "keyword rule (weight 1.0).")
+    router_thin_min_hits: int = Field(2, ge=0, description="A document search with fewer hits is thin and is "
+                                      "reformulated once: one passage rarely answers a question.")
+    router_thin_rank: float = Field(40.0, gt=0.0, description="A search is also thin when its best fused score "
+                                    "is below that of a hit both arms rank here: router_thin_score = (weight_lexical "
+                                    "+ weight_dense) / (rrf_k + 40) = 0.02 at the defaults, above the 1/(rrf_k + 1) "
+                                    "~ 0.0164 a hit only one arm found can reach.")
     # --- gate-rules: topic-aware rewrite, vector cache, social turns (issue 10) ---
     gate_topic_standalone_similarity: float = Field(0.25, ge=-1.0, le=1.0, description=(
         "A message naming its own subject, with no follow-up cue, below this cosine to the conversation "
@@ -403,6 +412,12 @@ class Settings(BaseModel):
     rerank_latency_ema_alpha: float = Field(0.3, gt=0.0, le=1.0, description="Weight of the newest measured "
                                             "ms/pair in the reranker's running estimate: follows load in a few "
                                             "calls without jumping on one slow call.")
+
+    @property
+    def router_thin_score(self) -> float:
+        """Best fused (RRF) score below which a search is thin; derived from rrf_k and the arm weights so it
+        follows them (0.02 at rrf_k=60, weights 1 and 1)."""
+        return (self.weight_lexical + self.weight_dense) / (self.rrf_k + self.router_thin_rank)
 
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""

@@ -12,12 +12,13 @@ import random
 
 import pytest
 
-from bara.agent import router_intent as I
-from bara.agent.router import RuleRouter
-from bara.agent.router_fit import fillable, name_coverage, name_words
+from bara.domains.funds import router_intent as I
+from bara.domains.funds.router import RuleRouter
+from bara.domains.funds.router_fit import fillable, name_coverage, name_words
 from bara.app import Bara
 from bara.domains.funds import create_demo_users, load_amfi
 from bara.domains.funds.tools import build_fund_tools
+from bara.messages import ToolSpec
 from bara.settings import Settings
 
 SPECS = [t.spec() for t in build_fund_tools().values()]
@@ -168,3 +169,29 @@ def test_name_coverage_and_fillability():
     enum = {"type": "object", "required": ["unit"], "properties": {"unit": {"type": "string",
                                                                             "enum": ["celsius", "kelvin"]}}}
     assert fillable(enum, "the temperature in kelvin") and not fillable(enum, "how warm is it?")
+
+
+def test_a_value_of_the_kind_a_name_word_names_mentions_it():
+    """issue 13: "on December 13, 2019" mentions ``..._date``; a word alone that merely looks like one does not."""
+    text = "wind speed at coordinates 46.603354,1.8883340 on December 13, 2019?"
+    assert name_coverage("weather.get_by_coordinates_date", text) == pytest.approx(2 / 3)
+    assert name_coverage("weather.get_forecast_by_coordinates", text) == pytest.approx(1 / 3)
+    assert name_coverage("get_by_city_date", "weather in Paris on 2026-03-01") == pytest.approx(1 / 2)
+    assert name_coverage("get_by_city_date", "may I ask about Paris") == 0.0
+    assert name_coverage("get_by_coordinates", "the coordinates 12") == 1.0  # the word itself still counts
+    assert name_coverage("get_by_coordinates", "near 12, 13") == 0.0
+
+
+def test_best_fit_skips_a_tool_the_request_cannot_fill():
+    """issue 13: the most similar tool needing numbers the text lacks does not hide a fillable runner-up."""
+    numeric = ToolSpec("math_power", "Raise one number to the power of another.", {
+        "type": "object", "required": ["base", "exponent"],
+        "properties": {"base": {"type": "number"}, "exponent": {"type": "number"}}})
+    free = ToolSpec("find_recipe", "Find a recipe by dish name.", {
+        "type": "object", "required": ["dish"], "properties": {"dish": {"type": "string"}}})
+    router = RuleRouter(None, Settings(router_sim_min=0.4))
+    text = "power of a recipe"
+    assert router.best_fit(text, {"math_power": 0.9, "find_recipe": 0.5}, [numeric, free]) == "find_recipe"
+    assert router.best_fit(text, {"math_power": 0.9, "find_recipe": 0.2}, [numeric, free]) is None
+    assert router.best_fit("2 to the power 3", {"math_power": 0.9, "find_recipe": 0.5}, [numeric, free]) == \
+        "math_power"

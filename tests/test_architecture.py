@@ -20,18 +20,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
-#: Direct imports that break the layers contract only until the other parts of issue 9 land
-#: (agent -> domains: helper i9-agent; agent -> pipeline, i.e. the turn skeleton / app placement:
-#: helper i9-turn). The merger empties this set once both branches are in; nothing else may break.
-PENDING: set[tuple[str, str]] = {
-    ("bara.agent.assistant", "bara.pipeline"),
-    ("bara.agent.assistant", "bara.domains.funds"),
-    ("bara.agent.assistant", "bara.domains.funds.tools"),
-    ("bara.agent.router", "bara.domains.funds.users"),
-    ("bara.agent.router_text", "bara.domains.funds.prompts"),
-}
-#: Package cycles that exist only because of the same pending imports (domains -> agent is the right way).
-PENDING_CYCLES: set[frozenset[str]] = {frozenset({"bara.agent", "bara.domains"})}
+#: Direct imports allowed to break the layers contract: none (issue 9 landed whole).
+PENDING: set[tuple[str, str]] = set()
+#: Package cycles tolerated: none.
+PENDING_CYCLES: set[frozenset[str]] = set()
 
 
 # ------------------------------------------------------------------ import-linter

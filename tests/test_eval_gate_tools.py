@@ -81,7 +81,7 @@ def bfcl(tmp_path_factory, data_dir):
 
 
 def test_tools_with_the_rule_router(bfcl, embedder):
-    RuleRouter = pytest.importorskip("bara.agent.router").RuleRouter
+    RuleRouter = pytest.importorskip("bara.domains.funds.router").RuleRouter
     files = [bfcl / "BFCL_v4_multiple.jsonl", bfcl / "BFCL_v4_irrelevance.jsonl"]
     out = evaluate_tools(files, [], RouterSelector(RuleRouter(embedder, Settings()))).as_dict()
     assert out["n"] == 40 and out["n_selection"] == 20 and out["n_irrelevance"] == 20

@@ -17,7 +17,7 @@ import time
 import httpx
 import pytest
 
-from bara.agent.assistant import AgentAssistant
+from bara.domains.funds.assistant import AgentAssistant
 from bara.app import Bara
 from bara.domains.funds.repo import FundsRepo
 from bara.llm import LLMDeadlineError, LLMError, LLMUnavailableError, MalformedResponse, build_model

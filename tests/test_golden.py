@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bara.agent.assistant import AgentAssistant, fund_documents, index_fund_documents
-from bara.agent.golden import (CATEGORIES, Facts, answer_numbers, doc_subset, run_golden, short_name)
-from bara.agent.golden_cases import CASES
+from bara.domains.funds.assistant import AgentAssistant, fund_documents, index_fund_documents
+from bara.domains.funds.golden import (CATEGORIES, Facts, answer_numbers, doc_subset, run_golden, short_name)
+from bara.domains.funds.golden_cases import CASES
 from bara.app import Bara
 from bara.cli import app
 from bara.domains.funds import create_demo_users, load_amfi

@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 from typer.testing import CliRunner
 
-from bara.agent.assistant import index_fund_documents
-from bara.agent.golden import CATEGORIES, Facts
-from bara.agent.golden_cases import DEV, TEST, cases_for
+from bara.domains.funds.assistant import index_fund_documents
+from bara.domains.funds.golden import CATEGORIES, Facts
+from bara.domains.funds.golden_cases import DEV, TEST, cases_for
 from bara.app import Bara
 from bara.cli import app
 from bara.domains.funds import create_demo_users, load_amfi

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from bara.agent.golden import Facts
+from bara.domains.funds.golden import Facts
 from bara.app import Bara
 from bara.domains.funds import create_demo_users, load_amfi
 from bara.serve.app import create_app, mount_mcp_server

@@ -1,7 +1,7 @@
 """`bara mcp` with the SDK's own client: in memory, over stdio (a subprocess) and over streamable HTTP.
 
 Real store (RFC knowledge base + AMFI data + demo users), real embedder. Expected holdings come
-from plain SQL over the transactions table (:class:`bara.agent.golden.Facts`), not from the tools.
+from plain SQL over the transactions table (:class:`bara.domains.funds.golden.Facts`), not from the tools.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from typer.testing import CliRunner
 
-from bara.agent.golden import Facts
+from bara.domains.funds.golden import Facts
 from bara.app import Bara
 from bara.cli import app
 from bara.domains.funds import create_demo_users, load_amfi

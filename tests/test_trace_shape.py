@@ -33,7 +33,7 @@ def shape(value: Any) -> Any:
 
 def traces(bara) -> dict[str, list[dict[str, Any]]]:
     """The trace JSON of every scripted turn, by scenario."""
-    from bara.agent.assistant import AgentAssistant
+    from bara.domains.funds.assistant import AgentAssistant
     from bara.llm import ScriptedModel
     from bara.messages import AssistantMessage, ToolCall
     from bara.pipeline import Assistant

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from bara import prompts as P
+from bara.prompts.eval import JUDGE_PROMPT
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
@@ -35,12 +36,6 @@ _ABSTAIN = re.compile(
     r"|(do not|don't) have (that |any |enough )?information|cannot find|can't find|no information (about|on))",
     re.IGNORECASE)
 _CANNED = frozenset(" ".join(t.format(name="").split()) for t in P.CHITCHAT.values()) | {P.EMPTY_INPUT}
-JUDGE_PROMPT = (
-    "Rate the assistant's answer to the user's last question.\n"
-    "faithfulness: 1-5, is every claim supported by the passages shown to the assistant?\n"
-    "relevance: 1-5, does it address the question?\n"
-    'Reply with JSON only: {{"faithfulness": n, "relevance": n}}.\n\n'
-    "Question: {question}\n\nPassages the assistant saw:\n{passages}\n\nAnswer: {answer}")
 
 
 def normalize_answer(text: str) -> str:

@@ -11,11 +11,11 @@ user's question and the specs; its first response is scored, no tool runs:
   functions in its ``possible_answer`` ground truth (argument values are not
   scored: this measures *selection*).
 
-The default model is bara's offline rule router (:class:`bara.agent.router.RuleRouter`):
+The default model is bara's offline rule router (:class:`bara.domains.funds.router.RuleRouter`):
 its generic selection step (rule score + cosine between the message and each
 tool's description; nothing chosen when the request cannot fill the tool's
 required arguments or the similarity and name evidence fall short, see
-:meth:`~bara.agent.router.RuleRouter.best_fit`), without the portfolio
+:meth:`~bara.domains.funds.router.RuleRouter.best_fit`), without the portfolio
 assistant's refusals, which would decline every non-finance request.
 
 Cases are split in halves by a hash of their id (:func:`split_of`): the
@@ -37,11 +37,10 @@ from bara.eval.gate import file_sha256, json_rows
 from bara.eval.stats import percentiles
 from bara.llm.errors import LLMError
 from bara.messages import SystemMessage, ToolSpec, UserMessage
+from bara.prompts.eval import BFCL_SYSTEM
 
 TYPE_MAP = {"dict": "object", "float": "number", "tuple": "array", "int": "integer", "bool": "boolean",
             "str": "string", "list": "array"}
-SYSTEM = ("Call a function only when one of the offered functions fits the user's request; "
-          "otherwise answer in text without calling any function.")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -163,8 +162,8 @@ class RouterSelector:
     name: str = "rule-router"
 
     def pick(self, text: str, specs: Sequence[ToolSpec]) -> tuple[str, ...]:
-        from bara.agent import router_text as T
-        from bara.agent.router import extract_schemes
+        from bara.domains.funds import router_text as T
+        from bara.domains.funds.router import extract_schemes
 
         plan = self.router.choose(text, T.normal(text), extract_schemes(text), list(specs))
         return tuple(c.name for c in plan.calls) if plan.kind == "tools" else ()
@@ -181,7 +180,7 @@ class ModelSelector:
         return f"model:{getattr(self.model, 'name', 'model')}"
 
     def pick(self, text: str, specs: Sequence[ToolSpec]) -> tuple[str, ...]:
-        response = self.model.complete([SystemMessage(SYSTEM), UserMessage(text)], list(specs))
+        response = self.model.complete([SystemMessage(BFCL_SYSTEM), UserMessage(text)], list(specs))
         return tuple(c.name for c in response.message.tool_calls)
 
 

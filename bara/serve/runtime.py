@@ -118,7 +118,7 @@ class Runtime:
 
     def _build(self, mode: str) -> Any:
         if mode == "agent":
-            from bara.agent.assistant import AgentAssistant
+            from bara.domains.funds.assistant import AgentAssistant
 
             built: Any = AgentAssistant(self.bara)
         else:

@@ -51,11 +51,27 @@ def _mentions(word: str, tokens: list[str]) -> bool:
     return False
 
 
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
+_DATE = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b" + _MONTH + r"\.? \d{1,2}(?:st|nd|rd|th)?\b|"
+                   r"\b\d{1,2}(?:st|nd|rd|th)? (?:of )?" + _MONTH + r"\b|\b(?:today|tomorrow|yesterday|monday|tuesday|"
+                   r"wednesday|thursday|friday|saturday|sunday)\b")
+_TIME = re.compile(r"\b\d{1,2}:\d{2}\b|\b\d{1,2} ?(?:am|pm)\b|\bo'clock\b")
+_COORDINATES = re.compile(r"-?\d{1,3}\.\d+\s*°?\s*[NS]?\s*,\s*-?\d{1,3}\.\d+")
+#: Name words that name a kind of value: the text mentions them by carrying such a value
+#: ("on December 13, 2019" mentions ``..._date``; "46.60,1.88" mentions ``..._by_coordinates``).
+VALUE_WORDS = {"date": _DATE, "dates": _DATE, "day": _DATE, "time": _TIME, "coordinates": _COORDINATES,
+               "coordinate": _COORDINATES}
+
+
 def name_coverage(name: str, text: str) -> float:
-    """Share of the name's content words mentioned in ``text`` (0 when the name has none)."""
+    """Share of the name's content words mentioned in ``text``, by a shared stem or, for a word naming a
+    kind of value (:data:`VALUE_WORDS`), by a value of that kind (0 when the name has none)."""
     words = name_words(name)
     tokens = _WORDS.findall(text.lower())
-    return sum(_mentions(w, tokens) for w in words) / len(words) if words else 0.0
+    low = text.lower()
+    hits = (_mentions(w, tokens) or (w in VALUE_WORDS and VALUE_WORDS[w].search(low) is not None) for w in words)
+    return sum(hits) / len(words) if words else 0.0
 
 
 def numbers_in(text: str) -> int:

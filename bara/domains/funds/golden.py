@@ -29,15 +29,14 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pyxirr
 
-from bara.agent.assistant import AgentAssistant
-from bara.agent.golden_cases import CASES
-from bara.agent.golden_checks import (CHECKS, DECLINE, PORTFOLIO_TOOLS, RECOMMEND, TOLERANCE,  # noqa: F401
+from bara.domains.funds.assistant import AgentAssistant
+from bara.domains.funds.golden_cases import CASES, CATEGORIES
+from bara.domains.funds.golden_checks import (CHECKS, DECLINE, PORTFOLIO_TOOLS, RECOMMEND, TOLERANCE,  # noqa: F401
                                       answer_numbers)  # re-exported
 from bara.errors import InputError
 from bara.llm.base import Model
 from bara.prompts.frames import estimate_tokens
 
-CATEGORIES = ("numeric", "retrieval", "refusal", "tool_selection")
 _PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
 _SHORT_NAME = re.compile(r"\s*(?:-\s*|\(|\s)(?:Direct|Regular|Growth|Formerly)\b.*$", re.I)
 
@@ -121,7 +120,7 @@ class Facts:
     def lookup(self, key: str, user: str | None) -> Any:
         fn = getattr(self, f"f_{key}", None)
         if fn is None:
-            raise InputError(f"golden case uses unknown placeholder {{{key}}}; fix bara/agent/data/golden_*.jsonl")
+            raise InputError(f"golden case uses unknown placeholder {{{key}}}; fix bara/domains/funds/data/golden_*.jsonl")
         return fn(user)
 
     def require_data(self) -> None:

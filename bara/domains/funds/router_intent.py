@@ -1,6 +1,6 @@
 """What kind of request a message is, read the way users actually write: typos, Hinglish, paraphrase.
 
-Pure functions over text; the router (:mod:`bara.agent.router`) decides with them.
+Pure functions over text; the router (:mod:`bara.domains.funds.router`) decides with them.
 
 * :func:`normalise` lower-cases, maps common Hinglish words to English ("mera" ->
   "my", "dikhao" -> "show", "bata hua" -> "split") and corrects misspelt

@@ -1,6 +1,6 @@
 """What the rule router reads and writes: keyword rules, argument extraction, answer templates.
 
-Kept apart from :mod:`bara.agent.router` so wording and patterns change without touching routing.
+Kept apart from :mod:`bara.domains.funds.router` so wording and patterns change without touching routing.
 Answer templates copy figures from tool results verbatim (formatting only: separators, signs,
 two decimals); no figure is computed here.
 """
@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any, Iterable, Mapping, Sequence
 
+from bara.domains.funds import prompts as P
 from bara.domains.funds.prompts import (ADVICE, ADVICE_NO_FACTS, BY_LABEL, CHITCHAT, FAILED,  # noqa: F401
                                        LABELS, NO_EXPENSE, NOTHING, REFUSALS, RETRIED)  # wording lives there
+from bara.domains.funds.router_records import search_hits
 from bara.llm.offline import extractive_answer
 from bara.prompts.frames import Source
 from bara.text.stopwords import REFORMULATION_FILLER, SCHEME_LEAD_STOPWORDS
@@ -204,7 +206,7 @@ def reformulate(query: str) -> str | None:
 
 
 # -------------------------------------------------------------- answers: wording
-MAX_TX_LINES = 12
+MAX_TX_LINES = 12  # presentation: the reply lists the latest 12 and says so; the tool returns all
 #: What the passages quoted for a "why did it fall" answer should be about.
 EXPLAIN_FOCUS = "why it fell: decline, loss, drawdown, volatility, trailing returns, market risk"
 
@@ -227,7 +229,7 @@ def compose(plan: Any, turn: Any) -> str:
 def _collapse(seen: Sequence[Any]) -> list[Any]:
     """Keep the best search (most hits, later wins ties) and note a retry; other results in order."""
     searches = [s for s in seen if s.name == "search_documents" and s.ok]
-    best = max(reversed(searches), key=lambda s: len(s.data.get("hits") or []), default=None)
+    best = max(reversed(searches), key=lambda s: len(search_hits(s.data)), default=None)
     return [s for s in seen if s.name != "search_documents" or s is best or not s.ok]
 
 
@@ -253,70 +255,69 @@ def pct(x: Any) -> str:
 
 def _holdings(d: Mapping[str, Any], text: str) -> list[str]:
     if not d.get("holdings"):
-        return [str(d.get("note", "You have no open holdings."))]
-    lines = [f"Your holdings at the latest NAV (as of {d.get('as_of')}):"]
-    lines += [f"- {h['scheme']} ({h['scheme_code']}): {h['units']} units x NAV {h['nav']} = {money(h['current_value'])}"
-              f" (invested {money(h['invested'])}, gain {money(h['gain'])}, {pct(h['gain_pct'])})"
+        return [str(d.get("note", P.NO_HOLDINGS))]
+    lines = [P.HOLDINGS_HEAD.format(as_of=d.get('as_of'))]
+    lines += [P.HOLDING_LINE.format(scheme=h['scheme'], code=h['scheme_code'], units=h['units'], nav=h['nav'],
+                                    value=money(h['current_value']), invested=money(h['invested']),
+                                    gain=money(h['gain']), gain_pct=pct(h['gain_pct']))
               for h in d["holdings"]]
     t = d.get("totals", {})
-    lines.append(f"Total: {money(t.get('current_value'))} (invested {money(t.get('invested'))}, "
-                 f"gain {money(t.get('gain'))}, {pct(t.get('gain_pct'))}).")
+    lines.append(P.HOLDINGS_TOTAL.format(value=money(t.get('current_value')), invested=money(t.get('invested')),
+                                         gain=money(t.get('gain')), gain_pct=pct(t.get('gain_pct'))))
     return lines
 
 
 def _xirr(d: Mapping[str, Any], text: str) -> list[str]:
     scope = d.get("scope")
-    what = f"{scope['scheme']} ({scope['scheme_code']})" if isinstance(scope, Mapping) else "your portfolio"
+    what = f"{scope['scheme']} ({scope['scheme_code']})" if isinstance(scope, Mapping) else P.PORTFOLIO
     if d.get("xirr_pct") is None:
-        return [f"I can't compute an XIRR for {what}: {d.get('reason')}."]
-    lines = [f"The XIRR of {what} is {pct(d['xirr_pct'])} a year (as of {d.get('as_of')}), from "
-             f"{d.get('transactions')} transactions since {d.get('first_transaction')}: invested "
-             f"{money(d.get('total_invested'))}, redeemed {money(d.get('total_redeemed'))}, current value "
-             f"{money(d.get('current_value'))}."]
+        return [P.XIRR_NONE.format(what=what, reason=d.get('reason'))]
+    lines = [P.XIRR.format(what=what, xirr=pct(d['xirr_pct']), as_of=d.get('as_of'), count=d.get('transactions'),
+                           first=d.get('first_transaction'), invested=money(d.get('total_invested')),
+                           redeemed=money(d.get('total_redeemed')), value=money(d.get('current_value')))]
     return lines + ([str(d["caution"])] if d.get("caution") else [])
 
 
 def _transactions(d: Mapping[str, Any], text: str) -> list[str]:
     rows = list(d.get("transactions") or [])
-    scope = f" in {d['scheme']['scheme']}" if isinstance(d.get("scheme"), Mapping) else ""
+    scope = P.TX_SCOPE.format(scheme=d['scheme']['scheme']) if isinstance(d.get("scheme"), Mapping) else ""
     if not rows:
-        return [f"You have no transactions{scope} in that period."]
+        return [P.NO_TRANSACTIONS.format(scope=scope)]
     shown = rows[-MAX_TX_LINES:]
-    head = f"You have {d.get('count')} transactions{scope}" + (
-        "; the most recent:" if len(shown) < len(rows) else ":")
-    return [head] + [f"- {t['date']} {t['kind']} {money(t['amount'])} in {t['scheme']}: {t['units']} units at NAV "
-                     f"{t['nav']}" for t in shown]
+    head = P.TX_HEAD.format(count=d.get('count'), scope=scope,
+                            tail=P.TX_HEAD_RECENT if len(shown) < len(rows) else P.TX_HEAD_ALL)
+    return [head] + [P.TX_LINE.format(date=t['date'], kind=t['kind'], amount=money(t['amount']), scheme=t['scheme'],
+                                      units=t['units'], nav=t['nav']) for t in shown]
 
 
 def _allocation(d: Mapping[str, Any], text: str) -> list[str]:
     rows = d.get("allocation") or []
     if not rows:
-        return ["You have no open holdings to allocate."]
-    lines = [f"Your portfolio by {BY_LABEL.get(d.get('by'), d.get('by'))} (total {money(d.get('total_value'))}, "
-             f"as of {d.get('as_of')}):"]
-    return lines + [f"- {r['group']}: {money(r['value'])} ({r['pct']}%)" for r in rows]
+        return [P.NO_ALLOCATION]
+    lines = [P.ALLOCATION_HEAD.format(by=BY_LABEL.get(d.get('by'), d.get('by')), value=money(d.get('total_value')),
+                                      as_of=d.get('as_of'))]
+    return lines + [P.ALLOCATION_LINE.format(group=r['group'], value=money(r['value']), pct=r['pct']) for r in rows]
 
 
 def _compare(d: Mapping[str, Any], text: str) -> list[str]:
-    lines = ["From AMFI NAV history (returns are absolute, point-to-point):"]
+    lines = [P.COMPARE_HEAD]
     for f in d.get("funds") or []:
         r = f.get("returns_pct") or {}
-        lines.append(f"- {f['scheme']} ({f['scheme_code']}; {f.get('category')}; {f.get('fund_house')}): "
-                     + ", ".join(f"{k} {pct(v)}" for k, v in r.items())
-                     + f"; 1-year volatility {f.get('volatility_1y_pct')}%, max drawdown "
-                       f"{f.get('max_drawdown_1y_pct')}% ({f.get('drawdown_peak')} to {f.get('drawdown_trough')});"
-                       f" NAV {f.get('nav')} on {f.get('nav_date')}.")
+        lines.append(P.COMPARE_LINE.format(
+            scheme=f['scheme'], code=f['scheme_code'], category=f.get('category'), house=f.get('fund_house'),
+            returns=", ".join(f"{k} {pct(v)}" for k, v in r.items()), vol=f.get('volatility_1y_pct'),
+            drawdown=f.get('max_drawdown_1y_pct'), peak=f.get('drawdown_peak'), trough=f.get('drawdown_trough'),
+            nav=f.get('nav'), nav_date=f.get('nav_date')))
     return lines + ([NO_EXPENSE] if "expense" in text.lower() else [])
 
 
 def _search(d: Mapping[str, Any], text: str) -> list[str]:
-    hits = d.get("hits") or []
+    hits = search_hits(d)
     if not hits:
-        return [f"I found no documents about \"{d.get('query')}\"."]
-    sources = [Source(n, 0, h.get("source", ""), "", h.get("title", ""), h.get("text", ""), h.get("score") or 0.0)
-               for n, h in enumerate(hits[:3], start=1)]
+        return [P.NO_DOCUMENTS.format(query=d.get('query'))]
+    sources = [Source(n, 0, h.source, "", h.title, h.text, h.score) for n, h in enumerate(hits[:3], start=1)]
     focus = text if text == EXPLAIN_FOCUS else f"{text} {d.get('query') or ''}"
-    return ["From the documents:", extractive_answer(focus, sources, 3)]
+    return [P.DOCUMENTS_HEAD, extractive_answer(focus, sources, 3)]
 
 
 _FORMATTERS = {"get_holdings": _holdings, "compute_xirr": _xirr, "get_transactions": _transactions,

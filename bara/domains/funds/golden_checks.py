@@ -1,5 +1,5 @@
 """The four golden-set checks (numeric, retrieval, refusal, tool selection), split from
-:mod:`bara.agent.golden` so each module stays small. Each takes the resolved case, the agent turn and
+:mod:`bara.domains.funds.golden` so each module stays small. Each takes the resolved case, the agent turn and
 the independent facts, and returns (passed, detail).
 """
 
@@ -9,8 +9,8 @@ import re
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 if TYPE_CHECKING:
-    from bara.agent.assistant import AgentTurn
-    from bara.agent.golden import Facts, GoldenCase
+    from bara.domains.funds.assistant import AgentTurn
+    from bara.domains.funds.golden import Facts, GoldenCase
 
 #: Allowed distance between an expected figure and one in the answer (answers show 2-3 decimals).
 TOLERANCE = {"money": 0.05, "pct": 0.02, "units": 0.002, "count": 0.0}

@@ -5,12 +5,12 @@ tool selection like any model's. Each ``complete`` call re-reads the transcript
 (the signed-in user from the system prompt, the last user message, the tool
 results since) and returns either the next tool calls or a templated answer.
 It never does arithmetic: every figure in an answer is copied from a tool
-result (wording and formatters: :mod:`bara.agent.router_text`).
+result (wording and formatters: :mod:`bara.domains.funds.router_text`).
 
-Every message is first normalised (:mod:`bara.agent.router_intent`: Hinglish
+Every message is first normalised (:mod:`bara.domains.funds.router_intent`: Hinglish
 words mapped to English, misspelt keywords corrected) and its scheme names
 resolved by fuzzy matching over the catalogue, the user's own schemes first
-(:mod:`bara.agent.router_schemes`). Routing, first match wins:
+(:mod:`bara.domains.funds.router_schemes`). Routing, first match wins:
 
 1. refusals: another person's portfolio (by name, id, relation such as "my
    brother", "his holdings", in bulk) or an out-of-scope request get no tools;
@@ -26,10 +26,10 @@ resolved by fuzzy matching over the catalogue, the user's own schemes first
 8. otherwise keyword rules plus cosine similarity between the message and the
    "use for" half of each tool description; search is never chosen for the
    user's own figures; with no rule firing a tool is called only when it fits
-   (:meth:`RuleRouter.best_fit`, :mod:`bara.agent.router_fit`).
+   (:meth:`RuleRouter.best_fit`, :mod:`bara.domains.funds.router_fit`).
 
 Follow-up steps (thin-search reformulation, compute-then-search) live in
-:mod:`bara.agent.router_steps`.
+:mod:`bara.domains.funds.router_steps`.
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from bara.agent import router_intent as I
-from bara.agent import router_text as T
-from bara.agent.router_fit import fillable, name_coverage
-from bara.agent.router_schemes import SchemeCatalogue
-from bara.agent.router_steps import (MAX_COMPARE, SEARCH, THIN_MIN_HITS, THIN_SCORE, Call, Plan,  # noqa: F401
-                                     Seen, Turn, informed_query, is_thin, next_calls, read_turn)  # re-exported
+from bara.domains.funds import router_intent as I
+from bara.domains.funds import router_text as T
+from bara.domains.funds.router_fit import fillable, name_coverage
+from bara.domains.funds.router_schemes import SchemeCatalogue
+from bara.domains.funds.router_steps import (MAX_COMPARE, SEARCH, Call, Plan, Seen, Turn,  # noqa: F401
+                                             informed_query, is_thin, next_calls, read_turn)  # re-exported
 from bara.decide import decide
 from bara.domains.funds.users import REFUSE_ADVICE, REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, detect_refusal
 from bara.llm.base import STOP_END, STOP_TOOL_CALLS, ModelResponse
@@ -54,7 +54,6 @@ from bara.understand.prototypes import prototypes_for as load_matching
 
 ROUTER_NAME = "rule-router"
 PORTFOLIO_TOOLS = ("get_holdings", "get_transactions", "compute_xirr", "asset_allocation")
-SIM_WEIGHT = 1.0  # cosine to a tool's "use for" text, added to the rule score
 
 
 class RuleRouter:
@@ -81,7 +80,7 @@ class RuleRouter:
                  deadline: float | None = None) -> ModelResponse:
         turn = read_turn(messages)
         plan = self.plan(turn.text, (turn.user_id, turn.user_name), tools)
-        calls = next_calls(plan, turn.seen, {t.name for t in tools})
+        calls = next_calls(plan, turn.seen, {t.name for t in tools}, self.settings)
         if calls:
             tool_calls = tuple(ToolCall(f"rr-{turn.calls_made + i + 1}", c.name, dict(c.args))
                                for i, c in enumerate(calls))
@@ -158,15 +157,17 @@ class RuleRouter:
         return Plan("tools", calls, reasons=tuple(f"router:pick_{n}" for n in picked[:3]))
 
     def best_fit(self, text: str, scores: Mapping[str, float], tools: Sequence[ToolSpec]) -> str | None:
-        """With no rule firing: the most similar tool (ties broken by how much of its name the text
-        mentions), or None when no tool fits. It fits when the text can fill its required numeric and enum
-        arguments and its similarity reaches ``router_sim_min``, or ``router_sim_floor`` with at least
-        ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.agent.router_fit`)."""
+        """With no rule firing: of the tools whose required numeric and enum arguments the text can fill,
+        the most similar (ties broken by how much of its name the text mentions), or None when none fits.
+        It fits when its similarity reaches ``router_sim_min``, or ``router_sim_floor`` with at least
+        ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.domains.funds.router_fit`).
+        A tool the text cannot fill is no candidate: it neither wins nor makes a fillable runner-up lose."""
         s = self.settings
         cover = {n: name_coverage(n, text) for n in scores}
-        best = max(scores, key=lambda n: scores[n] + s.router_name_weight * cover[n], default=None)
-        spec = next((t for t in tools if t.name == best), None)
-        if best is None or (spec is not None and not fillable(spec.parameters, text)):
+        specs = {t.name: t for t in tools}
+        candidates = [n for n in scores if n not in specs or fillable(specs[n].parameters, text)]
+        best = max(candidates, key=lambda n: scores[n] + s.router_name_weight * cover[n], default=None)
+        if best is None:
             return None
         sim = scores[best]
         fits = sim >= s.router_sim_min or (sim >= s.router_sim_floor and cover[best] >= s.router_name_cover_min)
@@ -174,14 +175,14 @@ class RuleRouter:
 
     def scores(self, text: str, low: str, tools: Sequence[ToolSpec], spans: list[str] | None = None
                ) -> dict[str, float]:
-        """Rule score plus SIM_WEIGHT x cosine(message, tool's "use for" text), per offered tool."""
+        """Rule score plus ``router_sim_weight`` x cosine(message, tool's "use for" text), per offered tool."""
         names = [t.name for t in tools] or list(T.RULES)
         spans = extract_schemes(text) if spans is None else spans
         out = {n: T.rule_score(n, low, spans) for n in names}
         if self.embedder is not None and tools:
             message = self._embed(text)
             for spec in tools:
-                out[spec.name] += SIM_WEIGHT * float(np.dot(message, self._embed(use_part(spec.description))))
+                out[spec.name] += self.settings.router_sim_weight * float(np.dot(message, self._embed(use_part(spec.description))))
         if T.personal_figure(low) and SEARCH in out:
             out[SEARCH] -= 2.0  # the user's own figures come from computation, never from documents
         return out

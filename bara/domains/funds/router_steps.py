@@ -1,7 +1,7 @@
 """The rule router's transcript reading and next step: what was asked, what ran, what to call next.
 
-Split from :mod:`bara.agent.router` (which plans a message) so each stays small. A search that comes
-back thin (fewer than :data:`THIN_MIN_HITS` hits, or no hit that both retrieval arms agree on) is
+Split from :mod:`bara.domains.funds.router` (which plans a message) so each stays small. A search that comes
+back thin (fewer than ``router_thin_min_hits`` hits, or no hit that both retrieval arms agree on) is
 reformulated once, in the corpus's vocabulary; "why did it fall" plans search after computing, with a
 query that carries the computed figures.
 """
@@ -13,14 +13,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from bara.agent import router_text as T
+from bara.domains.funds import router_text as T
+from bara.domains.funds.router_records import SearchHit, search_hits
 from bara.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage
+from bara.settings import Settings
 
 SEARCH = "search_documents"
-MAX_COMPARE = 5
-THIN_MIN_HITS = 2
-#: Best fused (RRF) score a hit found by one arm only can reach is 1/(rrf_k + 1) ~ 0.0164 at k=60.
-THIN_SCORE = 0.02
+MAX_COMPARE = 5  # compare_funds' own limit (CompareArgs.schemes max_length), not a tuning constant
 _SIGNED_IN = re.compile(r"Signed-in user: (.+?) \(([^)\s]+)\)")
 
 
@@ -46,6 +45,11 @@ class Seen:
     def data(self) -> Mapping[str, Any]:
         data = self.result.get("data")
         return data if isinstance(data, Mapping) else {}
+
+    @property
+    def hits(self) -> tuple[SearchHit, ...]:
+        """A search's hits as typed records (empty for other tools)."""
+        return search_hits(self.data)
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,8 @@ def _envelope(result: ToolResultMessage) -> Mapping[str, Any]:
 
 
 # ----------------------------------------------------------------- next step
-def next_calls(plan: Plan, seen: Sequence[Seen], offered: set[str]) -> tuple[Call, ...]:
+def next_calls(plan: Plan, seen: Sequence[Seen], offered: set[str],
+               settings: Settings | None = None) -> tuple[Call, ...]:
     """The calls to make now; empty means "write the answer"."""
     if not offered:
         return ()
@@ -102,7 +107,7 @@ def next_calls(plan: Plan, seen: Sequence[Seen], offered: set[str]) -> tuple[Cal
     follow = _follow_up(plan, seen)
     if follow is not None:
         return (follow,) if follow.name in offered else ()
-    return _retry_thin_search(seen, offered)
+    return _retry_thin_search(seen, offered, settings or Settings())
 
 
 def _follow_up(plan: Plan, seen: Sequence[Seen]) -> Call | None:
@@ -134,9 +139,9 @@ def _held_codes(seen: Sequence[Seen]) -> list[str]:
             for h in s.data.get("holdings", ())]
 
 
-def _retry_thin_search(seen: Sequence[Seen], offered: set[str]) -> tuple[Call, ...]:
+def _retry_thin_search(seen: Sequence[Seen], offered: set[str], settings: Settings) -> tuple[Call, ...]:
     searches = [s for s in seen if s.name == SEARCH]
-    if len(searches) != 1 or SEARCH not in offered or not is_thin(searches[0]):
+    if len(searches) != 1 or SEARCH not in offered or not is_thin(searches[0], settings):
         return ()
     first = str(searches[0].args.get("query", ""))
     again = T.reformulate(first)
@@ -145,13 +150,15 @@ def _retry_thin_search(seen: Sequence[Seen], offered: set[str]) -> tuple[Call, .
     return (Call(SEARCH, {"query": again, "limit": int(searches[0].args.get("limit", 5) or 5)}),)
 
 
-def is_thin(search: Seen) -> bool:
-    """Fewer than THIN_MIN_HITS hits, or none that both arms found (best fused score < THIN_SCORE)."""
+def is_thin(search: Seen, settings: Settings | None = None) -> bool:
+    """Fewer than ``router_thin_min_hits`` hits, or none that both arms found (best fused score below
+    :attr:`~bara.settings.Settings.router_thin_score`)."""
+    s = settings or Settings()
     if not search.ok:
         return False  # an argument error is not a thin corpus; the answer reports it
-    hits = search.data.get("hits") or []
-    best = max((h.get("score") or 0.0 for h in hits), default=0.0)
-    return len(hits) < THIN_MIN_HITS or best < THIN_SCORE
+    hits = search.hits
+    best = max((h.score for h in hits), default=0.0)
+    return len(hits) < s.router_thin_min_hits or best < s.router_thin_score
 
 
 def informed_query(seen: Sequence[Seen]) -> str:
