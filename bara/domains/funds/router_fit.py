@@ -48,10 +48,21 @@ def name_words(name: str) -> list[str]:
     return [p for p in parts if len(p) >= 3 and not p.isdigit() and p not in GENERIC_NAME_WORDS]
 
 
+#: Endings that inflect a word of four letters ("laws", "maps") without making another word of it.
+_INFLECTIONS = ("", "s", "es", "ed", "d", "er", "ers", "ing")
+
+
+def _same_stem(word: str, token: str) -> bool:
+    """Shared 5-letter stem; a 4-letter word only with an inflection ("maps" ~ "map", not "laws" ~ "lawsuit")."""
+    short, long_ = sorted((word, token), key=len)
+    if len(short) >= 5:
+        return short[:5] == long_[:5]
+    return len(short) == 4 and long_.startswith(short) and long_[4:] in _INFLECTIONS
+
+
 def _mentions(word: str, tokens: list[str]) -> bool:
     for token in tokens:
-        k = min(len(word), len(token), 5)
-        if word == token or (k >= 4 and word[:k] == token[:k]) or (len(word) >= 4 and fuzz.ratio(word, token) >= 85):
+        if word == token or _same_stem(word, token) or (len(word) >= 4 and fuzz.ratio(word, token) >= 85):
             return True
     return False
 
