@@ -96,8 +96,8 @@ def numbers_in(text: str) -> int:
 
 
 def assigns(key: str, text: str) -> bool:
-    """The text gives argument ``key`` by name: ``x=data['sales']``, ``n: 5``."""
-    return re.search(rf"(?<![\w.]){re.escape(key)}\s*[=:](?!=)", text) is not None
+    """The text gives argument ``key`` by name, as code does: ``x=data['sales']`` (not ``c = 0``, an equation)."""
+    return re.search(rf"(?<![\w.]){re.escape(key)}=(?!=)", text) is not None
 
 
 def fillable(parameters: Mapping[str, Any], text: str) -> bool:
