@@ -204,6 +204,11 @@ def test_rate_words_state_a_number():
     assert fillable(schema, "interest on $5000 at 3%, compounded quarterly")
     assert not fillable(schema, "interest on $5000 at 3%")
     assert fillable(schema, "5000 cells at 3% growth, doubling every hour")
+    motion = {"type": "object", "required": ["initial_velocity", "height"], "properties": {
+        "initial_velocity": {"type": "integer"}, "height": {"type": "integer"}}}
+    assert fillable(motion, "final speed of a ball dropped from 100 m")
+    assert fillable(motion, "final speed of a ball falling from rest through 100 m")
+    assert not fillable(motion, "final speed of a ball thrown from 100 m")
 
 
 def test_number_words_fill_a_numeric_array():

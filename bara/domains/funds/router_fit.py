@@ -33,9 +33,10 @@ _NUMBER_WORDS = (r"\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|el
                  r"fifty|hundred|thousand|million|billion|half|quarter|double|twice|single|once|dozen|first|second|"
                  r"third|fourth|fifth|last|next|today|tomorrow|yesterday|week|month|year|decade)\b")
 #: Words and phrases that state a count or a rate without a digit: "compounded quarterly" (4 a year),
-#: "duplicates every hour" (1 hour).
+#: "duplicates every hour" (1 hour), or a state that fixes a value ("dropped", "from rest": initial speed 0).
 _RATE_WORDS = re.compile(r"\b(?:(?:bi|semi)?(?:hourly|daily|weekly|monthly|quarterly|annually|yearly)|biannually|"
-                         r"(?:every|each) (?:second|minute|hour|day|night|week|month|quarter|year))\b")
+                         r"(?:every|each) (?:second|minute|hour|day|night|week|month|quarter|year)|"
+                         r"(?:from|at) rest|dropped|released)\b")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CAMEL = re.compile(r"([a-z])([A-Z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
