@@ -7,6 +7,8 @@ EVAL_DIR ?= docs/eval
 EVAL_TASKS ?= $(DATA)/mtrag/tasks.dev.jsonl
 EVAL_CORPUS ?= $(DATA)/mtrag/corpus.jsonl
 EVAL_BFCL ?= $(DATA)/bfcl/BFCL_v4_multiple.jsonl $(DATA)/bfcl/BFCL_v4_irrelevance.jsonl
+# Tuning data for the router's tool fit (issue 13), reported apart: every abstention is a false one.
+EVAL_BFCL_TUNING ?= $(DATA)/bfcl/BFCL_v4_simple_python.jsonl $(DATA)/bfcl/BFCL_v4_parallel_multiple.jsonl
 # Round 2: small talk inserted into whole conversations (dev: CLINC150 val), seed and rate as registered.
 EVAL_SMALLTALK ?= $(DATA)/clinc150/val.jsonl
 EVAL_DOMAINS ?= $(DATA)/clinc150/domains.json
@@ -49,6 +51,8 @@ eval-tools: $(STAMP)
 	mkdir -p $(EVAL_DIR)
 	$(BIN)/bara eval tools $(addprefix --bfcl ,$(EVAL_BFCL)) --json > $(EVAL_DIR)/tools_bfcl.json.tmp
 	mv $(EVAL_DIR)/tools_bfcl.json.tmp $(EVAL_DIR)/tools_bfcl.json
+	$(BIN)/bara eval tools $(addprefix --bfcl ,$(EVAL_BFCL_TUNING)) --json > $(EVAL_DIR)/tools_bfcl_tuning.json.tmp
+	mv $(EVAL_DIR)/tools_bfcl_tuning.json.tmp $(EVAL_DIR)/tools_bfcl_tuning.json
 
 eval-report: $(STAMP)
 	$(BIN)/bara eval report $(EVAL_DIR)

@@ -195,3 +195,57 @@ def test_best_fit_skips_a_tool_the_request_cannot_fill():
     assert router.best_fit(text, {"math_power": 0.9, "find_recipe": 0.2}, [numeric, free]) is None
     assert router.best_fit("2 to the power 3", {"math_power": 0.9, "find_recipe": 0.5}, [numeric, free]) == \
         "math_power"
+
+
+def test_rate_words_state_a_number():
+    """issue 13: "compounded quarterly" and "every hour" give a value for a numeric argument."""
+    schema = {"type": "object", "required": ["principal", "rate", "n"], "properties": {
+        "principal": {"type": "integer"}, "rate": {"type": "number"}, "n": {"type": "integer"}}}
+    assert fillable(schema, "interest on $5000 at 3%, compounded quarterly")
+    assert not fillable(schema, "interest on $5000 at 3%")
+    assert fillable(schema, "5000 cells at 3% growth, doubling every hour")
+    motion = {"type": "object", "required": ["initial_velocity", "height"], "properties": {
+        "initial_velocity": {"type": "integer"}, "height": {"type": "integer"}}}
+    assert fillable(motion, "final speed of a ball dropped from 100 m")
+    assert fillable(motion, "final speed of a ball falling from rest through 100 m")
+    assert not fillable(motion, "final speed of a ball thrown from 100 m")
+
+
+def test_number_words_fill_a_numeric_array():
+    """issue 13: "three bottles and two bags" carries the quantities of a required integer array."""
+    schema = {"type": "object", "required": ["items", "quantity"], "properties": {
+        "items": {"type": "array", "items": {"type": "string"}},
+        "quantity": {"type": "array", "items": {"type": "integer"}}}}
+    assert fillable(schema, "order three bottles of oil and two bags of rice")
+    assert not fillable(schema, "order some oil and rice")
+
+
+def test_an_argument_assigned_by_name_is_filled():
+    """issue 13: ``x=data['sales']`` fills the numeric array ``x``; ``c = 0`` in an equation names nothing."""
+    schema = {"type": "object", "required": ["x", "y"], "properties": {
+        "x": {"type": "array", "items": {"type": "number"}}, "y": {"type": "array", "items": {"type": "number"}}}}
+    assert fillable(schema, "fit a regression with x=data['sales'] and y=data['future']")
+    assert not fillable(schema, "fit a regression of sales on future sales")
+    scalars = {"type": "object", "required": ["b", "c"], "properties": {"b": {"type": "integer"},
+                                                                        "c": {"type": "integer"}}}
+    assert not fillable(scalars, "roots of bx + c = 0")
+
+
+def test_a_four_letter_word_shares_a_stem_only_through_an_inflection():
+    """issue 13: "laws" does not mention ``lawsuit``; "rates" and "rated" still mention ``rate``."""
+    assert name_coverage("lawsuit_search", "find out about traffic laws in Texas") == 0.0
+    assert name_coverage("rate_lookup", "current rates") == 1.0
+    assert name_coverage("rate_lookup", "how it was rated") == 1.0
+    assert name_coverage("quadratic_solver", "solve quadratics") == 1.0  # five-letter stems unchanged
+
+
+def test_a_fitting_tool_wins_over_a_more_similar_one_that_does_not_fit():
+    """issue 13: the best candidate by similarity + name falling short of the thresholds does not hide a
+    runner-up that reaches ``router_sim_min`` on its own."""
+    a = ToolSpec("history_get_monarchs", "Monarchs of a country.", {"type": "object", "properties": {}})
+    b = ToolSpec("history_get_culture", "Culture of a country.", {"type": "object", "properties": {}})
+    router = RuleRouter(None, Settings(router_sim_min=0.4, router_name_weight=0.2, router_name_cover_min=0.6))
+    text = "monarchs, wars and art movements"
+    assert router.best_fit(text, {"history_get_monarchs": 0.39, "history_get_culture": 0.43}, [a, b]) == \
+        "history_get_culture"
+    assert router.best_fit(text, {"history_get_monarchs": 0.39, "history_get_culture": 0.35}, [a, b]) is None

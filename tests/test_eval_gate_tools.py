@@ -130,3 +130,40 @@ def test_cli_gate_and_tools_json(clinc, bfcl, tmp_path, monkeypatch):
     assert CliRunner().invoke(app, ["eval", "report", str(tmp_path / "runs")]).exit_code == 0
     assert "Gate: retrieval necessity" in (tmp_path / "runs" / "report.md").read_text()
     assert CliRunner().invoke(app, ["eval", "report", str(tmp_path / "empty")]).exit_code == 2
+
+
+def test_tools_verdicts_on_simple_and_parallel_multiple(tmp_path, data_dir):
+    """issue 13: simple_python and parallel_multiple parse; each answerable case is right, partial (only
+    tools from the answer), abstained or wrong, and ``only_answer_tools`` is right + partial."""
+    (tmp_path / "possible_answer").mkdir()
+    for name in ("BFCL_v4_simple_python.jsonl", "BFCL_v4_parallel_multiple.jsonl"):
+        lines = (data_dir / "bfcl" / name).read_text(encoding="utf-8").splitlines()[:4]
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+        shutil.copy(data_dir / "bfcl" / "possible_answer" / name, tmp_path / "possible_answer")
+    answers = {}
+    for name in ("BFCL_v4_simple_python.jsonl", "BFCL_v4_parallel_multiple.jsonl"):
+        for line in (tmp_path / "possible_answer" / name).read_text().splitlines():
+            row = json.loads(line)
+            answers[row["id"]] = [k for item in row["ground_truth"] for k in item]
+    cases = [json.loads(x) for n in ("BFCL_v4_simple_python.jsonl", "BFCL_v4_parallel_multiple.jsonl")
+             for x in (tmp_path / n).read_text().splitlines()]
+    plan = {c["id"]: p for c, p in zip(cases, ["right", "abstained", "wrong", "right", "partial", "right",
+                                                 "abstained", "wrong"])}
+    prompts = {json.dumps(c["question"][0][-1]["content"]): c["id"] for c in cases}
+
+    def pick(messages, tools):
+        case_id = prompts[json.dumps(messages[-1].text)]
+        names, safe = answers[case_id], {t.name for t in tools}
+        choice = {"right": names, "partial": names[:1], "abstained": [],
+                  "wrong": sorted(safe - {n.replace(".", "_") for n in names})[:1] or ["not_offered"]}
+        return AssistantMessage(tool_calls=tuple(ToolCall(f"c{i}", n.replace(".", "_"), {})
+                                                 for i, n in enumerate(choice[plan[case_id]])))
+
+    out = evaluate_tools([tmp_path / "BFCL_v4_simple_python.jsonl", tmp_path / "BFCL_v4_parallel_multiple.jsonl"],
+                         [], ModelSelector(ScriptedModel([pick] * 8))).as_dict()
+    assert out["problems"] == {} and out["n"] == 8
+    simple, parallel = out["by_category"]["simple_python"], out["by_category"]["parallel_multiple"]
+    assert simple["verdicts"] == {"abstained": 1, "right": 2, "wrong": 1}
+    assert simple["accuracy"] == 0.5 and simple["only_answer_tools"] == 0.5
+    assert parallel["verdicts"] == {"abstained": 1, "partial": 1, "right": 1, "wrong": 1}
+    assert parallel["accuracy"] == 0.25 and parallel["only_answer_tools"] == 0.5

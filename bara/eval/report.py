@@ -190,12 +190,14 @@ def gate_section(name: str, gate: Mapping[str, Any]) -> list[str]:
 
 
 def tools_section(name: str, tools: Mapping[str, Any]) -> list[str]:
-    rows = [[c, v["n"], _fmt(v["accuracy"])] for c, v in tools.get("by_category", {}).items()]
+    rows = [[c, v["n"], _fmt(v["accuracy"]), _fmt(v.get("only_answer_tools")),
+             ", ".join(f"{k} {n}" for k, n in sorted((v.get("verdicts") or {}).items()))]
+            for c, v in tools.get("by_category", {}).items()]
     files = ", ".join(f"`{'/'.join(Path(d['path']).parts[-2:])}` ({d['sha256'][:12]}…)" for d in tools.get("data", []))
     return [f"## Tools: BFCL selection ({name})", "", f"model `{tools.get('model')}`; {tools['n']} cases; "
             f"selection accuracy {_fmt(tools.get('selection_accuracy'))}, irrelevance abstention "
             f"{_fmt(tools.get('irrelevance_abstention'))}; data {files}.", "",
-            *_table(["category", "n", "accuracy"], rows), "",
+            *_table(["category", "n", "accuracy", "only answer tools", "verdicts"], rows), "",
             f"problems: `{json.dumps(tools.get('problems'), sort_keys=True)}`; model errors: "
             f"`{json.dumps(tools.get('model_errors'), sort_keys=True)}`", ""]
 

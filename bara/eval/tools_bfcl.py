@@ -11,6 +11,13 @@ user's question and the specs; its first response is scored, no tool runs:
   functions in its ``possible_answer`` ground truth (argument values are not
   scored: this measures *selection*).
 
+Per category the report also counts how each answerable case went
+(:attr:`Outcome.verdict`): ``right`` (exactly the answer's tools), ``partial``
+(only tools from the answer, not all of them: the usual result on
+``parallel_multiple``, where the router calls one tool), ``abstained`` (nothing
+called: a false abstention) and ``wrong`` (some tool outside the answer);
+``only_answer_tools`` is the share of right + partial.
+
 The default model is bara's offline rule router (:class:`bara.domains.funds.router.RuleRouter`):
 its generic selection step (rule score + cosine between the message and each
 tool's description; nothing chosen when the request cannot fill the tool's
@@ -28,7 +35,7 @@ import hashlib
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -196,6 +203,17 @@ class Outcome:
     def correct(self) -> bool:
         return not self.called if self.case.expected is None else self.called == self.case.expected
 
+    @property
+    def verdict(self) -> str:
+        """``abstained`` / ``called`` for an irrelevance case; else ``right``, ``partial`` (a non-empty
+        strict subset of the answer's tools), ``abstained`` or ``wrong``."""
+        expected = self.case.expected
+        if not self.called:
+            return "abstained"
+        if expected is None:
+            return "called"
+        return "right" if self.called == expected else "partial" if self.called < expected else "wrong"
+
 
 def run_case(selector: Any, case: Case) -> Outcome:
     t0 = time.perf_counter()
@@ -215,9 +233,24 @@ def _share(outcomes: Sequence[Outcome]) -> float | None:
 class CategoryFigures:
     n: int
     accuracy: float | None
+    verdicts: Mapping[str, int] = field(default_factory=dict)  # Outcome.verdict -> cases
+    answerable: bool = True  # False for irrelevance categories
+
+    @property
+    def only_answer_tools(self) -> float | None:
+        """Share of cases that called something and only tools from the answer (None for irrelevance)."""
+        if not self.n or not self.answerable:
+            return None
+        return round((self.verdicts.get("right", 0) + self.verdicts.get("partial", 0)) / self.n, 4)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"n": self.n, "accuracy": self.accuracy}
+        return {"n": self.n, "accuracy": self.accuracy, "verdicts": dict(sorted(self.verdicts.items())),
+                "only_answer_tools": self.only_answer_tools}
+
+
+def _category(outcomes: Sequence[Outcome]) -> CategoryFigures:
+    return CategoryFigures(len(outcomes), _share(outcomes), dict(Counter(o.verdict for o in outcomes)),
+                           answerable=all(o.case.expected is not None for o in outcomes))
 
 
 @dataclass(frozen=True)
@@ -289,8 +322,7 @@ def _figures(outcomes: Sequence[Outcome]) -> ToolFigures:
     return ToolFigures(
         n=len(ok), selection_accuracy=_share(selection), irrelevance_abstention=_share(irrelevance),
         n_selection=len(selection), n_irrelevance=len(irrelevance),
-        by_category={c: CategoryFigures(sum(o.case.category == c for o in ok),
-                                        _share([o for o in ok if o.case.category == c])) for c in categories},
+        by_category={c: _category([o for o in ok if o.case.category == c]) for c in categories},
         latency_ms=percentiles([o.ms for o in ok]),
         model_errors=dict(Counter(o.error for o in outcomes if o.error)))
 

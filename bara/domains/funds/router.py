@@ -157,21 +157,21 @@ class RuleRouter:
         return Plan("tools", calls, reasons=tuple(f"router:pick_{n}" for n in picked[:3]))
 
     def best_fit(self, text: str, scores: Mapping[str, float], tools: Sequence[ToolSpec]) -> str | None:
-        """With no rule firing: of the tools whose required numeric and enum arguments the text can fill,
-        the most similar (ties broken by how much of its name the text mentions), or None when none fits.
-        It fits when its similarity reaches ``router_sim_min``, or ``router_sim_floor`` with at least
+        """With no rule firing: of the tools that fit and whose required numeric and enum arguments the text
+        can fill, the most similar (ties broken by how much of its name the text mentions), or None.
+        A tool fits when its similarity reaches ``router_sim_min``, or ``router_sim_floor`` with at least
         ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.domains.funds.router_fit`).
-        A tool the text cannot fill is no candidate: it neither wins nor makes a fillable runner-up lose."""
+        A tool that does not fit or cannot be filled is no candidate: it neither wins nor makes a fitting
+        runner-up lose."""
         s = self.settings
         cover = {n: name_coverage(n, text) for n in scores}
         specs = {t.name: t for t in tools}
-        candidates = [n for n in scores if n not in specs or fillable(specs[n].parameters, text)]
-        best = max(candidates, key=lambda n: scores[n] + s.router_name_weight * cover[n], default=None)
-        if best is None:
-            return None
-        sim = scores[best]
-        fits = sim >= s.router_sim_min or (sim >= s.router_sim_floor and cover[best] >= s.router_name_cover_min)
-        return best if fits else None
+        def fits(n: str) -> bool:
+            sim = scores[n]
+            return sim >= s.router_sim_min or (sim >= s.router_sim_floor and cover[n] >= s.router_name_cover_min)
+
+        candidates = [n for n in scores if fits(n) and (n not in specs or fillable(specs[n].parameters, text))]
+        return max(candidates, key=lambda n: scores[n] + s.router_name_weight * cover[n], default=None)
 
     def scores(self, text: str, low: str, tools: Sequence[ToolSpec], spans: list[str] | None = None
                ) -> dict[str, float]:

@@ -12,7 +12,8 @@ no tool fits (BFCL "irrelevance"):
 * :func:`fillable`: the request carries a value for each required numeric
   argument (a number or a number word per required integer/number parameter, at
   least one number for a required numeric array) and, for a required enum, one
-  of its values. A request that cannot fill a tool's arguments is not a request
+  of its values; an argument the request assigns by name (``x=data['sales']``) is
+  filled whatever its kind. A request that cannot fill a tool's arguments is not a request
   for that tool.
 """
 
@@ -31,6 +32,11 @@ GENERIC_NAME_WORDS = frozenset(
 _NUMBER_WORDS = (r"\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
                  r"fifty|hundred|thousand|million|billion|half|quarter|double|twice|single|once|dozen|first|second|"
                  r"third|fourth|fifth|last|next|today|tomorrow|yesterday|week|month|year|decade)\b")
+#: Words and phrases that state a count or a rate without a digit: "compounded quarterly" (4 a year),
+#: "duplicates every hour" (1 hour), or a state that fixes a value ("dropped", "from rest": initial speed 0).
+_RATE_WORDS = re.compile(r"\b(?:(?:bi|semi)?(?:hourly|daily|weekly|monthly|quarterly|annually|yearly)|biannually|"
+                         r"(?:every|each) (?:second|minute|hour|day|night|week|month|quarter|year)|"
+                         r"(?:from|at) rest|dropped|released)\b")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CAMEL = re.compile(r"([a-z])([A-Z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
@@ -43,10 +49,21 @@ def name_words(name: str) -> list[str]:
     return [p for p in parts if len(p) >= 3 and not p.isdigit() and p not in GENERIC_NAME_WORDS]
 
 
+#: Endings that inflect a word of four letters ("laws", "maps") without making another word of it.
+_INFLECTIONS = ("", "s", "es", "ed", "d", "er", "ers", "ing")
+
+
+def _same_stem(word: str, token: str) -> bool:
+    """Shared 5-letter stem; a 4-letter word only with an inflection ("maps" ~ "map", not "laws" ~ "lawsuit")."""
+    short, long_ = sorted((word, token), key=len)
+    if len(short) >= 5:
+        return short[:5] == long_[:5]
+    return len(short) == 4 and long_.startswith(short) and long_[4:] in _INFLECTIONS
+
+
 def _mentions(word: str, tokens: list[str]) -> bool:
     for token in tokens:
-        k = min(len(word), len(token), 5)
-        if word == token or (k >= 4 and word[:k] == token[:k]) or (len(word) >= 4 and fuzz.ratio(word, token) >= 85):
+        if word == token or _same_stem(word, token) or (len(word) >= 4 and fuzz.ratio(word, token) >= 85):
             return True
     return False
 
@@ -75,23 +92,30 @@ def name_coverage(name: str, text: str) -> float:
 
 
 def numbers_in(text: str) -> int:
-    return len(_NUMBER.findall(text)) + len(re.findall(_NUMBER_WORDS, text.lower()))
+    low = text.lower()
+    return len(_NUMBER.findall(text)) + len(re.findall(_NUMBER_WORDS, low)) + len(_RATE_WORDS.findall(low))
+
+
+def assigns(key: str, text: str) -> bool:
+    """The text gives argument ``key`` by name, as code does: ``x=data['sales']`` (not ``c = 0``, an equation)."""
+    return re.search(rf"(?<![\w.]){re.escape(key)}=(?!=)", text) is not None
 
 
 def fillable(parameters: Mapping[str, Any], text: str) -> bool:
     """True when ``text`` can supply the required numeric and enum arguments of this JSON schema."""
     props = parameters.get("properties") or {}
     required = [k for k in parameters.get("required") or [] if isinstance(props.get(k), Mapping)]
-    numeric = [k for k in required if props[k].get("type") in ("integer", "number")]
+    named = {k for k in required if assigns(k, text)}
+    numeric = [k for k in required if props[k].get("type") in ("integer", "number") and k not in named]
     if len(numeric) > numbers_in(text):
         return False
     low = text.lower()
-    for key in required:
+    for key in (k for k in required if k not in named):
         prop = props[key]
         values = prop.get("enum")
         if values and not any(str(v).lower() in low or fuzz.partial_ratio(str(v).lower(), low) >= 85 for v in values):
             return False
         items = prop.get("items") if isinstance(prop.get("items"), Mapping) else {}
-        if prop.get("type") == "array" and items.get("type") in ("integer", "number") and not _NUMBER.search(text):
+        if prop.get("type") == "array" and items.get("type") in ("integer", "number") and not numbers_in(text):
             return False
     return True
