@@ -82,7 +82,11 @@ class _Turn:
     text: str
     user: bool
     weight: float
-    names: tuple[str, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The utterance's names, found only when a rule reads them (cached per text)."""
+        return _entities(self.text)
 
 
 @dataclass(frozen=True)
@@ -258,20 +262,20 @@ def _turns(history: Sequence[Utterance], rules: RewriteRules) -> list[_Turn]:
     out, age = [], 0
     for utt in reversed(history[-rules.lookback:]):
         user = utt.role == "user"
-        text, refusal, names = _scanned(utt.text, rules.scan_chars)
+        text, refusal = _scanned(utt.text, rules.scan_chars)
         if text and not (not user and refusal):
             role = rules.user_weight if user else rules.agent_weight
-            out.append(_Turn(text, user, role * rules.decay ** age, names))
+            out.append(_Turn(text, user, role * rules.decay ** age))
         age += user
     return out
 
 
 @lru_cache(maxsize=4096)
-def _scanned(raw: str, scan_chars: int) -> tuple[str, bool, tuple[str, ...]]:
-    """An utterance's scanned text, whether it reads as a refusal, and its names: pure, cached per
-    message text (issue 16), since every turn re-reads the same recent history."""
+def _scanned(raw: str, scan_chars: int) -> tuple[str, bool]:
+    """An utterance's scanned text and whether it reads as a refusal: pure, cached per message
+    text (issue 16), since every turn re-reads the same recent history."""
     text = _clean(raw[:scan_chars])
-    return text, bool(text and _REFUSAL.match(text)), _entities(text)
+    return text, bool(text and _REFUSAL.match(text))
 
 
 def _candidates(turn: _Turn) -> tuple[tuple[str, bool], ...]:
@@ -381,13 +385,15 @@ def rewrite_query(message: str, history: Sequence[Utterance], max_chars: int = 1
     if not turns:
         return _unchanged(message, max_chars, "no_history")
     text = _clean(message)
-    ranked = _salient_phrases(turns, rules)
     refs = references(text) if rules.resolve_references else []
+    own = _entities(text)
+    # Salience is read only to resolve a reference or to carry names (issue 16: skip it otherwise).
+    ranked = _salient_phrases(turns, rules) if refs or not own else []
     resolved = _resolve(refs, text, turns, ranked)
     quoted = [t for t in _previous_turns(turns, rules) if t.lower() != text.lower()]
     # A message that names its own subject is standalone or a topic switch: carrying
     # old names into it hurt on MTRAG-UN dev ("Virtualization" after "Red Hat OpenShift").
-    extra = [] if entities(text) else _carry(ranked, _terms(" ".join([text, *quoted, *resolved])), rules)
+    extra = [] if own else _carry(ranked, _terms(" ".join([text, *quoted, *resolved])), rules)
     if not (resolved or quoted or extra):
         return _unchanged(message, max_chars, "nothing_to_carry")
     full = " ".join([text, *quoted, *resolved, *extra])
