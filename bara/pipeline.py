@@ -181,6 +181,8 @@ class Assistant:
                            behavior_mode=gate.behavior.mode if gate else "", reasons=gate.reasons if gate else ())
 
     def _hook(self, point: str, value: Any, ctx: HookContext, rec: TurnRecorder) -> Any:
+        if not self.hooks.registered(point):  # nothing to run: no context to build (issue 16)
+            return value
         run = self.hooks.run(point, value, replace(ctx, point=point), strict=self.strict)
         for error in run.errors:
             rec.hook_error(error)
