@@ -158,3 +158,15 @@ def test_hooks_still_run_at_every_point_when_registered(bara):
     assistant.turn("caches-user", "What is HTTP Strict Transport Security?")
     assert seen == ["policy_override", "before_generation", "after_generation", "before_persist"]
     assert Assistant(bara).turn("caches-user-2", "What is HTTP Strict Transport Security?").trace.hook_errors == ()
+
+
+def test_policy_step_equals_dataclasses_replace():
+    from bara.decide.policy import PolicyDecision, _with
+
+    gate = decide("How does TCP retransmission work?", (), None, {"name": "Ana"}, CFG)
+    stepped = _with(gate.policy, "kb:test", kb_k=7, inject_qa=True)
+    assert stepped == dataclasses.replace(gate.policy, reasons=gate.policy.reasons + ("kb:test",), kb_k=7,
+                                          inject_qa=True)
+    # the shortcut copies __dict__ as constructor arguments: valid only while every field is an init field
+    assert all(f.init for f in dataclasses.fields(PolicyDecision))
+    assert set(vars(gate.policy)) == {f.name for f in dataclasses.fields(PolicyDecision)}
