@@ -76,6 +76,7 @@ class Assistant:
         self.qa, self.episodic = bara.qa, bara.episodic
         self._prototypes, self._prototype_reason = prototypes_for(bara.embedder)
         self._embedder_id = str(getattr(bara.embedder, "model_id", ""))
+        self._rules: tuple[object, RewriteRules | None] = (None, None)
 
     def open_conversation(self, user_id: str, conversation_id: str | None = None, create: bool = False) -> str:
         """An existing conversation of ``user_id``, or a new one (``None``, or ``create=True``)."""
@@ -134,7 +135,7 @@ class Assistant:
         with rec.stage("gate"):
             gate = decide(t.clean.query, t.history, t.state, t.profile, self.settings, self._prototypes,
                           message_vector=vector, history_vectors=None if prior.topic is None else [prior.topic],
-                          features=features)
+                          features=features, ruled=(ruled,))
             topic = topic_dependence(t.clean.query, gate.features, vector, prior.topic, prior.has_context,
                                      self.settings)
         rec.reason(*gate.reasons, topic.reason)
@@ -167,6 +168,12 @@ class Assistant:
     def _embed_many(self, texts: list[str], rec: TurnRecorder) -> np.ndarray | None:
         return self._tier("embed", rec, lambda: self.bara.embedder.embed(texts))
 
+    def _rewrite_rules(self) -> RewriteRules:
+        """The rewrite's rules, built once per settings object (issue 16), not every turn."""
+        if self._rules[0] is not self.settings:
+            self._rules = (self.settings, RewriteRules.from_settings(self.settings))
+        return self._rules[1]
+
     def _context(self, t: TurnInput, gate: GateResult | None) -> HookContext:
         return HookContext(point="", user_id=t.user_id, conversation_id=t.conversation_id, message=t.clean.text,
                            mode=self.mode, turn=t.turn, intent=gate.intent.intent if gate else "",
@@ -174,6 +181,8 @@ class Assistant:
                            behavior_mode=gate.behavior.mode if gate else "", reasons=gate.reasons if gate else ())
 
     def _hook(self, point: str, value: Any, ctx: HookContext, rec: TurnRecorder) -> Any:
+        if not self.hooks.registered(point):  # nothing to run: no context to build (issue 16)
+            return value
         run = self.hooks.run(point, value, replace(ctx, point=point), strict=self.strict)
         for error in run.errors:
             rec.hook_error(error)
@@ -191,7 +200,7 @@ class Assistant:
             with rec.stage("rewrite"):
                 rw = rewrite_query(t.clean.query, topical_history(t.messages),
                                    max_chars=self.settings.max_query_chars,
-                                   rules=RewriteRules.from_settings(self.settings))
+                                   rules=self._rewrite_rules())
             query, rewritten = rw.query, rw.changed
             rec.reason(*(c if c.startswith("rewrite:") else f"rewrite:{c}" for c in rw.reasons),
                        "rewrite:applied" if rw.changed else "rewrite:unchanged")

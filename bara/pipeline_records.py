@@ -4,6 +4,7 @@ gate computed that retrieval reuses, what the tiers returned, and the turn's res
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Mapping
 
 import numpy as np
@@ -41,8 +42,10 @@ class TurnInput:
         return cls(s.user_id, s.clean, c.conversation_id, c.turn, c.messages, c.state, profile,
                    TurnFacts.of(s.clean.text, max_concepts))
 
-    @property
+    @cached_property
     def history(self) -> tuple[Utterance, ...]:
+        """The loaded messages as utterances, built once per turn (issue 16: the gate, the rules and
+        the prompt all read them)."""
         return tuple(Utterance(m.role, m.text) for m in self.messages)
 
 

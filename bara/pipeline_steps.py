@@ -4,6 +4,7 @@ survive the relative gap, which turns are remembered as Q&A, per-message vectors
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -69,10 +70,17 @@ def topical_history(messages: Sequence[StoredMessage | Utterance]) -> list[Utter
     skipping = False
     for m in messages:
         if m.role == "user":
-            skipping = skipped(m) or bool(extract_profile_facts(m.text))
+            skipping = skipped(m) or states_facts(m.text)
         if not skipping:
             kept.append(Utterance(m.role, m.text))
     return kept
+
+
+@lru_cache(maxsize=4096)
+def states_facts(text: str) -> bool:
+    """Whether the user states a fact about themselves in ``text``: pure, cached per message text
+    (issue 16), since every turn's rewrite re-reads the same recent history."""
+    return bool(extract_profile_facts(text))
 
 
 def within_gap(kb: RetrievalOutcome | None, gap: float) -> RetrievalOutcome | None:

@@ -43,20 +43,24 @@ def decide(message: str, history: Sequence[Utterance], state: ConversationState 
            profile: Mapping[str, str], settings: Settings,
            prototypes: PrototypeIndex | None = None, message_vector: np.ndarray | None = None,
            history_vectors: np.ndarray | Sequence[np.ndarray] | None = None,
-           features: ContextFeatures | None = None) -> GateResult:
+           features: ContextFeatures | None = None,
+           ruled: tuple[IntentResult | None] | None = None) -> GateResult:
     """Run the whole gate for ``message``; pure, so the same inputs give the same result.
 
     ``state`` None means a new conversation. ``history_vectors`` (embeddings of
     earlier user messages, oldest first) are optional, like ``message_vector``.
     ``features``, when the caller already computed them for ``message`` and ``history``
-    (without vectors), are reused instead of recomputed.
+    (without vectors), are reused instead of recomputed, and so is ``ruled``, the caller's
+    ``(apply_rules(features),)`` (the rules never read the vector-derived topic similarity).
     """
+    given = features is not None
     if features is None:
         features = compute_features(message, history, profile, message_vector, history_vectors,
                                     settings=settings)
     else:  # computed by the caller without vectors: only the topic similarity depends on them
         features = replace(features, topic_similarity=topic_similarity(message_vector, history_vectors, settings))
-    intent = classify_intent(message, features, prototypes, message_vector, settings=settings)
+    intent = classify_intent(message, features, prototypes, message_vector, settings=settings,
+                             ruled=ruled if given else None)
     new_state = update_state(state, message, intent, features, settings)
     behavior = decide_behavior(intent, features, new_state, settings)
     policy = resolve_policy(intent, features, behavior, settings, profile,

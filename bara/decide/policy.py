@@ -10,7 +10,7 @@ carries a reason code so a response can be traced to the branch that made it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Mapping
 
 from bara.decide.behavior import BehaviorDecision
@@ -58,7 +58,9 @@ class PolicyDecision:
 
 
 def _with(d: PolicyDecision, reason: str, **changes) -> PolicyDecision:
-    return replace(d, reasons=d.reasons + (reason,), **changes)
+    # ``dataclasses.replace`` without its per-call field walk (issue 16: the gate takes this step ~8
+    # times a turn); every PolicyDecision field is an init field, so its __dict__ is its arguments.
+    return PolicyDecision(**{**d.__dict__, **changes, "reasons": d.reasons + (reason,)})
 
 
 def _kb(d: PolicyDecision, route: Route, floor: float, floor_name: FloorName, settings: Settings,

@@ -186,12 +186,18 @@ def topic_similarity(message_vector: np.ndarray | None,
         return None
     recent_n = (settings or Settings()).gate_topic_recent_vectors
     recent = np.asarray(history_vectors, dtype=np.float32)[-recent_n:]
-    centre = recent.mean(axis=0)
+    # The mean of one vector is that vector, bit for bit: skip numpy's reduction (issue 16, every turn).
+    centre = recent[0] if len(recent) == 1 else recent.mean(axis=0)
     vec = np.asarray(message_vector, dtype=np.float32).ravel()
     denom = float(np.linalg.norm(centre) * np.linalg.norm(vec))
     if denom == 0.0 or not np.isfinite(denom):
         return None
-    return float(np.clip(np.dot(centre, vec) / denom, -1.0, 1.0))
+    return clip_unit(np.dot(centre, vec) / denom)
+
+
+def clip_unit(value: float) -> float:
+    """``float(np.clip(value, -1.0, 1.0))`` for a scalar, without numpy's array machinery (NaN stays NaN)."""
+    return float(max(min(value, 1.0), -1.0))
 
 
 def compute_features(message: str, history: Sequence[Utterance], profile: Mapping[str, str],

@@ -214,14 +214,21 @@ def _small_talk_override(ruled: IntentResult, features: ContextFeatures, prototy
 def classify_intent(message: str, features: ContextFeatures,
                     prototypes: PrototypeIndex | None = None,
                     message_vector: np.ndarray | None = None,
-                    *, settings: Settings | None = None) -> IntentResult:
+                    *, settings: Settings | None = None,
+                    ruled: tuple[IntentResult | None] | None = None) -> IntentResult:
     """Rules, then the nearest prototype (if a vector is given), then ``rule:default``.
 
     ``message`` is accepted for callers' clarity; the rules read ``features.normalized``,
-    which compute_features derived from it.
+    which compute_features derived from it. ``ruled``, when given, is ``(apply_rules(features),)``
+    already computed by the caller for these features (issue 16: the rules run once per turn).
     """
     cfg = settings or Settings()
-    ruled = apply_rules(features, cfg)
+    ruled_result = apply_rules(features, cfg) if ruled is None else ruled[0]
+    return _classified(ruled_result, features, prototypes, message_vector, cfg)
+
+
+def _classified(ruled: IntentResult | None, features: ContextFeatures, prototypes: PrototypeIndex | None,
+                message_vector: np.ndarray | None, cfg: Settings) -> IntentResult:
     if ruled is not None:
         return _small_talk_override(ruled, features, prototypes, message_vector, cfg) or ruled
     floor = cfg.gate_prototype_min_similarity

@@ -82,7 +82,11 @@ class _Turn:
     text: str
     user: bool
     weight: float
-    names: tuple[str, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The utterance's names, found only when a rule reads them (cached per text)."""
+        return _entities(self.text)
 
 
 @dataclass(frozen=True)
@@ -152,15 +156,23 @@ def _cap(text: str, max_chars: int) -> str:
     return (cut[:space] if space > max_chars // 2 else cut).rstrip()
 
 
+@lru_cache(maxsize=8192)
 def _terms(text: str) -> frozenset[str]:
-    """The analysed terms the lexical arm would see: the unit of "already in the query"."""
+    """The analysed terms the lexical arm would see: the unit of "already in the query".
+    A pure function of the text, cached (issue 16): the same history phrases are analysed every turn."""
     return frozenset(analyze(text))
 
 
 def _content_words(text: str) -> list[str]:
     """Lower-cased words that can carry a topic: not stopwords, not conversational filler."""
-    return [w for w in (t.lower() for t in _TOKEN.findall(text))
-            if len(w) > 2 and w not in RETRIEVAL_STOPWORDS and w not in _GENERIC and not w.isdigit()]
+    return list(_content_tuple(text))
+
+
+@lru_cache(maxsize=4096)
+def _content_tuple(text: str) -> tuple[str, ...]:
+    """``_content_words`` as a tuple, cached per text (issue 16), like ``_entities``."""
+    return tuple(w for w in (t.lower() for t in _TOKEN.findall(text))
+                 if len(w) > 2 and w not in RETRIEVAL_STOPWORDS and w not in _GENERIC and not w.isdigit())
 
 
 # --- names -------------------------------------------------------------------------
@@ -235,7 +247,7 @@ def _entities(text: str) -> tuple[str, ...]:
 
 def has_content(text: str, min_content_words: int = 1) -> bool:
     """True when a user turn names something or says a topic word: "thanks!" and "ok" do not."""
-    return bool(entities(text)) or len(_content_words(text)) >= min_content_words
+    return bool(_entities(text)) or len(_content_tuple(text)) >= min_content_words
 
 
 def references(message: str) -> list[str]:
@@ -249,24 +261,38 @@ def _turns(history: Sequence[Utterance], rules: RewriteRules) -> list[_Turn]:
     """Recent utterances, most recent first; an answer shares the age of the question it answers."""
     out, age = [], 0
     for utt in reversed(history[-rules.lookback:]):
-        text, user = _clean(utt.text[:rules.scan_chars]), utt.role == "user"
-        if text and not (not user and _REFUSAL.match(text)):
+        user = utt.role == "user"
+        text, refusal = _scanned(utt.text, rules.scan_chars)
+        if text and not (not user and refusal):
             role = rules.user_weight if user else rules.agent_weight
-            out.append(_Turn(text, user, role * rules.decay ** age, tuple(entities(text))))
+            out.append(_Turn(text, user, role * rules.decay ** age))
         age += user
     return out
 
 
-def _candidates(turn: _Turn) -> list[tuple[str, bool]]:
+@lru_cache(maxsize=4096)
+def _scanned(raw: str, scan_chars: int) -> tuple[str, bool]:
+    """An utterance's scanned text and whether it reads as a refusal: pure, cached per message
+    text (issue 16), since every turn re-reads the same recent history."""
+    text = _clean(raw[:scan_chars])
+    return text, bool(text and _REFUSAL.match(text))
+
+
+def _candidates(turn: _Turn) -> tuple[tuple[str, bool], ...]:
     """A turn's names, then (user turns only) its content words, each once."""
-    loose = _content_words(turn.text) if turn.user else []
+    return _candidates_of(turn.text, turn.user, turn.names)
+
+
+@lru_cache(maxsize=4096)
+def _candidates_of(text: str, user: bool, names: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
+    loose = _content_tuple(text) if user else ()
     seen: set[str] = set()
     out = []
-    for phrase, entity in [(n, True) for n in turn.names] + [(w, False) for w in loose]:
+    for phrase, entity in [(n, True) for n in names] + [(w, False) for w in loose]:
         if phrase.lower() not in seen:
             seen.add(phrase.lower())
             out.append((phrase, entity))
-    return out
+    return tuple(out)
 
 
 def _salient_phrases(turns: Sequence[_Turn], rules: RewriteRules) -> list[_Phrase]:
@@ -321,7 +347,7 @@ def _resolve(refs: Sequence[str], message: str, turns: Sequence[_Turn],
 def _previous_turns(turns: Sequence[_Turn], rules: RewriteRules) -> list[str]:
     """The latest earlier user turns that say something; chit-chat like "thanks!" is skipped."""
     said = [t.text for t in turns
-            if t.user and (t.names or len(_content_words(t.text)) >= rules.min_content_words)]
+            if t.user and (t.names or len(_content_tuple(t.text)) >= rules.min_content_words)]
     return said[:rules.previous_turns]
 
 
@@ -359,13 +385,15 @@ def rewrite_query(message: str, history: Sequence[Utterance], max_chars: int = 1
     if not turns:
         return _unchanged(message, max_chars, "no_history")
     text = _clean(message)
-    ranked = _salient_phrases(turns, rules)
     refs = references(text) if rules.resolve_references else []
+    own = _entities(text)
+    # Salience is read only to resolve a reference or to carry names (issue 16: skip it otherwise).
+    ranked = _salient_phrases(turns, rules) if refs or not own else []
     resolved = _resolve(refs, text, turns, ranked)
     quoted = [t for t in _previous_turns(turns, rules) if t.lower() != text.lower()]
     # A message that names its own subject is standalone or a topic switch: carrying
     # old names into it hurt on MTRAG-UN dev ("Virtualization" after "Red Hat OpenShift").
-    extra = [] if entities(text) else _carry(ranked, _terms(" ".join([text, *quoted, *resolved])), rules)
+    extra = [] if own else _carry(ranked, _terms(" ".join([text, *quoted, *resolved])), rules)
     if not (resolved or quoted or extra):
         return _unchanged(message, max_chars, "nothing_to_carry")
     full = " ".join([text, *quoted, *resolved, *extra])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Mapping
 
 from bara.settings import Settings
@@ -69,6 +70,7 @@ def _coerce(value: Any, default: Any, window: int) -> Any:
     return value if isinstance(value, type(default)) else default
 
 
+@lru_cache(maxsize=4096)
 def _content_words(normalized: str) -> frozenset[str]:
     return frozenset(w for w in words_of(normalized) if w not in TOPIC_SWITCH_STOPWORDS)
 

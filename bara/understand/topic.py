@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from bara.settings import Settings
-from bara.understand.features import ContextFeatures
+from bara.understand.features import ContextFeatures, clip_unit
 from bara.understand.rewrite import entities
 
 __all__ = ["TopicDecision", "compose_topic", "topic_dependence", "topic_from_history"]
@@ -53,7 +53,7 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float | None:
     denom = float(np.linalg.norm(a) * np.linalg.norm(b))
     if denom == 0.0 or not np.isfinite(denom):
         return None
-    return float(np.clip(np.dot(a, b) / denom, -1.0, 1.0))
+    return clip_unit(np.dot(a, b) / denom)
 
 
 def topic_dependence(message: str, features: ContextFeatures, message_vector: np.ndarray | None,

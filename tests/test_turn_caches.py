@@ -1,0 +1,172 @@
+"""Issue 16: the gated turn's caches and shortcuts give exactly what the uncached code gave.
+
+Every cache added for the latency criterion is keyed by the text it reads (a pure function of it), so a new
+message is simply a new key; these tests pin that a new message is seen, that repeated calls agree with the
+first, and that each shortcut equals the long way round (bit for bit where numbers are involved).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from bara.decide import decide
+from bara.decide.record import gate_record, policy_snapshot, snapshot
+from bara.pipeline_steps import states_facts, topical_history
+from bara.settings import Settings
+from bara.types import Utterance
+from bara.understand.features import clip_unit, compute_features, topic_similarity
+from bara.understand.intent import apply_rules, classify_intent
+from bara.understand.rewrite import RewriteRules, _scanned, has_content, rewrite_query
+from bara.understand.topic import topic_dependence
+
+CFG = Settings()
+MESSAGES = ("hi there!", "How does TCP retransmission work?", "what about it?", "my name is Ana",
+            "testing 123", "Tell me more", "can you answer in Italian?", "thanks, bye")
+
+
+def test_rewrite_sees_a_new_message_after_its_history_was_cached():
+    history = [Utterance("user", "What is IBM Cloudant?"),
+               Utterance("assistant", "IBM Cloudant is a distributed JSON document database.")]
+    first = rewrite_query("how do I back it up?", history)
+    assert rewrite_query("how do I back it up?", history) == first  # served from the caches: same result
+    history += [Utterance("user", "What is Db2 Warehouse?"),
+                Utterance("assistant", "Db2 Warehouse is a managed analytics database.")]
+    after = rewrite_query("how do I back it up?", history)
+    assert "Db2 Warehouse" in after.query and after != first
+
+
+def test_scanned_text_is_cached_per_message_text():
+    _scanned.cache_clear()
+    text = "Sorry, I cannot find that in the documents about Cloudant."
+    assert _scanned(text, 300) == _scanned(text, 300)
+    assert _scanned.cache_info().hits == 1
+    assert _scanned(text, 300)[1] is True and _scanned("Cloudant is a database.", 300)[1] is False
+    assert _scanned(text, 10)[0] == "Sorry, I c"  # the scan length is part of the key
+
+
+def test_has_content_and_profile_statements_follow_the_text():
+    assert has_content("Tell me about Cloudant") and not has_content("thanks!")
+    assert states_facts("my name is Ana") and not states_facts("what is Cloudant?")
+    messages = (Utterance("user", "my name is Ana"), Utterance("assistant", "Hello Ana"),
+                Utterance("user", "What is Cloudant?"), Utterance("assistant", "A database."))
+    assert [m.text for m in topical_history(messages)] == ["What is Cloudant?", "A database."]
+
+
+@pytest.mark.parametrize("message", MESSAGES)
+def test_rules_passed_in_equal_rules_run_again(message):
+    history = (Utterance("user", "What is Cloudant?"), Utterance("assistant", "A database."))
+    features = compute_features(message, history, {}, settings=CFG)
+    ruled = apply_rules(features, CFG)
+    assert classify_intent(message, features, settings=CFG, ruled=(ruled,)) == classify_intent(
+        message, features, settings=CFG)
+    vector = np.linspace(-1, 1, 8, dtype=np.float32)
+    assert decide(message, history, None, {}, CFG, message_vector=vector, history_vectors=[vector[::-1].copy()],
+                  features=features, ruled=(ruled,)) == decide(
+        message, history, None, {}, CFG, message_vector=vector, history_vectors=[vector[::-1].copy()],
+        features=features)
+
+
+def test_gate_snapshots_equal_asdict():
+    gate = decide("How does TCP retransmission work?", (), None, {"name": "Ana"}, CFG)
+    for record in (gate.features, gate.intent, gate.behavior, gate.policy):
+        assert snapshot(record) == dataclasses.asdict(record)
+    assert policy_snapshot(gate.policy) == {**dataclasses.asdict(gate.policy), "retrieves": gate.policy.retrieves}
+    assert gate_record(gate).features == {k: v for k, v in dataclasses.asdict(gate.features).items()
+                                          if k != "normalized"}
+
+
+def test_snapshot_of_a_nested_record_is_a_deep_copy_like_asdict():
+    @dataclasses.dataclass(frozen=True)
+    class Inner:
+        xs: list
+
+    @dataclasses.dataclass(frozen=True)
+    class Outer:
+        inner: Inner
+        tags: tuple
+
+    outer = Outer(Inner([1, 2]), ("a",))
+    out = snapshot(outer)
+    assert out == dataclasses.asdict(outer) == {"inner": {"xs": [1, 2]}, "tags": ("a",)}
+    out["inner"]["xs"].append(3)
+    assert outer.inner.xs == [1, 2]
+
+
+def _mean_cosine(message, history, recent):
+    centre = np.asarray(history, dtype=np.float32)[-recent:].mean(axis=0)
+    vec = np.asarray(message, dtype=np.float32).ravel()
+    denom = float(np.linalg.norm(centre) * np.linalg.norm(vec))
+    if denom == 0.0 or not np.isfinite(denom):
+        return None
+    return float(np.clip(np.dot(centre, vec) / denom, -1.0, 1.0))
+
+
+def test_topic_similarity_is_bit_identical_to_the_numpy_mean():
+    rng = np.random.default_rng(16)
+    for i in range(300):
+        message = rng.standard_normal(384).astype(np.float32)
+        history = [rng.standard_normal(384).astype(np.float16).astype(np.float32) for _ in range(1 + i % 3)]
+        if i % 5 == 0:
+            history = [message.copy()]
+        assert topic_similarity(message, history, CFG) == _mean_cosine(message, history,
+                                                                      CFG.gate_topic_recent_vectors)
+    assert topic_similarity(np.zeros(4, np.float32), [np.ones(4, np.float32)], CFG) is None
+
+
+@pytest.mark.parametrize("value", [0.25, 1.0000001, -3.0, np.float32(1.0000001), np.float64(-0.5), float("nan")])
+def test_clip_unit_equals_np_clip(value):
+    expected, got = float(np.clip(value, -1.0, 1.0)), clip_unit(value)
+    assert (np.isnan(expected) and np.isnan(got)) or expected == got
+
+
+def test_topic_dependence_cosine_unchanged_by_clip_shortcut():
+    a, b = np.array([1.0, 0.0], np.float32), np.array([1.0, 1e-8], np.float32)
+    features = compute_features("What is IBM Cloudant?", (), {}, settings=CFG)
+    topic = topic_dependence("What is IBM Cloudant?", features, a, b, True, CFG)
+    assert topic.similarity == float(np.clip(np.dot(a, b) / float(np.linalg.norm(a) * np.linalg.norm(b)),
+                                             -1.0, 1.0))
+
+
+@pytest.fixture(scope="module")
+def bara(rfc_kb, embedder):
+    from bara.app import Bara
+
+    db = rfc_kb("turn_caches")
+    with Bara(Settings(db=str(db), cache_dir=db.parent), embedder=embedder) as b:
+        yield b
+
+
+def test_rewrite_rules_object_is_reused_per_settings(bara):
+    from bara.pipeline import Assistant
+
+    assistant = Assistant(bara)
+    rules = assistant._rewrite_rules()
+    assert rules is assistant._rewrite_rules() and rules == RewriteRules.from_settings(assistant.settings)
+    assistant.settings = assistant.settings.override(rewrite_lookback=2)
+    assert assistant._rewrite_rules().lookback == 2
+
+
+def test_hooks_still_run_at_every_point_when_registered(bara):
+    from bara.pipeline import Assistant
+
+    assistant, seen = Assistant(bara), []
+    for point in ("policy_override", "before_generation", "after_generation", "before_persist"):
+        assistant.hooks.add(point, lambda value, ctx: seen.append(ctx.point))
+    assistant.turn("caches-user", "What is HTTP Strict Transport Security?")
+    assert seen == ["policy_override", "before_generation", "after_generation", "before_persist"]
+    assert Assistant(bara).turn("caches-user-2", "What is HTTP Strict Transport Security?").trace.hook_errors == ()
+
+
+def test_policy_step_equals_dataclasses_replace():
+    from bara.decide.policy import PolicyDecision, _with
+
+    gate = decide("How does TCP retransmission work?", (), None, {"name": "Ana"}, CFG)
+    stepped = _with(gate.policy, "kb:test", kb_k=7, inject_qa=True)
+    assert stepped == dataclasses.replace(gate.policy, reasons=gate.policy.reasons + ("kb:test",), kb_k=7,
+                                          inject_qa=True)
+    # the shortcut copies __dict__ as constructor arguments: valid only while every field is an init field
+    assert all(f.init for f in dataclasses.fields(PolicyDecision))
+    assert set(vars(gate.policy)) == {f.name for f in dataclasses.fields(PolicyDecision)}
