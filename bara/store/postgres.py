@@ -177,7 +177,7 @@ class PostgresStore:
                 doc.owner, doc.collection, doc.source, doc.title, doc.content_hash,
                 json.dumps(dict(doc.meta)), time.time())).fetchone()[0]
             with conn.cursor() as cur:
-                cur.executemany(pg_sql.INSERT_CHUNK, [_chunk_row(doc_id, doc, c, v) for c, v in zip(doc.chunks, vecs)])
+                cur.executemany(pg_sql.INSERT_CHUNK, [_chunk_row(doc_id, doc, c, v) for c, v in zip(doc.chunks, vecs, strict=False)])
         return int(doc_id)
 
     def delete_document(self, source: str, owner: str = SHARED, collection: str = "kb") -> bool:

@@ -136,7 +136,7 @@ class SQLiteStore:
                 (doc.owner, doc.collection, doc.source, doc.title, doc.content_hash,
                  json.dumps(dict(doc.meta)), time.time()))
             doc_id = int(cur.lastrowid)
-            for chunk, vec in zip(doc.chunks, vecs):
+            for chunk, vec in zip(doc.chunks, vecs, strict=False):
                 self._insert_chunk(doc_id, doc, chunk, vec)
             self._bump(doc.owner, doc.collection)
         return doc_id
