@@ -124,7 +124,8 @@ def conversation(items: Any, problems: Counter) -> list[tuple[str, str]] | None:
         return None
     out = []
     for item in items:
-        role = _ROLES.get(item.get("speaker")) if isinstance(item, dict) else None
+        speaker = item.get("speaker") if isinstance(item, dict) else None
+        role = _ROLES.get(speaker) if isinstance(speaker, str) else None
         if role is None or not isinstance(item.get("text"), str):
             problems["input turn without a known speaker or text"] += 1
             continue
@@ -162,8 +163,8 @@ class GateReplay:
         history = tuple(window[-keep:]) if keep else ()
         ruled = apply_rules(compute_features(query, history, {}, settings=self.settings), self.settings)
         may_search = ruled is None or ruled.intent in ("knowledge_base", "continuation", "general")
-        use_vector = may_search and self.prototypes is not None and self.embedder is not None
-        vector = self.embedder.embed([query])[0] if use_vector else None
+        embedder = self.embedder if may_search and self.prototypes is not None else None
+        vector = embedder.embed([query])[0] if embedder is not None else None
         return decide(query, history, state, {}, self.settings, self.prototypes, message_vector=vector)
 
     def step(self, text: str, window: Sequence[Utterance], state: ConversationState | None) -> ConversationState:

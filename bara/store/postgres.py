@@ -14,7 +14,7 @@ import json
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, LiteralString, Sequence, cast
 
 import numpy as np
 import psycopg
@@ -110,7 +110,7 @@ class PostgresStore:
                 with conn.pipeline():
                     conn.execute("BEGIN")
                     conn.execute(*setup)
-                    cur = conn.execute(sql, params)
+                    cur = conn.execute(cast(LiteralString, sql), params)  # bara's SQL text; values go in params
                     conn.execute("COMMIT")
             except psycopg.Error:
                 conn.execute("ROLLBACK")
