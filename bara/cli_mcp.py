@@ -44,4 +44,4 @@ def mcp(user: str = typer.Option(..., "--user", help="The user every tool acts f
             anyio.run(serve_stdio, bara, user.strip())
     except BaraError as exc:
         err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        raise typer.Exit(2) from exc

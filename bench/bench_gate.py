@@ -100,7 +100,7 @@ def report_mix(results: list[GateResult], tasks: list[dict]) -> None:
     print(f"retrieving turns: {retrieving} ({100 * retrieving / n:.0f}%), "
           f"needs_rewrite: {sum(r.policy.needs_rewrite for r in results)}")
     labels = [str(task.get("Multi-Turn")) for task in tasks]
-    flagged = Counter(lab for lab, r in zip(labels, results) if r.policy.needs_rewrite)
+    flagged = Counter(lab for lab, r in zip(labels, results, strict=False) if r.policy.needs_rewrite)
     print("needs_rewrite by MTRAG Multi-Turn label: " + ", ".join(
         f"{k} {flagged[k]}/{c}" for k, c in Counter(labels).most_common()))
 

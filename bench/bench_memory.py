@@ -54,11 +54,11 @@ def main() -> None:
         t0 = time.perf_counter()
         vectors = embedder.embed(questions)
         encode_ms = (time.perf_counter() - t0) * 1e3 / len(questions)
-        for q, v in zip(questions[:20], vectors):  # warm-up
+        for q, v in zip(questions[:20], vectors, strict=False):  # warm-up
             mem.search("bench", q, vector=v)
         times, hops = [], 0
         for _ in range(args.repeat):
-            for q, v in zip(questions, vectors):
+            for q, v in zip(questions, vectors, strict=False):
                 t0 = time.perf_counter()
                 result = mem.search("bench", q, vector=v)
                 times.append((time.perf_counter() - t0) * 1e3)
@@ -69,7 +69,7 @@ def main() -> None:
         print(f"questions: {len(questions)} x {args.repeat}; multi-hop round ran on {hops / args.repeat:.0f}")
         print(f"memory search: p50 {np.percentile(t, 50):.2f} ms  p95 {np.percentile(t, 95):.2f} ms  "
               f"max {t.max():.2f} ms")
-        one = [x for x, q in zip(times, questions * args.repeat) if not joins_facts(q)]
+        one = [x for x, q in zip(times, questions * args.repeat, strict=False) if not joins_facts(q)]
         print(f"  one-round questions: p50 {np.percentile(one, 50):.2f} ms")
         print(f"query encoding (batched, per question): {encode_ms:.2f} ms")
         print(f"load average: {os.getloadavg()[0]:.1f}")

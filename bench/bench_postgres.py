@@ -85,7 +85,7 @@ def kb_requests(store, texts: list[str], rng) -> list[SearchRequest]:
     picks = rng.choice(len(ids), size=len(texts), replace=False)
     vecs = [store.query("SELECT embedding FROM chunks WHERE id=?", (ids[i],))[0][0] for i in picks]
     out = []
-    for text, blob in zip(texts, vecs):
+    for text, blob in zip(texts, vecs, strict=False):
         v = np.frombuffer(blob, dtype=np.float32) + rng.normal(0, 0.02, 384).astype(np.float32)
         out.append(SearchRequest(tuple(analyze(text)), v / np.linalg.norm(v), limit=12))
     return out

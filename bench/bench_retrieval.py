@@ -121,7 +121,7 @@ def scifact_latency(settings, data: Path, k: int = 10) -> dict:
     retriever = HybridRetriever(store, raw, settings)
     retriever.search(queries[0], k=k, floor=-1.0, vector=vectors[0])
     stages: dict[str, list[float]] = {}
-    for q, v in zip(queries, vectors):
+    for q, v in zip(queries, vectors, strict=False):
         t0 = time.perf_counter()
         out = retriever.search(q, k=k, floor=-1.0, vector=v)
         for name, ms in {**out.timings_ms, "search": (time.perf_counter() - t0) * 1e3}.items():

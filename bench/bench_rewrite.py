@@ -158,7 +158,7 @@ def topic_queries(tasks: Sequence[dict], embedder, settings: Settings) -> tuple[
     depends on the conversation. Earlier turns have no cached vectors here, so the topic is rebuilt
     from the last three content-bearing user turns, exactly as the pipeline does for such history."""
     texts = sorted({u for t in tasks for u in user_turns(t)})
-    vec = dict(zip(texts, embedder.embed(texts)))
+    vec = dict(zip(texts, embedder.embed(texts), strict=False))
     queries, vectors = {}, {}
     for task in tasks:
         tid, message, history = task["task_id"], task["input"][-1]["text"], to_history(task["input"][:-1])
@@ -203,7 +203,7 @@ def run_strategy(retriever: HybridRetriever, embedder, queries: dict[str, str], 
     """bara's hybrid ranking (no floor, no rerank) for every query of one strategy."""
     ids = list(queries)
     if vectors is None:
-        vectors = dict(zip(ids, embedder.embed([queries[i] for i in ids]))) if ids else {}
+        vectors = dict(zip(ids, embedder.embed([queries[i] for i in ids]), strict=False)) if ids else {}
     run, _stages = run_arm(retriever, ARMS["hybrid"], queries, vectors, depth)
     return run
 

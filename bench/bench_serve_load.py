@@ -89,7 +89,7 @@ async def drive(url: str, keys: list[str], turns: int, deadline_s: float) -> dic
         sessions = await asyncio.wait_for(asyncio.gather(
             *(user_session(client, k, n, turns, lat, errors) for n, k in enumerate(keys))), deadline_s)
         wall = time.perf_counter() - t0
-        checks = await asyncio.gather(*(verify(client, k, cid, sent) for k, (cid, sent) in zip(keys, sessions)))
+        checks = await asyncio.gather(*(verify(client, k, cid, sent) for k, (cid, sent) in zip(keys, sessions, strict=False)))
     ms = sorted(x * 1e3 for x in lat)
     return {"users": len(keys), "turns_per_user": turns, "turns_ok": len(lat) - sum(e.startswith("HTTP") for e in errors),
             "errors": len(errors), "error_kinds": sorted(set(errors)), "wall_s": round(wall, 2),

@@ -69,7 +69,7 @@ def main() -> None:
         np_lat, np_res = numpy_search(matrix, queries)
         try:
             sv_lat, build, sv_res = sqlite_vec_search(matrix, queries)
-            agree = float(np.mean([len(set(a) & set(b)) / TOP for a, b in zip(np_res, sv_res)]))
+            agree = float(np.mean([len(set(a) & set(b)) / TOP for a, b in zip(np_res, sv_res, strict=False)]))
             sv = {"query_ms": sv_lat, "build_s": round(build, 2), "agreement_with_numpy": round(agree, 4)}
         except Exception as exc:  # sqlite-vec/apsw are optional here: report why
             sv = {"skipped": f"{type(exc).__name__}: {exc}"}

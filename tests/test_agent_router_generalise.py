@@ -78,7 +78,7 @@ def test_catalogue_names_are_found_however_they_are_typed(world):
 def test_two_names_in_any_wording_come_back_in_order(world):
     router, _ = world
     entries = sample(router, 20)
-    for a, b in zip(entries[::2], entries[1::2]):
+    for a, b in zip(entries[::2], entries[1::2], strict=False):
         for template in ("Put {} and {} side by side on volatility", "{} vs {}", "how did {} fare against {}?"):
             codes = router.scheme_codes(template.format(" ".join(a.short).title(), " ".join(b.short)), "")
             assert codes == [a.code, b.code], (template, a.short, b.short, codes)

@@ -135,15 +135,9 @@ def cycles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
                 if work:
                     low[work[-1][0]] = min(low[work[-1][0]], low[node])
                 if low[node] == index[node]:
-                    component = set()
-                    while True:
-                        top = stack.pop()
-                        on_stack.discard(top)
-                        component.add(top)
-                        if top == node:
-                            break
+                    component = _pop_component(stack, on_stack, node)
                     if len(component) > 1:
-                        found.append(frozenset(component))
+                        found.append(component)
             elif child not in index:
                 index[child] = low[child] = len(index)
                 stack.append(child)
@@ -152,6 +146,17 @@ def cycles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
             elif child in on_stack:
                 low[node] = min(low[node], index[child])
     return found
+
+
+def _pop_component(stack: list[str], on_stack: set[str], root: str) -> frozenset[str]:
+    """Pop the units above and including ``root`` off Tarjan's stack: one strongly connected component."""
+    component = set()
+    while True:
+        top = stack.pop()
+        on_stack.discard(top)
+        component.add(top)
+        if top == root:
+            return frozenset(component)
 
 
 def test_no_cycle_between_top_level_packages():

@@ -39,7 +39,7 @@ def assert_well_formed(text: str, chunks: list[Chunk], size: int = SETTINGS.chun
         assert c.ordinal == i and c.content_hash
         span, ws = text[c.start:c.end], words(c.text) or [""]
         assert ws[0] in span and ws[-1] in span, (ws[0], ws[-1], span[:80])
-    for a, b in zip(chunks, chunks[1:]):
+    for a, b in zip(chunks, chunks[1:], strict=False):
         assert a.start <= b.start and a.end <= b.end, "offsets must be monotonic"
 
 
@@ -147,7 +147,7 @@ def test_figures_keep_their_lines(rfcs):
 
 def test_overlap_repeats_whole_trailing_sentences(rfcs):
     text, _, chunks = rfcs["rfc7230"]
-    pairs = [(a, b) for a, b in zip(chunks, chunks[1:]) if a.section == b.section and b.start < a.end]
+    pairs = [(a, b) for a, b in zip(chunks, chunks[1:], strict=False) if a.section == b.section and b.start < a.end]
     assert len(pairs) > 20, "consecutive chunks of a long section should overlap"
     for a, b in pairs:
         shared = words(text[b.start:a.end])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import pytest
 
 from bara.decide.policy import PolicyDecision, apply_episodic, episodic_signals
 from bara.memory.episodic import EpisodicMemory, Turn, joins_facts, mentioned

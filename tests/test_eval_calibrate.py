@@ -6,7 +6,6 @@ import json
 import math
 import tomllib
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

@@ -28,7 +28,7 @@ def test_same_seed_same_conversations_other_seed_differs(data_dir, tasks):
     first, again, other = _mix(data_dir, tasks), _mix(data_dir, tasks), _mix(data_dir, tasks, seed=8)
     assert [c.turns for c in first] == [c.turns for c in again]
     assert [c.sha for c in first] == [c.sha for c in again]
-    assert sum(a.turns != b.turns for a, b in zip(first, other)) > len(tasks) // 2
+    assert sum(a.turns != b.turns for a, b in zip(first, other, strict=False)) > len(tasks) // 2
     # a conversation's mix does not depend on the tasks after it (a --limit prefix is the same mix)
     assert [c.turns for c in _mix(data_dir, tasks[:40])] == [c.turns for c in first[:40]]
 
@@ -39,7 +39,7 @@ def test_share_of_inserted_turns_is_the_rate(data_dir, tasks, rate):
     total = sum(len(c.turns) for c in mixed)
     inserted = sum(t.inserted for c in mixed for t in c.turns)
     assert abs(inserted / total - rate) <= 1 / total + 1e-9
-    for task, conv in zip(tasks, mixed):  # each conversation rounds its own n R / (1 - R) down or up
+    for task, conv in zip(tasks, mixed, strict=False):  # each conversation rounds its own n R / (1 - R) down or up
         n = len(base_turns(task))
         m = sum(t.inserted for t in conv.turns)
         assert math.floor(n * rate / (1 - rate)) <= m <= math.ceil(n * rate / (1 - rate))
@@ -47,7 +47,7 @@ def test_share_of_inserted_turns_is_the_rate(data_dir, tasks, rate):
 
 def test_never_last_and_the_original_conversation_is_kept(data_dir, tasks):
     mixed = _mix(data_dir, tasks, 0.5)
-    for task, conv in zip(tasks, mixed):
+    for task, conv in zip(tasks, mixed, strict=False):
         assert not conv.turns[-1].inserted and conv.turns[-1].text == task.question
         assert [t for t in conv.turns if not t.inserted] == base_turns(task)
         assert all(t.reference_reply == "" for t in conv.turns if t.inserted)

@@ -125,7 +125,7 @@ def test_reference_replies_are_stored_and_inserted_turns_keep_the_answer(bara, s
     assert len(costs) == len(conv.turns) and [c.inserted for c in costs] == [t.inserted for t in conv.turns]
     history = assistant.conversations.history("ref-user", "ref-c", limit=10 * len(conv.turns))
     replies_stored = [m.text for m in history if m.role == "assistant"]
-    for turn, stored in zip(conv.turns, replies_stored):
+    for turn, stored in zip(conv.turns, replies_stored, strict=False):
         if turn.reference_reply:
             assert stored == turn.reference_reply
         else:

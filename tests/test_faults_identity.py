@@ -66,7 +66,7 @@ def _calls(bara: Bara, user):
 
 @pytest.mark.parametrize("bad", ["", "   ", "\t\n"])
 def test_every_library_entry_point_refuses_blank_ids_and_stores_nothing(bara, bad):
-    for name, call in _calls(bara, bad).items():
+    for _name, call in _calls(bara, bad).items():
         with pytest.raises(InputError, match="user id"):
             call()
     tables = ("conversations", "messages", "profile")

@@ -187,7 +187,7 @@ def test_holiday_rolls_to_the_next_nav_date(store):
     s, _, _ = store
     dates = [date.fromisoformat(r[0]) for r in
              s.query("SELECT date FROM funds_navs WHERE scheme_code = '122639' AND date >= '2025-08-01' ORDER BY date")]
-    before, after = next((a, b) for a, b in zip(dates, dates[1:]) if (b - a).days > 1)
+    before, after = next((a, b) for a, b in zip(dates, dates[1:], strict=False) if (b - a).days > 1)
     holiday = before + timedelta(days=1)
     row = users._price(FundsRepo(s), users.Order("122639", holiday.isoformat(), "SIP", 5000.0, "x"))
     assert row is not None and row.day == after.isoformat()

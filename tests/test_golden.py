@@ -8,7 +8,6 @@ printed (`pytest -s`) and held to the floor measured when the set was written.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

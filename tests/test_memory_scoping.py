@@ -37,7 +37,7 @@ class _MemoEmbedder:
     def embed(self, texts):
         missing = [t for t in texts if t not in self.memo]
         if missing:
-            self.memo.update(zip(missing, self.inner.embed(missing)))
+            self.memo.update(zip(missing, self.inner.embed(missing), strict=False))
         return np.stack([self.memo[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
 
 

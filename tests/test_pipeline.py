@@ -373,7 +373,7 @@ def test_always_mode_keeps_the_last_n_messages(bara, user):
 def test_demo_script_shows_every_gate(assistant, user):
     lines = [json.loads(line)["user"] for line in DEMO.read_text().splitlines() if line.strip()]
     traces = [r.trace for r in converse(assistant, user, *lines)]
-    by_text = dict(zip(lines, traces))
+    by_text = dict(zip(lines, traces, strict=False))
     greeting = by_text["Hi there!"]
     assert not greeting.retrieved and "behavior:greeting_skip" in greeting.reasons
     assert by_text["What does HSTS protect against?"].retrieved

@@ -4,7 +4,6 @@ exits 2 with a message saying what to change, and a read command never creates a
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from urllib.parse import quote
 
-import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

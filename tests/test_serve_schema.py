@@ -31,7 +31,7 @@ def test_api_conforms_to_its_schema(served):
     app, key = served
     operations = _operations(app)
     assert {"POST /api/turns", "POST /v1/chat/completions", "GET /api/search", "POST /api/ingest"} <= set(operations)
-    for name, op in sorted(operations.items()):
+    for _name, op in sorted(operations.items()):
 
         @given(case=op.as_strategy())
         @settings(max_examples=15, deadline=None, derandomize=True, database=None,

@@ -202,7 +202,7 @@ def test_timeline_in_a_real_browser(server):
             kb_hits = ask.locator('[data-testid="hit"][data-tier="kb"]')
             expect(kb_hits).to_have_count(len(trace["hits"]))
             expect(hits).to_have_count(len(trace["hits"]) + len(trace["memory_hits"]))
-            for shown, hit in zip(kb_hits.all_inner_texts(), trace["hits"]):
+            for shown, hit in zip(kb_hits.all_inner_texts(), trace["hits"], strict=False):
                 assert hit["source"].removesuffix(".txt") in shown and f"§{hit['section']}" in shown
                 assert f"{hit['score']:.3f}" in shown
             assert all(h["source"].startswith("rfc") for h in trace["hits"])

@@ -89,7 +89,7 @@ class Tool:
     name: str
     description: str  # must say when NOT to use it
     args_model: type[pydantic.BaseModel]  # model_config = ConfigDict(extra="forbid")
-    fn: Callable[[ToolContext, pydantic.BaseModel], Any]  # returns JSON-serialisable data
+    fn: Callable[[ToolContext, Any], Any]  # called with an args_model instance; returns JSON-serialisable data
     timeout_s: float = 5.0
 
     def __post_init__(self) -> None:

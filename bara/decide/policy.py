@@ -15,7 +15,7 @@ from typing import Mapping
 
 from bara.decide.behavior import BehaviorDecision
 from bara.settings import Settings
-from bara.types import ROUTES, FloorName, Route, Tier
+from bara.types import ROUTES, FloorName, Route, Tier  # noqa: F401 - ROUTES is re-exported (tests import it from here)
 from bara.understand.features import ContextFeatures
 from bara.understand.intent import IntentResult
 

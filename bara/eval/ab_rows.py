@@ -74,11 +74,11 @@ class ResultLog:
         self.path = folder / ROWS_FILE if folder else None
         self.shash, self.rows, self.counts = shash, {}, Counter()
         if self.path and self.path.is_file():
-            self._load()
+            self._load(self.path)
         self.loaded = len(self.rows)
 
-    def _load(self) -> None:
-        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+    def _load(self, path: Path) -> None:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             row = _row(line) if line.strip() else {}
             if row is None:
                 self.counts["malformed row ignored"] += 1

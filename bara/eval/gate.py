@@ -124,7 +124,8 @@ def conversation(items: Any, problems: Counter) -> list[tuple[str, str]] | None:
         return None
     out = []
     for item in items:
-        role = _ROLES.get(item.get("speaker")) if isinstance(item, dict) else None
+        speaker = item.get("speaker") if isinstance(item, dict) else None
+        role = _ROLES.get(speaker) if isinstance(speaker, str) else None
         if role is None or not isinstance(item.get("text"), str):
             problems["input turn without a known speaker or text"] += 1
             continue
@@ -162,8 +163,8 @@ class GateReplay:
         history = tuple(window[-keep:]) if keep else ()
         ruled = apply_rules(compute_features(query, history, {}, settings=self.settings), self.settings)
         may_search = ruled is None or ruled.intent in ("knowledge_base", "continuation", "general")
-        use_vector = may_search and self.prototypes is not None and self.embedder is not None
-        vector = self.embedder.embed([query])[0] if use_vector else None
+        embedder = self.embedder if may_search and self.prototypes is not None else None
+        vector = embedder.embed([query])[0] if embedder is not None else None
         return decide(query, history, state, {}, self.settings, self.prototypes, message_vector=vector)
 
     def step(self, text: str, window: Sequence[Utterance], state: ConversationState | None) -> ConversationState:
@@ -317,7 +318,7 @@ def necessity_metrics(labels: Sequence[bool], retrieves: Sequence[bool]) -> Nece
     ``skip_recall = |skipped and not needed| / |not needed|``;
     ``retrieve_recall = |retrieved and needed| / |needed|``. None when a denominator is 0.
     """
-    pairs = list(zip(labels, retrieves))
+    pairs = list(zip(labels, retrieves, strict=False))
     skipped = [need for need, got in pairs if not got]
     needed = [got for need, got in pairs if need]
     not_needed = sum(not need for need, _ in pairs)
@@ -331,7 +332,7 @@ def necessity_metrics(labels: Sequence[bool], retrieves: Sequence[bool]) -> Nece
 def confusion(labels: Sequence[bool], retrieves: Sequence[bool]) -> Confusion:
     """Counts with skip the positive class: tp skipped & not needed, fp skipped & needed,
     fn retrieved & not needed, tn retrieved & needed."""
-    pairs = list(zip(labels, retrieves))
+    pairs = list(zip(labels, retrieves, strict=False))
     return Confusion(tp=sum(not n and not g for n, g in pairs), fp=sum(n and not g for n, g in pairs),
                      fn=sum(not n and g for n, g in pairs), tn=sum(n and g for n, g in pairs))
 
@@ -354,7 +355,7 @@ def gate_calls(items: Sequence[Labelled], replayer: GateReplay) -> tuple[list[bo
 def by_group(items: Sequence[Labelled], retrieves: Sequence[bool]) -> dict[str, GroupStats]:
     """Per CLINC domain / MTRAG answerability: size, label, accuracy and how often the gate retrieved."""
     groups: dict[str, list[tuple[bool, bool]]] = {}
-    for item, got in zip(items, retrieves):
+    for item, got in zip(items, retrieves, strict=False):
         groups.setdefault(item.group, []).append((item.needs_retrieval, got))
     return {name: _group_stats(pairs) for name, pairs in sorted(groups.items())}
 

@@ -129,7 +129,7 @@ def mix_one(task: Task, count: int, pool: Sequence[str], seed: int) -> MixedConv
     picks = rng.choice(len(pool), size=count, replace=count > len(pool))
     gaps = sorted(int(g) for g in rng.integers(0, len(turns), size=count))  # before original turn g
     out: list[Turn] = []
-    queue = list(zip(gaps, picks))
+    queue = list(zip(gaps, picks, strict=False))
     for i, turn in enumerate(turns):
         while queue and queue[0][0] == i:
             out.append(Turn(pool[int(queue.pop(0)[1])], True))
@@ -143,7 +143,7 @@ def mix_conversations(tasks: Sequence[Task], mix: MixConfig | None) -> tuple[Mix
         return tuple(MixedConversation(t.id, tuple(base_turns(t))) for t in tasks)
     pool = read_smalltalk(mix.smalltalk, mix.domains)
     counts = insert_counts([len(base_turns(t)) for t in tasks], mix.rate)
-    return tuple(mix_one(t, c, pool, mix.seed) for t, c in zip(tasks, counts))
+    return tuple(mix_one(t, c, pool, mix.seed) for t, c in zip(tasks, counts, strict=False))
 
 
 def mix_manifest(mix: MixConfig | None) -> dict:

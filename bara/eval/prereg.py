@@ -173,7 +173,7 @@ def verdict(criterion: Criterion, paired: Mapping[str, Any] | None) -> dict[str,
         return _one_sample_verdict(criterion, row, paired)
     ratio = criterion.test == "ratio_at_most"
     ci = (paired or {}).get("ratio_ci" if ratio else "diff_ci")
-    if ci is None:
+    if ci is None or paired is None:
         return {**row, "estimate": None, "ci": None, "verdict": "not evaluated", "passed": None}
     estimate = paired["ratio"] if ratio else paired["diff"]
     call = _ratio_call(ci, criterion.threshold) if ratio else _diff_call(ci, criterion)
@@ -314,7 +314,7 @@ def row_metrics(row: Mapping[str, Any], retrieval: Mapping[str, float] | None) -
     if answerability in JUDGED:
         out.update({"answer_f1": float(row["answer_f1"]), "rouge_l": float(row["rouge_l"]), **(retrieval or {})})
     flag = {"ANSWERABLE": ("answer_rate_answerable", "answer"), "UNANSWERABLE": ("abstain_unanswerable", "abstain"),
-            "UNDERSPECIFIED": ("clarify_underspecified", "clarify")}.get(answerability)
+            "UNDERSPECIFIED": ("clarify_underspecified", "clarify")}.get(str(answerability))
     if flag:
         out[flag[0]] = float(kind == flag[1])
     out.update(turn_metrics(row))

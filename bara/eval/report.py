@@ -50,8 +50,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 # ------------------------------------------------------------------------ plots
 def _bars(ax: Any, modes: Sequence[str], summary: Mapping[str, Any], metric: str, title: str) -> None:
     means = [summary[m].get(metric) or 0.0 for m in modes]
-    cis = [summary[m]["ci"].get(metric) or [v, v] for m, v in zip(modes, means)]
-    errors = [[max(v - c[0], 0) for v, c in zip(means, cis)], [max(c[1] - v, 0) for v, c in zip(means, cis)]]
+    cis = [summary[m]["ci"].get(metric) or [v, v] for m, v in zip(modes, means, strict=False)]
+    errors = [[max(v - c[0], 0) for v, c in zip(means, cis, strict=False)], [max(c[1] - v, 0) for v, c in zip(means, cis, strict=False)]]
     ax.bar(modes, means, yerr=errors, capsize=4, color=COLORS[:len(modes)])
     ax.set_title(title, fontsize=9)
     ax.tick_params(labelsize=8)
@@ -78,7 +78,7 @@ def plot_latency(ab: Mapping[str, Any], path: Path) -> None:
     for n, stage in enumerate(stages):
         widths = [(ab["modes"][m].get("stages_ms", {}).get(stage) or {}).get("mean") or 0.0 for m in modes]
         ax.barh(modes, widths, left=left, label=stage, color=palette(n % 20))
-        left = [a + b for a, b in zip(left, widths)]
+        left = [a + b for a, b in zip(left, widths, strict=False)]
     ax.set_xlabel("mean ms per turn (stacked by stage)")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()

@@ -21,6 +21,7 @@ MIXED_DIR = "mixed"
 ROUND2_PREREG = Path("eval") / "preregistered_round2.toml"
 COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
 Fmt = Callable[..., str]
+Table = Callable[[Sequence[str], Sequence[Sequence[Any]]], list[str]]
 
 
 def _prereg(ab: Mapping[str, Any]) -> Any:
@@ -50,7 +51,11 @@ def all_verdicts(ab: Mapping[str, Any], gate: Mapping[str, Any] | None) -> list[
                     "verdict": "not evaluated (no gate_clinc150.json)", "passed": None} for c in gate_crit]
 
 
-def verdict_table(rows: Sequence[Mapping[str, Any]], fmt: Fmt, ci: Fmt, table: Fmt) -> list[str]:
+def _yes_no(value: Any) -> str:
+    return {True: "yes", False: "no"}.get(value, "–")
+
+
+def verdict_table(rows: Sequence[Mapping[str, Any]], fmt: Fmt, ci: Fmt, table: Table) -> list[str]:
     out = []
     for v in rows:
         threshold = f"margin {fmt(v['margin'])}" if v["test"] in ("not_lower", "not_higher") else fmt(v["threshold"])
@@ -58,13 +63,13 @@ def verdict_table(rows: Sequence[Mapping[str, Any]], fmt: Fmt, ci: Fmt, table: F
         values = (f"{fmt(v.get('treatment_value'))} vs {fmt(v.get('baseline_value'))}"
                   if v.get("baseline_value") is not None else "–")
         out.append([v["id"], v["statement"], v["test"], versus, threshold, values, fmt(v["estimate"]), ci(v["ci"]),
-                    f"**{v['verdict']}**", {True: "yes", False: "no"}.get(v["passed"], "–"),
-                    {True: "yes", False: "no"}.get(v.get("point_met"), "–")])
+                    f"**{v['verdict']}**", _yes_no(v["passed"]),
+                    _yes_no(v.get("point_met"))])
     return table(["criterion", "statement", "test", "vs", "threshold", "gated vs baseline (per conversation)",
                   "estimate", "95% CI", "verdict", "passed", "point met"], out)
 
 
-def whole_table(ab: Mapping[str, Any], fmt: Fmt, ci: Fmt, table: Fmt) -> list[str]:
+def whole_table(ab: Mapping[str, Any], fmt: Fmt, ci: Fmt, table: Table) -> list[str]:
     modes = list(ab["modes"])
     m = ab["modes"]
 
@@ -108,7 +113,7 @@ def plot_whole(ab: Mapping[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def calibration_lines(cal: Mapping[str, Any], fmt: Fmt, table: Fmt) -> list[str]:
+def calibration_lines(cal: Mapping[str, Any], fmt: Fmt, table: Table) -> list[str]:
     rep, cur = cal["report"]["calibrated"], cal["report"]["current"]
     rows = [[r, fmt(c["floor"]), c["source"], c["relevant_hits"], fmt(cal["tune_check"]["routes"][r]["relevant_dropped"]),
              rep["routes"][r]["tasks"], fmt(rep["routes"][r]["relevant_dropped"]), fmt(rep["routes"][r]["other_dropped"]),
@@ -125,7 +130,7 @@ def calibration_lines(cal: Mapping[str, Any], fmt: Fmt, table: Fmt) -> list[str]
             f"{fmt(rep['recall@5'])}, current floors {fmt(cur['recall@5'])}.", ""]
 
 
-def round2_section(folder: Path, fmt: Fmt, ci: Fmt, table: Fmt) -> list[str]:
+def round2_section(folder: Path, fmt: Fmt, ci: Fmt, table: Table) -> list[str]:
     """The round-2 lines of report.md (empty when no mixed run is saved); writes ab_whole.png."""
     mixed = _load(folder / MIXED_DIR / "ab.json")
     cal = _load(folder / "calibrate.json")

@@ -63,7 +63,7 @@ def build_index(store: SQLiteStore, docs: Sequence[BeirDoc], embedder: Embedder,
         part = todo[start:start + batch]
         vectors = embedder.embed([_doc_text(d) for d in part])
         with store.transaction():
-            for doc, vec in zip(part, vectors):
+            for doc, vec in zip(part, vectors, strict=False):
                 store.write_document(_document(doc), vec[None, :])
         if progress:
             progress(len(part))
@@ -199,6 +199,6 @@ def _arm_report(name: str, store: SQLiteStore, judged: dict, vectors: dict, embe
     run, stages = run_arm(retriever, spec, judged, vectors, depth=100)
     if spec.arms is not Arms.LEXICAL:
         stages["embed"] = embed_ms
-    stages["total"] = [a + b for a, b in zip(stages["search"], embed_ms)] if "embed" in stages else stages["search"]
+    stages["total"] = [a + b for a, b in zip(stages["search"], embed_ms, strict=False)] if "embed" in stages else stages["search"]
     return ArmReport(score(qrels, run), percentiles(stages["total"]),
                      {s: percentiles(v) for s, v in sorted(stages.items())})

@@ -37,7 +37,8 @@ def token_count(value: Any) -> int:
 class Model(Protocol):
     """A chat model that may call tools. ``deadline`` is a ``time.monotonic()`` instant."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = (), *,
                  deadline: float | None = None) -> ModelResponse: ...

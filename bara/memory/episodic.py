@@ -158,7 +158,7 @@ class EpisodicMemory:
         if vectors is None:
             vectors = context_vectors(self.embedder.embed(texts), self.settings.memory_episodic_context_weight)
         chunks, pos = [], 0
-        for i, (t, text) in enumerate(zip(turns, texts)):
+        for i, (t, text) in enumerate(zip(turns, texts, strict=False)):
             chunks.append(Chunk(text=text, source=source, ordinal=i, start=pos, end=pos + len(text),
                                 section=t.turn_id or str(i + 1), title=t.speaker))
             pos += len(text) + 1

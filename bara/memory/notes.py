@@ -196,7 +196,7 @@ class NotesMemory:
         return [write_item(self.store, user_id, COLLECTION, f"note:{conversation_id}:", n.text, v,
                            {"kind": n.kind, "concepts": list(n.concepts), "conversation_id": conversation_id,
                             "created_at": created})
-                for n, v in zip(notes, vectors)]
+                for n, v in zip(notes, vectors, strict=False)]
 
     def list(self, user_id: str) -> list[StoredNote]:
         """All of the user's notes, oldest first."""

@@ -116,7 +116,7 @@ def _write_batch(store: Store, ids: Sequence[int], vectors: np.ndarray, progress
     """New vectors and the progress mark commit together; SQLite's cached matrices are invalidated."""
     sqlite = _is_sqlite(store)
     vecs = np.ascontiguousarray(vectors, dtype=np.float32)
-    rows = [(v.tobytes() if sqlite else v, i) for i, v in zip(ids, vecs)]
+    rows = [(v.tobytes() if sqlite else v, i) for i, v in zip(ids, vecs, strict=False)]
     with store.transaction():
         store.executemany("UPDATE chunks SET embedding = ? WHERE id = ?", rows)
         _put(store, progress)

@@ -266,12 +266,12 @@ def _prose_units(text: str, lines: list[_Line], size: int) -> list[_Unit]:
     only at spaces or after hyphens ("application-" / "level"): such lines join without a space."""
     parts = [text[ln.start:ln.end] for ln in lines]
     seps = ["" if a[-1] == "-" and a[-2:-1].isalpha() and b[0].islower() else " "
-            for a, b in zip(parts, parts[1:])] + [""]
+            for a, b in zip(parts, parts[1:], strict=False)] + [""]
     starts, pos = [], 0
-    for p, sep in zip(parts, seps):
+    for p, sep in zip(parts, seps, strict=False):
         starts.append(pos)
         pos += len(p) + len(sep)
-    flat = "".join(p + sep for p, sep in zip(parts, seps))
+    flat = "".join(p + sep for p, sep in zip(parts, seps, strict=False))
 
     def orig(i: int) -> int:
         k = bisect_right(starts, i) - 1
@@ -286,7 +286,7 @@ def _prose_units(text: str, lines: list[_Line], size: int) -> list[_Unit]:
 
 def _sentences(flat: str) -> list[tuple[int, int]]:
     cuts = [m for m in SENT.finditer(flat) if _is_boundary(flat, m)]
-    spans = zip([0] + [m.end() for m in cuts], [m.start(1) for m in cuts] + [len(flat.rstrip())])
+    spans = zip([0] + [m.end() for m in cuts], [m.start(1) for m in cuts] + [len(flat.rstrip())], strict=False)
     return [(a, b) for a, b in spans if b > a]
 
 
@@ -355,7 +355,7 @@ def _chunks(text: str, source: str, blocks: list[_Block], settings: Settings) ->
 def _render(units: list[_Unit]) -> str:
     """Sentences of a paragraph joined by a space, figure lines by a newline, paragraphs by a blank line."""
     seps = ["\n\n" if u.para_end else " " if u.prose else "\n" for u in units[:-1]]
-    return "".join(u.text + sep for u, sep in zip(units, seps)) + units[-1].text if units else ""
+    return "".join(u.text + sep for u, sep in zip(units, seps, strict=False)) + units[-1].text if units else ""
 
 
 def _pack(units: list[_Unit], size: int, overlap: int) -> list[list[_Unit]]:

@@ -193,7 +193,7 @@ class CachedEmbedder:
         keys = [text_hash(t) for t in items]
         unique = dict.fromkeys(keys)
         found = self._lookup(list(unique))
-        todo = {k: t for k, t in zip(keys, items) if k not in found}
+        todo = {k: t for k, t in zip(keys, items, strict=False) if k not in found}
         fresh = self._embed_missing(todo)
         self.hits += len(found)
         self.misses += len(fresh)
@@ -207,7 +207,7 @@ class CachedEmbedder:
         """Embed the uncached texts in one inner call and write them back."""
         if not todo:
             return {}
-        fresh = dict(zip(todo, self.inner.embed(list(todo.values()))))
+        fresh = dict(zip(todo, self.inner.embed(list(todo.values())), strict=False))
         self._store(fresh)
         return fresh
 

@@ -58,7 +58,6 @@ def weights_digest(blob: bytes) -> str:
 
 def build_graph(weights: dict[str, np.ndarray]) -> Any:
     """The fused float32 graph as an ``onnx.ModelProto`` (inputs as the torch export names them)."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     w = {k.removeprefix("bert."): v for k, v in weights.items()}

@@ -15,8 +15,11 @@ import numpy as np
 class Embedder(Protocol):
     """What the store and retriever need: a model id, a width, and unit vectors."""
 
-    model_id: str
-    dim: int
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """float32 array of shape (len(texts), dim) with L2-normalised rows."""

@@ -67,7 +67,7 @@ def order_by_scores(hits: Sequence[Hit], scores: Sequence[float]) -> tuple[Hit, 
     lower by retrieval and have no comparable rerank score.
     """
     n = len(scores)
-    rescored = [replace(h, score=float(s), rerank_score=float(s)) for h, s in zip(hits[:n], scores)]
+    rescored = [replace(h, score=float(s), rerank_score=float(s)) for h, s in zip(hits[:n], scores, strict=False)]
     rescored.sort(key=lambda h: -h.score)
     return tuple(rescored) + tuple(hits[n:])
 

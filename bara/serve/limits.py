@@ -45,16 +45,11 @@ class BodyLimit:
         upload = scope.get("path", "") in self.upload_paths
         limit = self.upload_bytes if upload else self.max_bytes
         what = "upload" if upload else "request body"
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        checked = await _within_limit(scope, receive, limit)
+        if checked is None:
             await _send_413(send, limit, what)
             return
-        if declared is None:  # streamed (chunked): read it whole here, so the refusal is ours, not a parse error
-            body = await _read_capped(receive, limit)
-            if body is None:
-                await _send_413(send, limit, what)
-                return
-            receive = _replay(body, receive)
+        receive = checked
         seen, started = 0, False
 
         async def counted() -> dict[str, Any]:
@@ -76,6 +71,18 @@ class BodyLimit:
         except TooLarge:
             if not started:
                 await _send_413(send, limit, what)
+
+
+async def _within_limit(scope: Scope, receive: Receive, limit: int) -> Receive | None:
+    """None when the body is over ``limit`` (declared, or read whole when streamed without a length), else
+    the ``receive`` the app should use."""
+    declared = dict(scope.get("headers") or []).get(b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    if declared is None:  # streamed (chunked): read it whole here, so the refusal is ours, not a parse error
+        body = await _read_capped(receive, limit)
+        return None if body is None else _replay(body, receive)
+    return receive
 
 
 async def _read_capped(receive: Receive, limit: int) -> bytes | None:

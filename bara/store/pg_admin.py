@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import LiteralString, Sequence, cast
 
 import psycopg
 from psycopg import errors as pgerr
@@ -86,7 +86,8 @@ def migrate(url: str, *, dim: int = 384, schema: str = "", app_role: str = "",
 
 
 def _applied(conn: psycopg.Connection) -> list[str]:
-    if conn.execute("SELECT to_regclass('bara_migrations')").fetchone()[0] is None:
+    row = conn.execute("SELECT to_regclass('bara_migrations')").fetchone()
+    if row is None or row[0] is None:
         conn.execute(MIGRATIONS_TABLE)
     return [r[0] for r in conn.execute("SELECT name FROM bara_migrations ORDER BY seq")]
 
@@ -110,7 +111,7 @@ def _apply(conn: psycopg.Connection, url: str, step: Migration) -> None:
     try:
         with conn.transaction():
             for statement in step.statements:
-                conn.execute(statement)
+                conn.execute(cast(LiteralString, statement))  # migrations are bara's own SQL text
             conn.execute("INSERT INTO bara_migrations (name, applied_at) VALUES (%s, %s)", (step.name, time.time()))
     except pgerr.InsufficientPrivilege as exc:
         raise _privilege_error(url) from exc

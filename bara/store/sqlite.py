@@ -135,8 +135,9 @@ class SQLiteStore:
                 " VALUES (?,?,?,?,?,?,?)",
                 (doc.owner, doc.collection, doc.source, doc.title, doc.content_hash,
                  json.dumps(dict(doc.meta)), time.time()))
+            assert cur.lastrowid is not None  # an INSERT always sets it
             doc_id = int(cur.lastrowid)
-            for chunk, vec in zip(doc.chunks, vecs):
+            for chunk, vec in zip(doc.chunks, vecs, strict=False):
                 self._insert_chunk(doc_id, doc, chunk, vec)
             self._bump(doc.owner, doc.collection)
         return doc_id

@@ -27,7 +27,7 @@ def weighted_rrf(rankings: Sequence[Sequence[T]], weights: Sequence[float],
         raise ValueError("rrf k must be positive")
     scores: dict[T, float] = {}
     best: dict[T, int] = {}
-    for ranking, weight in zip(rankings, weights):
+    for ranking, weight in zip(rankings, weights, strict=False):
         for rank, doc in enumerate(ranking, start=1):
             scores[doc] = scores.get(doc, 0.0) + weight / (k + rank)
             best[doc] = min(best.get(doc, rank), rank)

@@ -184,7 +184,7 @@ def label_to_intent(label: str) -> tuple[Intent, ChitchatKind | None]:
 
 def _from_prototype(prototypes: PrototypeIndex | None, vector: np.ndarray | None,
                     min_similarity: float) -> IntentResult | None:
-    if prototypes is None or not prototypes.accepts(vector):
+    if prototypes is None or vector is None or not prototypes.accepts(vector):
         return None
     label, similarity = prototypes.nearest(vector)
     if similarity < min_similarity:

@@ -146,7 +146,10 @@ class Facts:
                                 (user,))
         flows = [(date.fromisoformat(d), a if k == "REDEMPTION" else -a) for d, k, a, c in rows if code in (None, c)]
         flows += [(date.fromisoformat(h.nav_date), h.value) for h in self.holdings(user) if code in (None, h.code)]
-        return 100 * float(pyxirr.xirr([d for d, _ in flows], [a for _, a in flows]))
+        rate = pyxirr.xirr([d for d, _ in flows], [a for _, a in flows])
+        if rate is None:  # pyxirr finds no rate for these flows (float(None) failed here before)
+            raise ValueError(f"no XIRR for {user} {code or 'portfolio'}: the cash flows have no solution")
+        return 100 * float(rate)
 
     def return_1y_pct(self, code: str) -> float:
         navs = [(date.fromisoformat(d), float(v)) for d, v in self.store.query(

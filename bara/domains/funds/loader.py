@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Collection, Iterator
+from typing import Any, Collection, Iterator, Sequence
 
 from bara.errors import InputError
 
@@ -81,7 +81,7 @@ def _require(path: Path) -> Path:
     return path
 
 
-def _check_header(path: Path, found: list[str] | None, wanted: tuple[str, ...]) -> None:
+def _check_header(path: Path, found: Sequence[str] | None, wanted: tuple[str, ...]) -> None:
     missing = [c for c in wanted if c not in (found or [])]
     if missing:
         raise InputError(f"{path} lacks the columns {', '.join(missing)} (has: {', '.join(found or [])}). "

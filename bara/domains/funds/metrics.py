@@ -150,6 +150,6 @@ def _positive(navs: Sequence[float]) -> np.ndarray:
 def _check_series(dates: Sequence[date], navs: Sequence[float]) -> None:
     if len(dates) != len(navs):
         raise ValueError(f"{len(dates)} dates but {len(navs)} NAVs: the caller must pass aligned series")
-    if any(b <= a for a, b in zip(dates, dates[1:])):
+    if any(b <= a for a, b in zip(dates, dates[1:], strict=False)):
         raise ValueError("dates must be strictly ascending: the caller must sort and de-duplicate them")
     _positive(navs)

@@ -94,11 +94,7 @@ class RuleRouter:
         if not low.strip():
             return Plan("chitchat", note="testing", reasons=("router:empty",))
         norm = I.normalise(text, self.settings.router_keyword_score)
-        refusal = detect_refusal(text, tuple(n for n in own if n))
-        if refusal is None and I.other_person(norm, tuple(n for n in own if n), self.people):
-            refusal = REFUSE_OTHER_USER
-        if refusal is None and I.advice(norm):
-            refusal = REFUSE_ADVICE
+        refusal = self.refusal(text, norm, own)
         if refusal and refusal != REFUSE_ADVICE:
             return Plan("refuse", note=refusal, reasons=(f"router:refuse_{refusal}",))
         chitchat = "thanks" if I.thanks(norm) else self.chitchat_kind(text)
@@ -108,6 +104,19 @@ class RuleRouter:
         if refusal:
             return Plan("advice", advice_calls(spans, norm, self.label), note=refusal,
                         reasons=("router:advice_facts_only",))
+        return self.plan_answer(text, norm, spans, tools)
+
+    def refusal(self, text: str, norm: str, own: Sequence[str]) -> str | None:
+        """Why this message must be refused (or answered with facts only: advice), if it must."""
+        refusal = detect_refusal(text, tuple(n for n in own if n))
+        if refusal is None and I.other_person(norm, tuple(n for n in own if n), self.people):
+            refusal = REFUSE_OTHER_USER
+        if refusal is None and I.advice(norm):
+            refusal = REFUSE_ADVICE
+        return refusal
+
+    def plan_answer(self, text: str, norm: str, spans: list[str], tools: Sequence[ToolSpec]) -> Plan:
+        """The plan for an in-scope message that is neither refused nor small talk."""
         if T.WHY_FALL.search(norm) or (I.fall_question(norm) and (spans or I.personal(norm))):
             return Plan("explain", explain_calls(spans, norm), reasons=("router:compute_then_search",))
         if not spans and not I.on_topic(norm):

@@ -110,8 +110,9 @@ def normalise(text: str, keyword_score: float = 85.0) -> str:
     for pair, english in HINGLISH_PAIRS.items():
         low = re.sub(rf"\b{pair}\b", english, low)
     out = []
-    for token in _WORD.findall(low):
-        token = HINGLISH.get(token, token)
+    words: list[str] = _WORD.findall(low)
+    for word in words:
+        token = HINGLISH.get(word, word)
         if len(token) >= 5 and token.isalpha() and token not in KEYWORDS:
             hit = process.extractOne(token, KEYWORDS, scorer=fuzz.ratio, score_cutoff=keyword_score)
             token = hit[0] if hit else token

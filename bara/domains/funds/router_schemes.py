@@ -164,8 +164,9 @@ class SchemeCatalogue:
         out = []
         for entry in (e for e in self.entries if e.codes & held and e.distinctive):
             spots = [self._find_word(tokens, w) for w in entry.distinctive]
-            if all(s is not None for s in spots):
-                start, end = min(spots), max(spots) + 1
+            found = [s for s in spots if s is not None]
+            if len(found) == len(spots):
+                start, end = min(found), max(found) + 1
                 out.append(self._mention(entry, start, end, self.token_score - 1 + len(spots), held))
         return out
 

@@ -76,7 +76,8 @@ class Plan:
 # ---------------------------------------------------------------- transcript
 def read_turn(messages: Sequence[Message]) -> Turn:
     last = max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=-1)
-    text = messages[last].text if last >= 0 else ""
+    asked_by = messages[last] if last >= 0 else None
+    text = asked_by.text if isinstance(asked_by, UserMessage) else ""
     system = "\n".join(m.text for m in messages if isinstance(m, SystemMessage))
     found = _SIGNED_IN.search(system)
     name, uid = (found.group(1), found.group(2)) if found else ("", "")

@@ -294,8 +294,9 @@ def _allocation(d: Mapping[str, Any], text: str) -> list[str]:
     rows = d.get("allocation") or []
     if not rows:
         return [P.NO_ALLOCATION]
-    lines = [P.ALLOCATION_HEAD.format(by=BY_LABEL.get(d.get('by'), d.get('by')), value=money(d.get('total_value')),
-                                      as_of=d.get('as_of'))]
+    by = d.get('by')
+    label = BY_LABEL.get(by, by) if isinstance(by, str) else by
+    lines = [P.ALLOCATION_HEAD.format(by=label, value=money(d.get('total_value')), as_of=d.get('as_of'))]
     return lines + [P.ALLOCATION_LINE.format(group=r['group'], value=money(r['value']), pct=r['pct']) for r in rows]
 
 
@@ -337,7 +338,8 @@ def fall_facts(seen: Iterable[Any]) -> FallFacts:
     seen = list(seen)
     ok = {s.name: s for s in seen if s.ok}
     xirr = ok["compute_xirr"].data if "compute_xirr" in ok else {}
-    scope = xirr.get("scope") if isinstance(xirr.get("scope"), Mapping) else {}
+    raw_scope = xirr.get("scope")
+    scope = raw_scope if isinstance(raw_scope, Mapping) else {}
     asked = next((str(s.args["scheme"]) for s in seen if s.name == "compute_xirr" and s.args.get("scheme")), "")
     funds = list(ok["compare_funds"].data.get("funds") or []) if "compare_funds" in ok else []
     row = _target_row(funds, scope, asked)

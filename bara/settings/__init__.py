@@ -1,0 +1,300 @@
+"""Every threshold and default bara uses, typed, in one place (the first sections in :mod:`bara.settings.core`).
+
+Load order (later wins): built-in defaults < TOML file < ``BARA_*`` environment
+variables < per-call overrides (:meth:`Settings.override`).
+
+Environment variables use the field name upper-cased with a ``BARA_`` prefix,
+e.g. ``BARA_K=6`` or ``BARA_DB=/tmp/x.db``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from bara.errors import ConfigError
+from bara.settings.core import CoreSettings, _cache_home
+
+__all__ = ["CoreSettings", "Settings", "load_settings"]
+
+
+class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
+    """One typed object for every tunable; each field says why it has its default."""
+
+    # --- episodic memory & LoCoMo (issue 14; bara/memory/episodic.py) ---
+    memory_episodic_k: int = Field(default=10, ge=1, le=100,
+                                   description="Episodes shown for a personal question: LoCoMo evidence spans "
+                                               "1-4 turns, 10 one-line turns cost ~400 tokens.")
+    memory_floor_episodic: float = Field(default=0.30, ge=-1.0, le=1.0,
+                                         description="Cosine floor for episodes: drops turns that only share a name "
+                                                     "with the question (tuned on LoCoMo dev: 0.15 loses 6 points).")
+    memory_episodic_context_weight: float = Field(default=0.3, ge=0.0, le=2.0,
+                                                  description="How far a stored turn's vector leans to its "
+                                                              "neighbours' (context_vectors); +4 points R@10 on dev.")
+    memory_episodic_window: int = Field(default=1, ge=0, le=4,
+                                        description="Turns after each hit shown with it (the reply that confirms "
+                                                    "or dates it); a window is one prompt item.")
+    memory_episodic_candidates: int = Field(default=1, ge=1, le=50,
+                                            description="Candidates per kept episode before the speaker boost "
+                                                        "reorders them (k * this).")
+    memory_episodic_speaker_boost: float = Field(default=0.25, ge=0.0, le=5.0,
+                                                 description="Relative lift of a turn said by the person the "
+                                                             "question names (fused * (1 + boost)).")
+    memory_episodic_hop_queries: int = Field(default=3, ge=0, le=10,
+                                             description="Cap on second-round (multi-hop) searches per question; "
+                                                         "0 turns multi-hop off.")
+    memory_episodic_hop_seed_hits: int = Field(default=3, ge=1, le=20,
+                                               description="Round-1 hits whose mentions seed round 2.")
+    memory_episodic_hop_weight: float = Field(default=0.5, ge=0.0, le=2.0,
+                                              description="RRF weight of each round-2 list against round 1's 1.0: "
+                                                          "the seeds are guesses, the question is not.")
+    gate_episodic_min_signals: int = Field(default=1, ge=1, le=5,
+                                           description="Personal-memory signals (a known person named, a when/what-"
+                                                       "did/remember cue, a first-person past statement) needed to "
+                                                       "open the episodic tier.")
+    memory_episodic_record_turns: bool = Field(default=True, description="Chat turns are remembered as episodes (the "
+                                                                 "user's words with the turn's date).")
+    memory_write_behind: bool = Field(default=True, description="A turn's notes, Q&A pair and episodic record are stored "
+                                                        "after its answer (bara.memory.writebehind): off the answer "
+                                                        "path; lost only if the process dies before the next turn.")
+    # --- serve (HTTP service: bara serve) -----------------------------------
+    serve_max_body_bytes: int = Field(default=1_000_000, ge=1024, description="1 MB holds a long chat history; "
+                                      "bigger bodies are refused before parsing (memory safety).")
+    serve_max_upload_bytes: int = Field(default=20_000_000, ge=1024, description="/api/ingest uploads: the largest "
+                                        "RFC is ~1 MB; 20 MB allows big manuals, not archives.")
+    serve_max_message_chars: int = Field(default=8000, ge=10, description="One user message; 8k chars is ~2k tokens "
+                                         "(the retrieval query is cut further by max_query_chars).")
+    serve_max_messages: int = Field(default=200, ge=1, description="Messages in one chat-completions request; longer "
+                                    "histories are refused rather than silently cut.")
+    serve_max_k: int = Field(default=50, ge=1, le=1000, description="/api/search k: beyond 50 the tail is noise "
+                                "and the response grows linearly.")
+    serve_max_concurrent_per_key: int = Field(default=8, ge=1, description="In-flight requests per API key: one key "
+                                              "cannot take every worker thread (fairness between users).")
+    serve_threads: int = Field(default=16, ge=1, le=256, description="Worker threads per process for sync turns: "
+                               "turns wait on the DB or the model, so more threads than cores pays.")
+
+    # --- agent router (offline tool selection; bara/domains/funds/router*.py) ----------
+    router_scheme_min_score: float = Field(default=85.0, ge=0.0, le=100.0, description="rapidfuzz ratio a message "
+                                           "window needs against a scheme's short name: one typo or a missing "
+                                           "'fund' passes, a different scheme of the same house does not.")
+    router_scheme_token_score: float = Field(default=85.0, ge=0.0, le=100.0, description="Per-word ratio for a held "
+                                             "scheme named without its fund house ('my flexi cap'): one typo in "
+                                             "a 7+ letter word.")
+    router_keyword_score: float = Field(default=85.0, ge=0.0, le=100.0, description="Per-word ratio at which a "
+                                        "misspelt keyword is read as the keyword ('transcations').")
+    router_sim_min: float = Field(default=0.4, ge=-1.0, le=1.0, description="With no rule firing, the best "
+                                  "cosine(message, tool's 'use for' text) that calls the tool on its own; "
+                                  "below, no tool fits (tuned on the BFCL dev half: 0.25 called a tool for "
+                                  "most near-miss requests).")
+    router_sim_floor: float = Field(default=0.3, ge=-1.0, le=1.0, description="Lowest cosine at which a tool whose "
+                                    "name the message mentions (router_name_cover_min) is still called.")
+    router_name_cover_min: float = Field(default=0.34, ge=0.0, le=1.0, description="Share of a tool name's content "
+                                         "words the message must mention to accept a cosine in [floor, min): "
+                                         "one of its (up to three) task words.")
+    router_name_weight: float = Field(default=0.2, ge=0.0, le=1.0, description="Weight of the name coverage when "
+                                      "ranking tools by cosine: breaks near ties towards the tool named for "
+                                      "the task ('search_book' over 'reserve_book').")
+    router_sim_weight: float = Field(default=1.0, ge=0.0, le=4.0, description="Weight of cosine(message, tool's 'use "
+                                     "for' text) added to a tool's rule score: a perfect match counts as one "
+                                     "keyword rule (weight 1.0).")
+    router_thin_min_hits: int = Field(default=2, ge=0, description="A document search with fewer hits is thin and is "
+                                      "reformulated once: one passage rarely answers a question.")
+    router_thin_rank: float = Field(default=40.0, gt=0.0, description="A search is also thin when its best fused score "
+                                    "is below that of a hit both arms rank here: router_thin_score = (weight_lexical "
+                                    "+ weight_dense) / (rrf_k + 40) = 0.02 at the defaults, above the 1/(rrf_k + 1) "
+                                    "~ 0.0164 a hit only one arm found can reach.")
+    # --- gate-rules: topic-aware rewrite, vector cache, social turns (issue 10) ---
+    gate_topic_standalone_similarity: float = Field(default=0.25, ge=-1.0, le=1.0, description=(
+        "A message naming its own subject, with no follow-up cue, below this cosine to the conversation "
+        "topic is standalone (topic switches measured 0.08-0.21; costs <0.01 R@5 on MTRAG-UN dev)."))
+    gate_topic_carry_weight: float = Field(default=0.8, ge=0.0, le=4.0, description=(
+        "Weight of the previous topic vector in a dependent turn's query vector: 0.8 scored best of "
+        "0.6/0.8 on the MTRAG-UN dev half (R@5 0.913 vs 0.920 encoding the rewrite, at no encode)."))
+    gate_cache_vectors: bool = Field(default=True, description=(
+        "Keep each user message's vector and topic vector in its meta (float16): history vectors "
+        "cost a JSON read instead of an encode."))
+    gate_small_talk_override_similarity: float = Field(default=0.55, ge=-1.0, le=1.0, description=(
+        "A question recognised by form only is small talk when its nearest prototype is chit-chat at "
+        "this cosine or more (tuned on CLINC150 train for skip precision >= 0.98)."))
+    gate_qa_only_on_repeat: bool = Field(default=True, description=(
+        "Search remembered answers only when the question repeats: otherwise the Q&A search is a second "
+        "store call per turn that rarely adds anything the documents lack."))
+    gate_rag_history_messages: int = Field(default=2, ge=0, description=(
+        "Knowledge turns show the last exchange: the query already carries the topic, the hits carry "
+        "the facts, and older replies are context tokens the answer rarely needs."))
+    gate_note_statements_skip: bool = Field(default=True, description=(
+        "A statement carrying a decision or open-question cue and no question is stored as a note, "
+        "not searched: the documents cannot confirm our own decisions (hypotheses still search)."))
+    gate_kb_relative_gap: float = Field(default=0.3, ge=0.0, le=2.0, description=(
+        "Gated knowledge hits more than this cosine below the best hit are dropped (2 = off): 0.3 keeps "
+        "R@5 within 0.001 on the MTRAG-UN dev half and saves ~10% of chunks; 0.25 cost 0.01."))
+    gate_social_history_messages: int = Field(default=2, ge=0, description=(
+        "Thanks/greetings/acknowledgements see only the last exchange: replying to 'thanks' needs no "
+        "four-exchange transcript, and those tokens are most of such a turn's context."))
+    # --- hardening: provider faults and deadlines (harden-faults) ---
+    llm_deadline_s: float = Field(default=90.0, gt=0, description="Wall-clock budget of ONE model call, retries and "
+                                                          "waits included: httpx's timeout is per read, so a "
+                                                          "provider trickling bytes would otherwise never stop.")
+    gated_deadline_s: float = Field(default=60.0, gt=0, description="Wall-clock budget of the generation step of one "
+                                                            "gated turn; past it the offline answer is shown "
+                                                            "(same budget as agent_deadline_s).")
+    llm_max_json_depth: int = Field(default=64, ge=8, le=500, description="Deepest JSON nesting accepted in a provider "
+                                                                  "reply; real replies nest < 10, a nesting bomb "
+                                                                  "would exhaust Python's recursion limit.")
+    llm_max_response_bytes: int = Field(default=8_000_000, ge=10_000, description="Largest provider reply read; a chat "
+                                                                          "reply is KBs, 8 MB bounds memory.")
+    tool_args_max_depth: int = Field(default=32, ge=2, le=500, description="Deepest JSON nesting accepted in tool "
+                                                                   "arguments; every tool takes flat objects, "
+                                                                   "so deeper is an error envelope.")
+    # --- embedder variants (performance) ---
+    model_dir: Path = Field(default=_cache_home() / "models",
+                            description="Built MiniLM ONNX files, once per machine, named by weights hash and "
+                                        "recipe (not under cache_dir: a fresh cache must not rebuild); safe to delete.")
+    # --- hardening: ingest of large files (issue 15, harden-input) ---
+    ingest_embed_batch: int = Field(default=256, ge=1, description="Chunks embedded (and cached) per step of one document: "
+                                                           "bounds ingest memory, and an interrupted ingest keeps "
+                                                           "the vectors it finished.")
+    embed_batch_tokens: int = Field(default=512, ge=8, description="Padded tokens per ONNX call: attention memory grows "
+                                                            "with rows x width^2, so 32 rows of 256 tokens peaked "
+                                                            "at 1.7 GB; 512 (2 such rows) peaked at 0.3 GB, no slower.")
+
+    # --- understand/decide tuning constants (issue 9: once module constants, values unchanged) ---
+    # Intent confidences: how sure each rule in bara/understand/intent.py is when it fires (shown in the
+    # trace and compared with prototype cosines; rules that match a whole message are surest).
+    intent_confidence_empty: float = Field(default=0.9, ge=0.0, le=1.0, description="An empty message is a test ping.")
+    intent_confidence_privacy: float = Field(default=0.9, ge=0.0, le=1.0, description="Privacy phrases are explicit.")
+    intent_confidence_profile_statement: float = Field(default=0.85, ge=0.0, le=1.0,
+                                                       description="'my name is' / 'I prefer' name the user.")
+    intent_confidence_profile_question: float = Field(default=0.85, ge=0.0, le=1.0,
+                                                      description="'what is my name?' asks about the user.")
+    intent_confidence_testing: float = Field(default=0.85, ge=0.0, le=1.0, description="'test', 'are you there' pings.")
+    intent_confidence_greeting: float = Field(default=0.9, ge=0.0, le=1.0, description="A whole-message greeting.")
+    intent_confidence_thanks: float = Field(default=0.9, ge=0.0, le=1.0, description="A whole-message thank-you.")
+    intent_confidence_goodbye: float = Field(default=0.9, ge=0.0, le=1.0, description="A whole-message goodbye.")
+    intent_confidence_acknowledgement: float = Field(default=0.8, ge=0.0, le=1.0,
+                                                     description="'ok', 'got it': short words, some ambiguity.")
+    intent_confidence_meta: float = Field(default=0.8, ge=0.0, le=1.0,
+                                          description="Questions about the assistant itself.")
+    intent_confidence_followup: float = Field(default=0.75, ge=0.0, le=1.0,
+                                              description="Follow-up cues past the threshold tie it to the topic.")
+    intent_confidence_elaboration: float = Field(default=0.7, ge=0.0, le=1.0,
+                                                 description="'tell me more' continues, but may change subject.")
+    intent_confidence_short_question: float = Field(default=0.6, ge=0.0, le=1.0,
+                                                    description="A few words with a '?': form alone, weakest rule.")
+    intent_confidence_knowledge_question: float = Field(default=0.7, ge=0.0, le=1.0,
+                                                        description="Opens like a question (what/how/why...).")
+    intent_confidence_technical_reference: float = Field(default=0.65, ge=0.0, le=1.0,
+                                                         description="Names an RFC/protocol but not as a question.")
+    intent_confidence_default: float = Field(default=0.4, ge=0.0, le=1.0,
+                                             description="No rule and no prototype: a guess, lowest of all.")
+    # Follow-up cue weights (bara/understand/features.py): summed, capped at 1, compared with
+    # gate_followup_threshold (0.5), so a starter or elaboration plus any other cue is a follow-up.
+    gate_followup_weight_pronoun: float = Field(default=0.3, ge=0.0, le=1.0,
+                                                description="'it', 'they' lean on a topic, but also open questions.")
+    gate_followup_weight_starter: float = Field(default=0.4, ge=0.0, le=1.0,
+                                                description="'and', 'also', 'what about' open a continuation.")
+    gate_followup_weight_reference: float = Field(default=0.3, ge=0.0, le=1.0,
+                                                  description="'the other one', 'that one' point back.")
+    gate_followup_weight_elaboration: float = Field(default=0.4, ge=0.0, le=1.0,
+                                                    description="'more details', 'elaborate' ask for more of the same.")
+    gate_followup_weight_short_question: float = Field(default=0.3, ge=0.0, le=1.0,
+                                                       description="<= 3 words mid-conversation rarely stand alone.")
+    gate_topic_recent_vectors: int = Field(default=3, ge=1, le=50, description="User-message vectors averaged as the "
+                                           "topic: what the user asked lately, not at the start.")
+    # Conversation state (bara/understand/state.py).
+    state_history_window: int = Field(default=8, ge=1, le=100, description="Queries and intents kept in the state: "
+                                      "enough turns to see a rhythm, small enough to persist per turn.")
+    state_topic_window: int = Field(default=3, ge=1, le=100, description="Without vectors, a topic switch shares no "
+                                    "content word with any of this many recent queries.")
+    state_repeats_mean_frustration: int = Field(default=2, ge=1, le=100, description="Repetitions that set the tone "
+                                                "to frustrated: asking a third time is frustration, stated or not.")
+    # Query rewrite (bara/understand/rewrite.py RewriteRules; tuned on MTRAG-UN dev Recall@5, docs/rewrite.md).
+    rewrite_user_weight: float = Field(default=1.0, ge=0.0, description="The user's own words define the topic.")
+    rewrite_agent_weight: float = Field(default=0.5, ge=0.0, description="Answers name entities but also wander.")
+    rewrite_decay: float = Field(default=0.6, ge=0.0, le=1.0, description="Weight kept per user turn further back.")
+    rewrite_entity_bonus: float = Field(default=1.5, ge=0.0, description="Names retrieve better than loose words.")
+    rewrite_lookback: int = Field(default=8, ge=0, description="Utterances scanned, most recent first.")
+    rewrite_scan_chars: int = Field(default=1500, ge=1, description="Characters read of each utterance: a long answer "
+                                    "names its subject early.")
+    rewrite_previous_turns: int = Field(default=1, ge=0, description="Content-bearing earlier user turns quoted verbatim.")
+    rewrite_min_content_words: int = Field(default=1, ge=0, description="A user turn with fewer content words is "
+                                           "chit-chat ('thanks!') and is not quoted.")
+    rewrite_resolve_references: bool = Field(default=True, description="Append the referent of 'it', 'they', "
+                                             "'the other one'.")
+    rewrite_max_carried: int = Field(default=2, ge=0, description="Salient names appended after the quoted turn.")
+    rewrite_min_salience: float = Field(default=1.0, ge=0.0, description="A name is carried only if the user just "
+                                        "said it or it recurs.")
+    # Pipeline, memory and retrieval.
+    gate_curate_scan_windows: int = Field(default=4, ge=1, le=100, description="Continuations look this many history "
+                                          "windows back for older turns similar to the question.")
+    memory_topic_fallback_messages: int = Field(default=3, ge=1, le=50, description="Without a stored topic vector, "
+                                                "the topic is the last few user messages, not the first ones.")
+    memory_notes_max_concepts: int = Field(default=8, ge=1, le=100, description="Concepts kept per note: a note names "
+                                           "a handful of things; more is keyword soup.")
+    rerank_latency_ema_alpha: float = Field(default=0.3, gt=0.0, le=1.0, description="Weight of the newest measured "
+                                            "ms/pair in the reranker's running estimate: follows load in a few "
+                                            "calls without jumping on one slow call.")
+
+    @property
+    def router_thin_score(self) -> float:
+        """Best fused (RRF) score below which a search is thin; derived from rrf_k and the arm weights so it
+        follows them (0.02 at rrf_k=60, weights 1 and 1)."""
+        return (self.weight_lexical + self.weight_dense) / (self.rrf_k + self.router_thin_rank)
+
+    def override(self, **changes: Any) -> "Settings":
+        """Return a validated copy with ``changes`` applied (never mutates self)."""
+        try:
+            return Settings.model_validate({**self.model_dump(), **changes})
+        except ValidationError as exc:
+            raise ConfigError(f"invalid setting override: {_brief(exc)}") from exc
+
+
+def _brief(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+
+
+def _env_values(environ: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for name in Settings.model_fields:
+        key = f"BARA_{name.upper()}"
+        if key in environ:
+            out[name] = environ[key]
+    if "BARA_DATABASE_URL" in environ and "db" not in out:
+        out["db"] = environ["BARA_DATABASE_URL"]
+    return out
+
+
+def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None,
+                  **overrides: Any) -> Settings:
+    """Build Settings from defaults, an optional TOML file, the environment and overrides.
+
+    The TOML file is ``path``, else ``$BARA_CONFIG``, else ``./bara.toml`` if present.
+    Values may sit at the top level or under a ``[bara]`` table.
+    """
+    environ = dict(os.environ if environ is None else environ)
+    values: dict[str, Any] = {}
+    toml_path = Path(path) if path else (Path(environ["BARA_CONFIG"]) if "BARA_CONFIG" in environ else None)
+    if toml_path is None and Path("bara.toml").is_file():
+        toml_path = Path("bara.toml")
+    if toml_path is not None:
+        values.update(_read_toml(toml_path))
+    values.update(_env_values(environ))
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid settings ({toml_path or 'environment'}): {_brief(exc)}") from exc
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"settings file {path} does not exist; create it or unset BARA_CONFIG") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"settings file {path} is not valid TOML: {exc}") from exc
+    return dict(data.get("bara", data))
