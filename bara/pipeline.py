@@ -15,7 +15,6 @@ reason code in the turn's :class:`~bara.trace.TurnTrace`.
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
@@ -30,7 +29,8 @@ from bara.llm.errors import LLMError
 from bara.llm.offline import Generator, ModelGenerator, OfflineGenerator
 from bara.decide.policy import apply_episodic
 from bara.memory.history import curate_history
-from bara.memory.vectors import HistoryTopic, history_topic, message_meta
+from bara.memory.vectors import HistoryTopic, history_topic
+from bara.pipeline_persist import learn_profile, learning_writes, user_meta
 from bara.pipeline_records import Retrieved, Seen, TurnInput, TurnResult
 from bara.pipeline_steps import SEARCHING_INTENTS, learns_qa, per_message, topical_history, within_gap
 from bara.prompts import EMPTY_INPUT
@@ -170,9 +170,11 @@ class Assistant:
 
     def _rewrite_rules(self) -> RewriteRules:
         """The rewrite's rules, built once per settings object (issue 16), not every turn."""
-        if self._rules[0] is not self.settings:
-            self._rules = (self.settings, RewriteRules.from_settings(self.settings))
-        return self._rules[1]
+        made, rules = self._rules
+        if made is not self.settings or rules is None:
+            rules = RewriteRules.from_settings(self.settings)
+            self._rules = (self.settings, rules)
+        return rules
 
     def _context(self, t: TurnInput, gate: GateResult | None) -> HookContext:
         return HookContext(point="", user_id=t.user_id, conversation_id=t.conversation_id, message=t.clean.text,
@@ -342,10 +344,10 @@ class Assistant:
         with rec.stage("persist"), self.bara.store.transaction():
             self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
                                            state.to_dict() if state else {}, {"mode": self.mode},
-                                           self._user_meta(r))
-            facts = self._learn_profile(t, plan) if plan.learn_profile else []
+                                           user_meta(self.settings, self._embedder_id, r))
+            facts = learn_profile(self.profile, t, plan) if plan.learn_profile else []
             notes = t.facts.notes_of(plan.user_text, reply) if plan.extract_notes else []
-            writes = self._learning(t, plan, r, notes)
+            writes = learning_writes(self.bara, t, plan, r, notes)
             if not self.settings.memory_write_behind:
                 for write in writes:
                     write()
@@ -356,36 +358,6 @@ class Assistant:
                    "persist:qa_added" if qa else "")
         return StoredRecord(turn=True, profile_facts={f.key: f.value for f in facts},
                             notes=tuple(n.text for n in notes), qa=bool(qa))
-
-    def _learn_profile(self, t: TurnInput, plan: PersistPlan) -> list:
-        """Profile facts of the user's own message, extracted once this turn (again only if a hook changed it)."""
-        facts = t.facts.profile_of(plan.user_text)
-        if facts is None:
-            return self.profile.learn_from_user_turn(t.user_id, plan.user_text)
-        if facts:
-            self.profile.set_facts(t.user_id, facts)
-        return facts
-
-    def _learning(self, t: TurnInput, plan: PersistPlan, r: Retrieved, notes: list) -> list[Callable[[], object]]:
-        """The writes of what the turn taught besides its profile facts: notes, the episodic record, Q&A."""
-        writes: list[Callable[[], object]] = []
-        now = time.time()  # items are dated when the turn learned them, not when stored
-        if notes:
-            writes.append(lambda: self.notes.add(t.user_id, t.conversation_id, notes, now=now))
-        if self.settings.memory_episodic_record_turns and plan.learn_profile:  # issue 14
-            name = str(t.profile.get("name") or "User")
-            writes.append(lambda: self.episodic.remember(t.user_id, t.conversation_id, t.turn, name, plan.user_text,
-                                                         r.message_vector if r.query else None))
-        if plan.add_qa:  # the user's own words, not the rewrite
-            writes.append(lambda: self.qa.add(t.user_id, t.conversation_id, t.clean.query, plan.assistant_text,
-                                              r.message_vector, now=now))
-        return writes
-
-    def _user_meta(self, r: Retrieved) -> dict[str, Any]:
-        """Whether the turn searched, and (cache on) its vectors, so later turns need not re-encode."""
-        if not self.settings.gate_cache_vectors:
-            return {"searched": r.searched}
-        return message_meta(self._embedder_id, r.searched, r.message_vector, r.vector if r.searched else None)
 
     # ------------------------------------------------------------------ always (baseline)
     def _always(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:

@@ -148,7 +148,7 @@ def test_tools_verdicts_on_simple_and_parallel_multiple(tmp_path, data_dir):
     cases = [json.loads(x) for n in ("BFCL_v4_simple_python.jsonl", "BFCL_v4_parallel_multiple.jsonl")
              for x in (tmp_path / n).read_text().splitlines()]
     plan = {c["id"]: p for c, p in zip(cases, ["right", "abstained", "wrong", "right", "partial", "right",
-                                                 "abstained", "wrong"])}
+                                                 "abstained", "wrong"], strict=False)}
     prompts = {json.dumps(c["question"][0][-1]["content"]): c["id"] for c in cases}
 
     def pick(messages, tools):

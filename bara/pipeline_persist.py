@@ -1,0 +1,50 @@
+"""The persist stage of a gated turn (``bara.pipeline``): what the user message taught the profile,
+the learning writes queued for after the answer (notes, the episodic record, the Q&A pair), and the
+per-message metadata that spares later turns re-encoding."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from bara.app import Bara
+from bara.hooks import PersistPlan
+from bara.memory.notes import Note
+from bara.memory.profile import ProfileFact, ProfileMemory
+from bara.memory.vectors import message_meta
+from bara.pipeline_records import Retrieved, TurnInput
+from bara.settings import Settings
+
+
+def learn_profile(profile: ProfileMemory, t: TurnInput, plan: PersistPlan) -> list[ProfileFact]:
+    """Profile facts of the user's own message, extracted once this turn (again only if a hook changed it)."""
+    facts = t.facts.profile_of(plan.user_text)
+    if facts is None:
+        return profile.learn_from_user_turn(t.user_id, plan.user_text)
+    if facts:
+        profile.set_facts(t.user_id, facts)
+    return facts
+
+
+def learning_writes(bara: Bara, t: TurnInput, plan: PersistPlan, r: Retrieved,
+                    notes: list[Note]) -> list[Callable[[], object]]:
+    """The writes of what the turn taught besides its profile facts: notes, the episodic record, Q&A."""
+    writes: list[Callable[[], object]] = []
+    now = time.time()  # items are dated when the turn learned them, not when stored
+    if notes:
+        writes.append(lambda: bara.notes.add(t.user_id, t.conversation_id, notes, now=now))
+    if bara.settings.memory_episodic_record_turns and plan.learn_profile:  # issue 14
+        name = str(t.profile.get("name") or "User")
+        writes.append(lambda: bara.episodic.remember(t.user_id, t.conversation_id, t.turn, name, plan.user_text,
+                                                     r.message_vector if r.query else None))
+    if plan.add_qa:  # the user's own words, not the rewrite
+        writes.append(lambda: bara.qa.add(t.user_id, t.conversation_id, t.clean.query, plan.assistant_text,
+                                          r.message_vector, now=now))
+    return writes
+
+
+def user_meta(settings: Settings, embedder_id: str, r: Retrieved) -> dict[str, Any]:
+    """Whether the turn searched, and (cache on) its vectors, so later turns need not re-encode."""
+    if not settings.gate_cache_vectors:
+        return {"searched": r.searched}
+    return message_meta(embedder_id, r.searched, r.message_vector, r.vector if r.searched else None)
