@@ -333,12 +333,13 @@ def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev
     try:
         prep = prepare(tasks, corpus, limit)
         with ProgressSteps(json_out) as step:
-            result = calibrate(prep, corpus, tasks, settings, _embedder(settings), k, max_drop, min_hits, step)
+            calibration = calibrate(prep, corpus, tasks, settings, _embedder(settings), k, max_drop, min_hits, step)
     except BaraError as exc:
         fail(str(exc))
+    result = calibration.as_dict()
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(to_toml(result), encoding="utf-8")
+        out.write_text(to_toml(calibration), encoding="utf-8")
     if json_out:
         print(json.dumps(result, sort_keys=True))
         return

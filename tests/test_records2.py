@@ -1,0 +1,42 @@
+"""Issue 9 leftovers: the eval summaries and the funds router's tool results are frozen records now; their
+JSON, the floors file and the router's replies are byte-identical to what main d56aa37 produced (pinned in
+tests/fixtures/records2_main.json by tests/fixtures/records2_outputs.py run against main)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MAIN = json.loads((FIXTURES / "records2_main.json").read_text(encoding="utf-8"))
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("records2_outputs", FIXTURES / "records2_outputs.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _generator()
+
+
+@pytest.mark.parametrize("case", sorted(MAIN["calibrate"]))
+def test_calibrate_json_and_floors_file_match_main(case):
+    now = GEN.calibrate_outputs()[case]
+    assert now["json"] == MAIN["calibrate"][case]["json"]
+    assert now["toml"] == MAIN["calibrate"][case]["toml"]
+
+
+def test_calibration_is_a_frozen_record():
+    from bara.eval.calibrate import RouteChoice
+
+    choice = RouteChoice(0.3, 40, 12, "route")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        choice.floor = 0.1  # type: ignore[misc]
+    assert list(choice.as_dict()) == ["floor", "relevant_hits", "tasks", "source"]
