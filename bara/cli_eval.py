@@ -265,7 +265,7 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
         err = _err()
         rows, n = run_memory_eval(config, settings.override(memory_episodic_k=k), _embedder(settings),
                                   progress=None if json_out else (lambda text: err.print(text)))
-        result = summarise(rows, n)
+        result = summarise(rows, n).as_dict()
         result["judge"] = _judged(model, judge, rows, files) if model and judge else {"status": "not_run", "reason": NO_MODEL}
     except BaraError as exc:
         fail(str(exc))

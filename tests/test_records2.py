@@ -40,3 +40,7 @@ def test_calibration_is_a_frozen_record():
     with pytest.raises(dataclasses.FrozenInstanceError):
         choice.floor = 0.1  # type: ignore[misc]
     assert list(choice.as_dict()) == ["floor", "relevant_hits", "tasks", "source"]
+
+
+def test_locomo_summary_matches_main():
+    assert GEN.locomo_outputs() == MAIN["locomo"]
