@@ -93,7 +93,7 @@ def eval_ab(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN tasks .jso
         model = build_model(settings) if judge_sample else None
         with ProgressSteps(json_out) as step:
             result = evaluate_ab(tasks, corpus, config, settings, _embedder(settings), prereg or default_prereg(),
-                                 model=model, judge_sample=judge_sample, progress=step)
+                                 model=model, judge_sample=judge_sample, progress=step).as_dict()
     except BaraError as exc:
         fail(str(exc))
     print(json.dumps(result, sort_keys=True)) if json_out else _print_ab(result)

@@ -44,3 +44,15 @@ def test_calibration_is_a_frozen_record():
 
 def test_locomo_summary_matches_main():
     assert GEN.locomo_outputs() == MAIN["locomo"]
+
+
+def test_ab_summary_report_and_ab_json_match_main(tmp_path):
+    assert GEN.ab_outputs(tmp_path) == MAIN["ab"]
+
+
+def test_ab_summary_without_both_arms_has_no_verdicts():
+    from bara.eval.ab_summary import ABSummary
+
+    summary = ABSummary(2, {}, {}, None)
+    assert summary.verdicts == [] and list(summary.as_dict()) == ["n_tasks", "modes", "by_category", "comparison",
+                                                                   "verdicts"]
