@@ -56,3 +56,25 @@ def test_ab_summary_without_both_arms_has_no_verdicts():
     summary = ABSummary(2, {}, {}, None)
     assert summary.verdicts == [] and list(summary.as_dict()) == ["n_tasks", "modes", "by_category", "comparison",
                                                                    "verdicts"]
+
+
+def test_funds_router_replies_from_typed_results_match_main():
+    now = GEN.router_outputs()
+    assert set(now) == set(MAIN["router"])
+    for key, value in MAIN["router"].items():
+        assert now[key] == value, key
+
+
+def test_tool_results_parse_once_into_typed_records():
+    from bara.domains.funds.router_records import Holdings, SchemeRef, Xirr, compared_funds
+
+    env = GEN._envelopes()
+    held = Holdings.read(env["holdings"])
+    assert [h.scheme_code for h in held.holdings] == ["100001", "100002"] and held.note == "cost basis note"
+    assert Holdings.read(env["holdings_bare"]).note is None
+    assert Xirr.read(env["xirr_scheme"]).scope == SchemeRef("Beta Small Cap", "100002")
+    assert Xirr.read(env["xirr_portfolio"]).scope is None and Xirr.read({}).xirr_pct is None
+    funds = compared_funds({"funds": [env["fund"], env["fund3"]]})
+    assert [f.return_1y for f in funds] == [14.2, None]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        funds[0].nav = 1.0  # type: ignore[misc]
