@@ -93,7 +93,7 @@ def eval_ab(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN tasks .jso
         model = build_model(settings) if judge_sample else None
         with ProgressSteps(json_out) as step:
             result = evaluate_ab(tasks, corpus, config, settings, _embedder(settings), prereg or default_prereg(),
-                                 model=model, judge_sample=judge_sample, progress=step)
+                                 model=model, judge_sample=judge_sample, progress=step).as_dict()
     except BaraError as exc:
         fail(str(exc))
     print(json.dumps(result, sort_keys=True)) if json_out else _print_ab(result)
@@ -265,7 +265,7 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
         err = _err()
         rows, n = run_memory_eval(config, settings.override(memory_episodic_k=k), _embedder(settings),
                                   progress=None if json_out else (lambda text: err.print(text)))
-        result = summarise(rows, n)
+        result = summarise(rows, n).as_dict()
         result["judge"] = _judged(model, judge, rows, files) if model and judge else {"status": "not_run", "reason": NO_MODEL}
     except BaraError as exc:
         fail(str(exc))
@@ -333,12 +333,13 @@ def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev
     try:
         prep = prepare(tasks, corpus, limit)
         with ProgressSteps(json_out) as step:
-            result = calibrate(prep, corpus, tasks, settings, _embedder(settings), k, max_drop, min_hits, step)
+            calibration = calibrate(prep, corpus, tasks, settings, _embedder(settings), k, max_drop, min_hits, step)
     except BaraError as exc:
         fail(str(exc))
+    result = calibration.as_dict()
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(to_toml(result), encoding="utf-8")
+        out.write_text(to_toml(calibration), encoding="utf-8")
     if json_out:
         print(json.dumps(result, sort_keys=True))
         return

@@ -49,7 +49,7 @@ def run(env, folder, report=None, **kw):
     config = RunConfig(modes=kw.pop("modes", ("always", "gated")), k=kw.pop("k", 4), limit=kw.pop("limit", None),
                        report_dir=report)
     return evaluate_ab(folder / kw.pop("tasks", "tasks.jsonl"), folder / kw.pop("corpus", "corpus.jsonl"), config,
-                       settings, embedder, PREREG, **kw)
+                       settings, embedder, PREREG, **kw).as_dict()
 
 
 @pytest.fixture(scope="module")

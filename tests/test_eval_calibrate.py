@@ -39,9 +39,10 @@ def test_small_routes_take_the_pooled_floor():
     probes += [Probe("c", "tune", "continuation", (("d", 0.9),), ("d",)),
                Probe("r", "report", "kb", (("d", 0.31), ("x", 0.2)), ("d",))]
     chosen = choose_floors(probes, 0.05, 30)
-    assert chosen["kb"]["source"] == "route" and chosen["kb"]["floor"] == 0.32
-    assert chosen["continuation"]["source"] == "pooled" and chosen["continuation"]["floor"] == 0.32
-    out = evaluate_floors([p for p in probes if p.half == "report"], {r: c["floor"] for r, c in chosen.items()})
+    assert chosen["kb"].source == "route" and chosen["kb"].floor == 0.32
+    assert chosen["continuation"].source == "pooled" and chosen["continuation"].floor == 0.32
+    floors = {r: c.floor for r, c in chosen.items() if c.floor is not None}
+    out = evaluate_floors([p for p in probes if p.half == "report"], floors).as_dict()
     assert out["routes"]["kb"]["relevant_dropped"] == 1.0 and out["routes"]["kb"]["other_dropped"] == 1.0
     assert out["recall@5_no_floor"] == 1.0 and out["recall@5"] == 0.0
 

@@ -146,7 +146,7 @@ def test_mode_that_never_retrieves_scores_zero_recall():
     rows = [_row(f"t{i}", "always", ["a"], ["a"]) for i in range(6)]
     rows += [_row(f"t{i}", "never", [], ["a"]) for i in range(6)]
     prereg = load_prereg(ROOT / "eval" / "preregistered.toml")
-    out = summarize(rows, ["always", "never"], prereg)
+    out = summarize(rows, ["always", "never"], prereg).as_dict()
     assert out["modes"]["never"]["recall@5"] == 0.0 and out["modes"]["never"]["retrieval_rate"] == 0.0
     assert out["modes"]["always"]["recall@5"] == 1.0 and out["modes"]["always"]["retrieval_rate"] == 1.0
     assert out["comparison"] is None and out["verdicts"] == []  # "gated" not among the modes

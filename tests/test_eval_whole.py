@@ -50,7 +50,7 @@ def run(env, folder, data_dir, report=None, **kw):
     settings, embedder = env
     config = RunConfig(modes=MODES, k=4, limit=kw.pop("limit", None), report_dir=report, turns="all",
                        mix=_mix(data_dir, kw.pop("seed", 3)))
-    return evaluate_ab(folder / "tasks.jsonl", folder / "corpus.jsonl", config, settings, embedder, PREREG, **kw)
+    return evaluate_ab(folder / "tasks.jsonl", folder / "corpus.jsonl", config, settings, embedder, PREREG, **kw).as_dict()
 
 
 @pytest.fixture(scope="module")

@@ -45,6 +45,7 @@ from bara.eval.conversation_replay import (REFERENCE_MODES, ReferenceReplies, bu
 from bara.eval.gate import GateReplay, Task, file_sha256, gate_prototypes, read_tasks
 from bara.eval.ab_rows import ROWS_FILE, ResultLog, ScoreRow  # noqa: F401 - ROWS_FILE is part of this API
 from bara.eval.mixing import MixConfig, MixedConversation, mix_conversations, mix_manifest
+from bara.eval.ab_summary import ABReport
 from bara.eval.prereg import Prereg, load_prereg, summarize
 from bara.eval.retrieval import INDEX_VERSION, build_index, index_path
 from bara.memory.conversations import Conversations
@@ -325,23 +326,22 @@ def judge_rows(model: Any, rows: Sequence[Mapping[str, Any]], docs: Sequence[Bei
 
 def evaluate_ab(tasks_path: Path, corpus_path: Path, config: RunConfig, settings: Settings, embedder: Any,
                 prereg_path: Path, model: Any = None, judge_sample: int = 40,
-                progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
-    """The JSON report of `bara eval ab` (also written to ``report_dir/ab.json`` when given)."""
+                progress: Callable[[str, int, int], None] | None = None) -> ABReport:
+    """The report of `bara eval ab` (its JSON also written to ``report_dir/ab.json`` when given)."""
     started = time.perf_counter()
     modes = check_modes(config.modes)
     check_config(config)
     prereg = load_prereg(prereg_path)
     prep = prepare(tasks_path, corpus_path, config.limit)
     rows, log, complete = run_ab(prep, corpus_path, replace(config, modes=modes), settings, embedder, progress)
-    report = summarize(rows, modes, prereg)
-    report["problems"] = {**prep.problems, "run": dict(Counter(r["error"] for r in rows if r.get("error")))}
-    report["resume"] = {"rows_loaded": log.loaded, **log.counts}
-    report["complete"] = complete
-    report["judge"] = judge_rows(model, rows, prep.docs, judge_sample, prereg.seed)
-    report["manifest"] = manifest(tasks_path, corpus_path, prep, settings.override(k=config.k), embedder, prereg,
-                                  log.shash)
-    report["manifest"]["run"] = {"turns": config.turns, "mix": mix_manifest(config.mix)}
-    report["manifest"]["wall_time_s"] = round(time.perf_counter() - started, 1)
+    summary = summarize(rows, modes, prereg)
+    problems = {**prep.problems, "run": dict(Counter(r["error"] for r in rows if r.get("error")))}
+    resume = {"rows_loaded": log.loaded, **log.counts}
+    judged = judge_rows(model, rows, prep.docs, judge_sample, prereg.seed)
+    facts = manifest(tasks_path, corpus_path, prep, settings.override(k=config.k), embedder, prereg, log.shash)
+    facts["run"] = {"turns": config.turns, "mix": mix_manifest(config.mix)}
+    facts["wall_time_s"] = round(time.perf_counter() - started, 1)
+    report = ABReport(summary, problems, resume, complete, judged, facts)
     if config.report_dir:
-        (config.report_dir / "ab.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        (config.report_dir / "ab.json").write_text(json.dumps(report.as_dict(), indent=1, sort_keys=True) + "\n")
     return report

@@ -52,6 +52,102 @@ class Probe:
     relevant: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class RouteChoice:
+    """A route's floor picked on the tune half (``source``: "route" or "pooled")."""
+
+    floor: float | None
+    relevant_hits: int
+    tasks: int
+    source: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"floor": self.floor, "relevant_hits": self.relevant_hits, "tasks": self.tasks, "source": self.source}
+
+
+@dataclass(frozen=True)
+class RouteCheck:
+    """How one route's floor holds on a set of probes: shares of relevant / other hits it drops."""
+
+    tasks: int
+    floor: float
+    relevant_hits: int
+    relevant_dropped: float | None
+    other_hits: int
+    other_dropped: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tasks": self.tasks, "floor": self.floor, "relevant_hits": self.relevant_hits,
+                "relevant_dropped": self.relevant_dropped, "other_hits": self.other_hits,
+                "other_dropped": self.other_dropped}
+
+
+@dataclass(frozen=True)
+class FloorCheck:
+    """Per-route checks plus Recall@5 with the floors and with none."""
+
+    routes: Mapping[str, RouteCheck]
+    recall5: float | None
+    recall5_no_floor: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"routes": {r: c.as_dict() for r, c in self.routes.items()}, "recall@5": self.recall5,
+                "recall@5_no_floor": self.recall5_no_floor}
+
+
+@dataclass(frozen=True)
+class CalibrationSettings:
+    max_drop: float
+    min_hits: int
+    k: int
+    current_floors: Mapping[str, float]
+    embedder: str
+    embedder_key: str
+    embed_max_tokens: int
+    bara_source_sha256: str
+    split: str = "sha256(conversation id) even = tune, odd = report"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"max_drop": self.max_drop, "min_hits": self.min_hits, "k": self.k,
+                "current_floors": dict(self.current_floors), "embedder": self.embedder,
+                "embedder_key": self.embedder_key, "embed_max_tokens": self.embed_max_tokens,
+                "bara_source_sha256": self.bara_source_sha256, "split": self.split}
+
+
+@dataclass(frozen=True)
+class CalibrationData:
+    tasks_path: str
+    tasks_sha256: str
+    judged: int
+    probed: int
+    corpus_path: str
+    corpus_sha256: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tasks": {"path": self.tasks_path, "sha256": self.tasks_sha256, "judged": self.judged,
+                          "probed": self.probed},
+                "corpus": {"path": self.corpus_path, "sha256": self.corpus_sha256}}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What `bara eval calibrate` reports; ``as_dict`` is its JSON, :func:`to_toml` its floors file."""
+
+    floors: Mapping[str, float]
+    tune: Mapping[str, RouteChoice]
+    report_calibrated: FloorCheck
+    report_current: FloorCheck
+    tune_check: FloorCheck
+    settings: CalibrationSettings
+    data: CalibrationData
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"floors": dict(self.floors), "tune": {r: c.as_dict() for r, c in self.tune.items()},
+                "report": {"calibrated": self.report_calibrated.as_dict(), "current": self.report_current.as_dict()},
+                "tune_check": self.tune_check.as_dict(), "settings": self.settings.as_dict(),
+                "data": self.data.as_dict()}
+
+
 def half_of(task: Task) -> str:
     """"tune" for conversations whose sha256 is even, else "report" (a fixed, content-free split)."""
     conv = task.id.split("<::>")[0]
@@ -99,7 +195,7 @@ def relevant_similarities(probes: Sequence[Probe], route: str | None = None) -> 
             for source, score in p.hits if source in p.relevant]
 
 
-def choose_floors(probes: Sequence[Probe], max_drop: float, min_hits: int) -> dict[str, dict[str, Any]]:
+def choose_floors(probes: Sequence[Probe], max_drop: float, min_hits: int) -> dict[str, RouteChoice]:
     """Per route: its floor (or the pooled one when it has fewer than ``min_hits`` relevant hits)."""
     tune = [p for p in probes if p.half == "tune" and p.route]
     pooled = pick_floor(relevant_similarities(tune), max_drop)
@@ -107,23 +203,22 @@ def choose_floors(probes: Sequence[Probe], max_drop: float, min_hits: int) -> di
     for route in ROUTE_FLOORS:
         sims = relevant_similarities(tune, route)
         own = len(sims) >= min_hits
-        out[route] = {"floor": pick_floor(sims, max_drop) if own else pooled, "relevant_hits": len(sims),
-                      "tasks": sum(p.route == route for p in tune), "source": "route" if own else "pooled"}
+        out[route] = RouteChoice(pick_floor(sims, max_drop) if own else pooled, len(sims),
+                                 sum(p.route == route for p in tune), "route" if own else "pooled")
     return out
 
 
-def evaluate_floors(probes: Sequence[Probe], floors: Mapping[str, float]) -> dict[str, Any]:
+def evaluate_floors(probes: Sequence[Probe], floors: Mapping[str, float]) -> FloorCheck:
     """On ``probes``: share of relevant / other hits each route's floor drops, and Recall@5 with them."""
-    per_route: dict[str, Any] = {}
+    per_route: dict[str, RouteCheck] = {}
     for route in ROUTE_FLOORS:
         mine = [p for p in probes if p.route == route]
         rel = relevant_similarities(mine)
         other = [s for p in mine for src, s in p.hits if src not in p.relevant]
         f = floors[route]
-        per_route[route] = {"tasks": len(mine), "floor": f, "relevant_hits": len(rel),
-                            "relevant_dropped": _share(sum(s < f for s in rel), len(rel)),
-                            "other_hits": len(other), "other_dropped": _share(sum(s < f for s in other), len(other))}
-    return {"routes": per_route, "recall@5": _recall(probes, floors), "recall@5_no_floor": _recall(probes, None)}
+        per_route[route] = RouteCheck(len(mine), f, len(rel), _share(sum(s < f for s in rel), len(rel)),
+                                      len(other), _share(sum(s < f for s in other), len(other)))
+    return FloorCheck(per_route, _recall(probes, floors), _recall(probes, None))
 
 
 def _share(num: int, den: int) -> float | None:
@@ -140,7 +235,7 @@ def _recall(probes: Sequence[Probe], floors: Mapping[str, float] | None) -> floa
 
 def calibrate(prep: Prepared, corpus_path: Path, tasks_path: Path, settings: Settings, embedder: Any, k: int,
               max_drop: float = 0.05, min_hits: int = 30,
-              progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+              progress: Callable[[str, int, int], None] | None = None) -> Calibration:
     """Probe every judged task, pick floors on the tune half, report them on the other half."""
     settings = settings.override(k=k)
     tasks = [t for t in prep.tasks if t.answerability in JUDGED and t.relevant]
@@ -150,24 +245,22 @@ def calibrate(prep: Prepared, corpus_path: Path, tasks_path: Path, settings: Set
         with Bara(settings.override(db=str(working_copy(index, Path(tmp)))), embedder=embedder) as bara:
             probes = probe(bara, tasks, gate, (lambda n: progress("turns", n, len(tasks))) if progress else None)
     chosen = choose_floors(probes, max_drop, min_hits)
-    floors = {r: c["floor"] if c["floor"] is not None else getattr(settings, f"floor_{r}") for r, c in chosen.items()}
+    floors = {r: c.floor if c.floor is not None else getattr(settings, f"floor_{r}") for r, c in chosen.items()}
     current = {r: getattr(settings, f"floor_{r}") for r in ROUTE_FLOORS}
     report = [p for p in probes if p.half == "report"]
-    return {"floors": {f"floor_{r}": f for r, f in floors.items()}, "tune": chosen,
-            "report": {"calibrated": evaluate_floors(report, floors), "current": evaluate_floors(report, current)},
-            "tune_check": evaluate_floors([p for p in probes if p.half == "tune"], floors),
-            "settings": {"max_drop": max_drop, "min_hits": min_hits, "k": k, "current_floors": current,
-                         "embedder": getattr(embedder, "model_id", ""),
-                         "embedder_key": str(getattr(embedder, "cache_key", getattr(embedder, "model_id", ""))),
-                         "embed_max_tokens": settings.embed_max_tokens, "bara_source_sha256": code_fingerprint(),
-                         "split": "sha256(conversation id) even = tune, odd = report"},
-            "data": {"tasks": {"path": str(tasks_path), "sha256": file_sha256(tasks_path),
-                               "judged": len(tasks), "probed": len(probes)},
-                     "corpus": {"path": str(corpus_path), "sha256": prep.corpus_sha}}}
+    run = CalibrationSettings(max_drop, min_hits, k, current, getattr(embedder, "model_id", ""),
+                              str(getattr(embedder, "cache_key", getattr(embedder, "model_id", ""))),
+                              settings.embed_max_tokens, code_fingerprint())
+    data = CalibrationData(str(tasks_path), file_sha256(tasks_path), len(tasks), len(probes),
+                           str(corpus_path), prep.corpus_sha)
+    return Calibration({f"floor_{r}": f for r, f in floors.items()}, chosen, evaluate_floors(report, floors),
+                       evaluate_floors(report, current), evaluate_floors([p for p in probes if p.half == "tune"], floors),
+                       run, data)
 
 
-def to_toml(result: Mapping[str, Any]) -> str:
+def to_toml(calibration: Calibration) -> str:
     """The floors file (``eval/floors.toml``): floors first, then where they come from and how they hold."""
+    result = calibration.as_dict()
     s, d = result["settings"], result["data"]
     lines = ["# Per-route similarity floors calibrated by `bara eval calibrate` (do not edit by hand: rerun it).",
              f"# Each floor drops at most {s['max_drop']:.0%} of the relevant hits of its route on the tune half",

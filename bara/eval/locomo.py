@@ -280,33 +280,60 @@ def _say(progress: Progress | None, text: str) -> None:
 
 
 # --------------------------------------------------------------------- summary
-def summarise(rows: dict[str, list[QuestionRow]], n_questions: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ModeMetrics:
+    """One mode's figures over a set of questions (None where the mode does not score them)."""
+
+    recall5: float | None
+    recall10: float | None
+    context_tokens: float | None
+    latency_p50: float | None
+    latency_p95: float | None
+    abstain_adversarial: float | None
+    n: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"evidence_recall@5": self.recall5, "evidence_recall@10": self.recall10,
+                "context_tokens": self.context_tokens,
+                "latency_ms": {"p50": self.latency_p50, "p95": self.latency_p95},
+                "abstain_adversarial": self.abstain_adversarial, "n": self.n}
+
+
+@dataclass(frozen=True)
+class MemorySummary:
+    """What `bara eval memory` reports (before the judge); ``as_dict`` is its ``--json`` object."""
+
+    n_questions: int
+    modes: dict[str, ModeMetrics]
+    by_category: dict[str, dict[str, ModeMetrics]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"n_questions": self.n_questions, "modes": {m: v.as_dict() for m, v in self.modes.items()},
+                "by_category": {m: {c: v.as_dict() for c, v in cats.items()} for m, cats in self.by_category.items()}}
+
+
+def summarise(rows: dict[str, list[QuestionRow]], n_questions: int) -> MemorySummary:
     """The ``--json`` object: overall metrics per mode, then per category 1-4."""
-    out: dict[str, Any] = {"n_questions": n_questions, "modes": {}, "by_category": {}}
-    for mode, mode_rows in rows.items():
-        out["modes"][mode] = metrics(mode_rows, scored=mode != "full")
-        out["by_category"][mode] = {c: metrics([r for r in mode_rows if str(r.category) == c], scored=mode != "full")
-                                    for c in CATEGORIES}
-    return out
+    modes = {mode: metrics(mode_rows, scored=mode != "full") for mode, mode_rows in rows.items()}
+    by_category = {mode: {c: metrics([r for r in mode_rows if str(r.category) == c], scored=mode != "full")
+                          for c in CATEGORIES} for mode, mode_rows in rows.items()}
+    return MemorySummary(n_questions, modes, by_category)
 
 
-def metrics(rows: Sequence[QuestionRow], scored: bool = True) -> dict[str, Any]:
+def metrics(rows: Sequence[QuestionRow], scored: bool = True) -> ModeMetrics:
     """Mean evidence recall@5/@10 over answerable questions, mean context tokens, latency p50/p95, and
     the abstention share over adversarial ones (None where a mode does not score it)."""
     answerable = [r for r in rows if r.category != ADVERSARIAL and r.evidence]
     adversarial = [r for r in rows if r.category == ADVERSARIAL]
     lat = np.array([r.latency_ms for r in rows], dtype=float)
-    return {
-        "evidence_recall@5": _mean([evidence_recall(r.evidence, r.returned, 5) for r in answerable]) if scored else None,
-        "evidence_recall@10": _mean([evidence_recall(r.evidence, r.returned, 10) for r in answerable])
-        if scored else None,
-        "context_tokens": round(float(np.mean([r.context_tokens for r in rows])), 1) if rows else None,
-        "latency_ms": {"p50": round(float(np.percentile(lat, 50)), 2) if len(lat) else None,
-                       "p95": round(float(np.percentile(lat, 95)), 2) if len(lat) else None},
-        "abstain_adversarial": (round(sum(r.abstained for r in adversarial) / len(adversarial), 4)
-                                if adversarial and scored else None),
-        "n": len(answerable),
-    }
+    return ModeMetrics(
+        _mean([evidence_recall(r.evidence, r.returned, 5) for r in answerable]) if scored else None,
+        _mean([evidence_recall(r.evidence, r.returned, 10) for r in answerable]) if scored else None,
+        round(float(np.mean([r.context_tokens for r in rows])), 1) if rows else None,
+        round(float(np.percentile(lat, 50)), 2) if len(lat) else None,
+        round(float(np.percentile(lat, 95)), 2) if len(lat) else None,
+        (round(sum(r.abstained for r in adversarial) / len(adversarial), 4) if adversarial and scored else None),
+        len(answerable))
 
 
 def _mean(values: Sequence[float | None]) -> float | None:

@@ -50,6 +50,7 @@ import numpy as np
 from ir_measures import R, nDCG
 
 from bara.errors import InputError
+from bara.eval.ab_summary import ABSummary
 from bara.eval.conversation_metrics import conversation_summary, turn_metrics
 from bara.eval.stats import percentiles
 
@@ -387,11 +388,10 @@ def _cell(rows: Sequence[Mapping[str, Any]], scores: Mapping[str, Mapping[str, f
             **{f"share_{k}": round(kinds[k] / len(rows), 4) for k in ("answer", "abstain", "clarify", "canned")}}
 
 
-def summarize(rows: Sequence[Mapping[str, Any]], modes: Sequence[str], prereg: Prereg) -> dict[str, Any]:
+def summarize(rows: Sequence[Mapping[str, Any]], modes: Sequence[str], prereg: Prereg) -> ABSummary:
     """The per-mode table, the breakdowns and the pre-registered verdicts of one set of rows."""
     values = per_task(rows)
     comparison = judge(prereg, values) if {prereg.baseline, prereg.treatment} <= set(modes) else None
-    return {"n_tasks": len({r["task_id"] for r in rows}),
-            "modes": {m: mode_summary(values.get(m, {}), [r for r in rows if r["mode"] == m], prereg) for m in modes},
-            "by_category": by_category(rows), "comparison": comparison,
-            "verdicts": comparison["verdicts"] if comparison else []}
+    return ABSummary(len({r["task_id"] for r in rows}),
+                     {m: mode_summary(values.get(m, {}), [r for r in rows if r["mode"] == m], prereg) for m in modes},
+                     by_category(rows), comparison)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from bara.domains.funds import router_text as T
-from bara.domains.funds.router_records import SearchHit, search_hits
+from bara.domains.funds.router_records import Holdings, SearchHit, Xirr, search_hits
 from bara.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage
 from bara.settings import Settings
 
@@ -129,15 +129,15 @@ def _explain_compare(seen: Sequence[Seen]) -> Call | None:
     xirr = next((s for s in seen if s.name == "compute_xirr"), None)
     if xirr is None or not xirr.args.get("scheme"):
         return None
-    scope = xirr.data.get("scope") if xirr.ok else None
-    target = scope["scheme_code"] if isinstance(scope, Mapping) else str(xirr.args["scheme"])
+    scope = Xirr.read(xirr.data).scope if xirr.ok else None
+    target = scope.scheme_code if scope else str(xirr.args["scheme"])
     others = [c for c in _held_codes(seen) if c != target][:2]
     return Call("compare_funds", {"schemes": [target, *others]}) if others else None
 
 
 def _held_codes(seen: Sequence[Seen]) -> list[str]:
-    return [str(h["scheme_code"]) for s in seen if s.name == "get_holdings" and s.ok
-            for h in s.data.get("holdings", ())]
+    return [str(h.scheme_code) for s in seen if s.name == "get_holdings" and s.ok
+            for h in Holdings.read(s.data).holdings]
 
 
 def _retry_thin_search(seen: Sequence[Seen], offered: set[str], settings: Settings) -> tuple[Call, ...]:

@@ -16,7 +16,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from bara.domains.funds import prompts as P
 from bara.domains.funds.prompts import (ADVICE, ADVICE_NO_FACTS, BY_LABEL, CHITCHAT, FAILED,  # noqa: F401
                                        LABELS, NO_EXPENSE, NOTHING, REFUSALS, RETRIED)  # wording lives there
-from bara.domains.funds.router_records import search_hits
+from bara.domains.funds.router_records import (FundFigures, Holdings, SchemeRef, Xirr, compared_funds,
+                                               search_hits)
 from bara.llm.offline import extractive_answer
 from bara.prompts.frames import Source
 from bara.text.stopwords import REFORMULATION_FILLER, SCHEME_LEAD_STOPWORDS
@@ -253,29 +254,30 @@ def pct(x: Any) -> str:
     return f"{x:+.2f}%" if isinstance(x, (int, float)) else "n/a"
 
 
-def _holdings(d: Mapping[str, Any], text: str) -> list[str]:
-    if not d.get("holdings"):
-        return [str(d.get("note", P.NO_HOLDINGS))]
-    lines = [P.HOLDINGS_HEAD.format(as_of=d.get('as_of'))]
-    lines += [P.HOLDING_LINE.format(scheme=h['scheme'], code=h['scheme_code'], units=h['units'], nav=h['nav'],
-                                    value=money(h['current_value']), invested=money(h['invested']),
-                                    gain=money(h['gain']), gain_pct=pct(h['gain_pct']))
-              for h in d["holdings"]]
-    t = d.get("totals", {})
+def _holdings(data: Mapping[str, Any], text: str) -> list[str]:
+    d = Holdings.read(data)
+    if not d.holdings:
+        return [d.note if d.note is not None else P.NO_HOLDINGS]
+    lines = [P.HOLDINGS_HEAD.format(as_of=d.as_of)]
+    lines += [P.HOLDING_LINE.format(scheme=h.scheme, code=h.scheme_code, units=h.units, nav=h.nav,
+                                    value=money(h.current_value), invested=money(h.invested),
+                                    gain=money(h.gain), gain_pct=pct(h.gain_pct))
+              for h in d.holdings]
+    t = d.totals
     lines.append(P.HOLDINGS_TOTAL.format(value=money(t.get('current_value')), invested=money(t.get('invested')),
                                          gain=money(t.get('gain')), gain_pct=pct(t.get('gain_pct'))))
     return lines
 
 
-def _xirr(d: Mapping[str, Any], text: str) -> list[str]:
-    scope = d.get("scope")
-    what = f"{scope['scheme']} ({scope['scheme_code']})" if isinstance(scope, Mapping) else P.PORTFOLIO
-    if d.get("xirr_pct") is None:
-        return [P.XIRR_NONE.format(what=what, reason=d.get('reason'))]
-    lines = [P.XIRR.format(what=what, xirr=pct(d['xirr_pct']), as_of=d.get('as_of'), count=d.get('transactions'),
-                           first=d.get('first_transaction'), invested=money(d.get('total_invested')),
-                           redeemed=money(d.get('total_redeemed')), value=money(d.get('current_value')))]
-    return lines + ([str(d["caution"])] if d.get("caution") else [])
+def _xirr(data: Mapping[str, Any], text: str) -> list[str]:
+    d = Xirr.read(data)
+    what = f"{d.scope.scheme} ({d.scope.scheme_code})" if d.scope else P.PORTFOLIO
+    if d.xirr_pct is None:
+        return [P.XIRR_NONE.format(what=what, reason=d.reason)]
+    lines = [P.XIRR.format(what=what, xirr=pct(d.xirr_pct), as_of=d.as_of, count=d.transactions,
+                           first=d.first_transaction, invested=money(d.total_invested),
+                           redeemed=money(d.total_redeemed), value=money(d.current_value))]
+    return lines + ([str(d.caution)] if d.caution else [])
 
 
 def _transactions(d: Mapping[str, Any], text: str) -> list[str]:
@@ -302,13 +304,12 @@ def _allocation(d: Mapping[str, Any], text: str) -> list[str]:
 
 def _compare(d: Mapping[str, Any], text: str) -> list[str]:
     lines = [P.COMPARE_HEAD]
-    for f in d.get("funds") or []:
-        r = f.get("returns_pct") or {}
+    for f in compared_funds(d):
         lines.append(P.COMPARE_LINE.format(
-            scheme=f['scheme'], code=f['scheme_code'], category=f.get('category'), house=f.get('fund_house'),
-            returns=", ".join(f"{k} {pct(v)}" for k, v in r.items()), vol=f.get('volatility_1y_pct'),
-            drawdown=f.get('max_drawdown_1y_pct'), peak=f.get('drawdown_peak'), trough=f.get('drawdown_trough'),
-            nav=f.get('nav'), nav_date=f.get('nav_date')))
+            scheme=f.scheme, code=f.scheme_code, category=f.category, house=f.fund_house,
+            returns=", ".join(f"{k} {pct(v)}" for k, v in f.returns_pct.items()), vol=f.volatility_1y_pct,
+            drawdown=f.max_drawdown_1y_pct, peak=f.drawdown_peak, trough=f.drawdown_trough,
+            nav=f.nav, nav_date=f.nav_date))
     return lines + ([NO_EXPENSE] if "expense" in text.lower() else [])
 
 
@@ -337,30 +338,28 @@ def fall_facts(seen: Iterable[Any]) -> FallFacts:
     """The fund a "why did it fall" question is about, with the figures computed for it."""
     seen = list(seen)
     ok = {s.name: s for s in seen if s.ok}
-    xirr = ok["compute_xirr"].data if "compute_xirr" in ok else {}
-    raw_scope = xirr.get("scope")
-    scope = raw_scope if isinstance(raw_scope, Mapping) else {}
+    xirr = Xirr.read(ok["compute_xirr"].data if "compute_xirr" in ok else {})
+    scope = xirr.scope
     asked = next((str(s.args["scheme"]) for s in seen if s.name == "compute_xirr" and s.args.get("scheme")), "")
-    funds = list(ok["compare_funds"].data.get("funds") or []) if "compare_funds" in ok else []
+    funds = compared_funds(ok["compare_funds"].data) if "compare_funds" in ok else ()
     row = _target_row(funds, scope, asked)
-    parts = [f"1Y return {pct((row.get('returns_pct') or {}).get('1Y'))}, max drawdown "
-             f"{row.get('max_drawdown_1y_pct')}%"] if row else []
-    if scope and xirr.get("xirr_pct") is not None:
-        parts.append(f"your XIRR {pct(xirr['xirr_pct'])}")
-    name = str((row or scope).get("scheme") or asked)
-    return FallFacts(name, _short_category(str(row.get("category", ""))) if row else "", ", ".join(parts))
+    parts = [f"1Y return {pct(row.return_1y)}, max drawdown {row.max_drawdown_1y_pct}%"] if row else []
+    if scope and xirr.xirr_pct is not None:
+        parts.append(f"your XIRR {pct(xirr.xirr_pct)}")
+    name = str((row.scheme if row else scope.scheme if scope else None) or asked)
+    return FallFacts(name, _short_category(str(row.category)) if row else "", ", ".join(parts))
 
 
-def _target_row(funds: Sequence[Mapping[str, Any]], scope: Mapping[str, Any], asked: str) -> Mapping[str, Any]:
+def _target_row(funds: Sequence[FundFigures], scope: SchemeRef | None, asked: str) -> FundFigures | None:
     """The asked fund's row (it is listed first when it was asked by name), else the weakest 1Y return."""
     if not funds:
-        return {}
+        return None
     if scope:
-        return next((f for f in funds if f.get("scheme_code") == scope.get("scheme_code")), {})
+        return next((f for f in funds if f.scheme_code == scope.scheme_code), None)
     if asked:
         return funds[0]
-    ranked = [f for f in funds if (f.get("returns_pct") or {}).get("1Y") is not None] or funds
-    return min(ranked, key=lambda f: (f.get("returns_pct") or {}).get("1Y") or 0.0)
+    ranked = [f for f in funds if f.return_1y is not None] or funds
+    return min(ranked, key=lambda f: f.return_1y or 0.0)
 
 
 def _short_category(category: str) -> str:
