@@ -73,3 +73,9 @@ def rfc_kb(tmp_path_factory, data_dir, embedder):
         return dest
 
     return copy
+
+
+@pytest.fixture
+def user(request) -> str:
+    """A user id of this test's own (tests sharing a store never see each other's memory)."""
+    return f"user-{request.node.name}"

@@ -1,5 +1,6 @@
-"""Small knowledge bases the tests build more than once: a retriever over a few written texts, and an
-MTRAG-UN slice (some dev tasks plus their passages and distractors)."""
+"""Small knowledge bases the tests build more than once: a retriever over a few written texts, a Bara
+over a private copy of the session's RFC store, and an MTRAG-UN slice (some dev tasks plus their
+passages and distractors)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
+from bara.app import Bara
 from bara.memory.knowledge import KnowledgeBase
 from bara.retrieval.hybrid import HybridRetriever
 from bara.settings import Settings
@@ -26,6 +28,14 @@ def retriever_over(folder: Path, texts: Mapping[str, str], embedder) -> Iterator
         yield HybridRetriever(store, embedder, settings)
     finally:
         store.close()
+
+
+@contextmanager
+def rfc_bara(rfc_kb: Callable[[str], Path], embedder, name: str) -> Iterator[Bara]:
+    """A Bara over ``rfc_kb(name)`` (a private copy of the small RFC store) with the session embedder."""
+    db = rfc_kb(name)
+    with Bara(Settings(db=str(db), cache_dir=db.parent), embedder=embedder) as bara:
+        yield bara
 
 
 def write_mtrag_slice(folder: Path, data_dir: Path, n_tasks: int, distractors: int, stride: int,

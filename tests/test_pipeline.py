@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bara import prompts as P
+from kb_helpers import rfc_bara
 from bara.app import Bara
 from bara.decide import ROUTES
 from bara.errors import InputError
@@ -24,19 +25,13 @@ DEMO = Path(__file__).resolve().parents[1] / "scripts" / "demo_conversation.json
 
 @pytest.fixture(scope="module")
 def bara(rfc_kb, embedder):
-    db = rfc_kb("pipeline")
-    with Bara(Settings(db=str(db), cache_dir=db.parent), embedder=embedder) as b:
+    with rfc_bara(rfc_kb, embedder, "pipeline") as b:
         yield b
 
 
 @pytest.fixture
 def assistant(bara):
     return Assistant(bara)
-
-
-@pytest.fixture
-def user(request) -> str:
-    return f"user-{request.node.name}"
 
 
 class SearchSpy:

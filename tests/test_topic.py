@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bara.app import Bara
+from kb_helpers import rfc_bara
 from bara.memory.vectors import TOPIC, VEC, decode_vector, encode_vector, history_topic, message_meta
 from bara.pipeline import Assistant
 from bara.settings import Settings
@@ -16,19 +16,13 @@ from bara.understand.topic import compose_topic, topic_dependence
 
 @pytest.fixture(scope="module")
 def bara(rfc_kb, embedder):
-    db = rfc_kb("topic")
-    with Bara(Settings(db=str(db), cache_dir=db.parent), embedder=embedder) as b:
+    with rfc_bara(rfc_kb, embedder, "topic") as b:
         yield b
 
 
 @pytest.fixture
 def assistant(bara):
     return Assistant(bara)
-
-
-@pytest.fixture
-def user(request) -> str:
-    return f"user-{request.node.name}"
 
 
 def converse(assistant, user, *messages):

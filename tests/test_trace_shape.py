@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kb_helpers import rfc_bara
 
 PINNED = Path(__file__).resolve().parent / "fixtures" / "trace_shape.json"
 DEMO = Path(__file__).resolve().parents[1] / "scripts" / "demo_conversation.jsonl"
@@ -76,11 +77,7 @@ def shapes(full: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def bara(rfc_kb, embedder):
-    from bara.app import Bara
-    from bara.settings import Settings
-
-    db = rfc_kb("trace_shape")
-    with Bara(Settings(db=str(db), cache_dir=db.parent), embedder=embedder) as b:
+    with rfc_bara(rfc_kb, embedder, "trace_shape") as b:
         yield b
 
 

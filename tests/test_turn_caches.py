@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from kb_helpers import rfc_bara
 from bara.decide import decide
 from bara.decide.record import gate_record, policy_snapshot, snapshot
 from bara.pipeline_steps import states_facts, topical_history
@@ -132,10 +133,7 @@ def test_topic_dependence_cosine_unchanged_by_clip_shortcut():
 
 @pytest.fixture(scope="module")
 def bara(rfc_kb, embedder):
-    from bara.app import Bara
-
-    db = rfc_kb("turn_caches")
-    with Bara(Settings(db=str(db), cache_dir=db.parent), embedder=embedder) as b:
+    with rfc_bara(rfc_kb, embedder, "turn_caches") as b:
         yield b
 
 
