@@ -18,7 +18,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from bara.errors import InputError
-from bara.eval.report_round2 import MIXED_DIR, round2_section
+from bara.eval.report_round2 import MIXED_DIR, load_json, round2_section
 
 PLOT_METRICS = (("retrieval_rate", "retrieval rate"), ("retrieval_calls", "retrieval calls / turn"),
                 ("context_tokens", "context tokens / turn"), ("recall@5", "Recall@5"), ("ndcg@10", "nDCG@10"),
@@ -212,19 +212,11 @@ def reproducibility(ab: Mapping[str, Any]) -> list[str]:
             f"- settings: `{json.dumps(man.get('settings'), sort_keys=True)}`", ""]
 
 
-def _load(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def write_report(folder: Path) -> Path:
     """Write ``report.md`` (and plots) for the runs saved in ``folder``; returns the report's path."""
-    ab = _load(folder / "ab.json")
-    gates = {p.stem: g for p in sorted(folder.glob("gate*.json")) if (g := _load(p)) and "accuracy" in g}
-    tools = {p.stem: t for p in sorted(folder.glob("tools*.json")) if (t := _load(p)) and "selection_accuracy" in t}
+    ab = load_json(folder / "ab.json")
+    gates = {p.stem: g for p in sorted(folder.glob("gate*.json")) if (g := load_json(p)) and "accuracy" in g}
+    tools = {p.stem: t for p in sorted(folder.glob("tools*.json")) if (t := load_json(p)) and "selection_accuracy" in t}
     if ab is None and not gates and not tools and not (folder / MIXED_DIR / "ab.json").is_file():
         raise InputError(f"{folder} holds no saved runs: run `bara eval ab --report {folder}` first")
     lines = ["# bara evaluation report", ""]

@@ -132,11 +132,11 @@ def calibration_lines(cal: Mapping[str, Any], fmt: Fmt, table: Table) -> list[st
 
 def round2_section(folder: Path, fmt: Fmt, ci: Fmt, table: Table) -> list[str]:
     """The round-2 lines of report.md (empty when no mixed run is saved); writes ab_whole.png."""
-    mixed = _load(folder / MIXED_DIR / "ab.json")
-    cal = _load(folder / "calibrate.json")
+    mixed = load_json(folder / MIXED_DIR / "ab.json")
+    cal = load_json(folder / "calibrate.json")
     lines: list[str] = []
     if mixed is not None:
-        gate = _load(folder / "gate_clinc150.json")
+        gate = load_json(folder / "gate_clinc150.json")
         plot_whole(mixed, folder / "ab_whole.png")
         man = mixed.get("manifest") or {}
         mix = (man.get("run") or {}).get("mix") or {}
@@ -155,7 +155,8 @@ def round2_section(folder: Path, fmt: Fmt, ci: Fmt, table: Table) -> list[str]:
     return lines
 
 
-def _load(path: Path) -> dict[str, Any] | None:
+def load_json(path: Path) -> dict[str, Any] | None:
+    """A report input: the JSON object in ``path``, or None when it is missing, unreadable or not an object."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
