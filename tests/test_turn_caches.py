@@ -168,3 +168,63 @@ def test_policy_step_equals_dataclasses_replace():
     # the shortcut copies __dict__ as constructor arguments: valid only while every field is an init field
     assert all(f.init for f in dataclasses.fields(PolicyDecision))
     assert set(vars(gate.policy)) == {f.name for f in dataclasses.fields(PolicyDecision)}
+
+
+def test_a_prepared_history_gives_the_same_rewrite_as_a_cold_one():
+    from bara.understand.rewrite import history_view, prepare_history
+
+    history = [Utterance("user", "What is IBM Cloudant?"),
+               Utterance("assistant", "IBM Cloudant is a distributed JSON document database by IBM.")]
+    cold = {m: rewrite_query(m, history) for m in MESSAGES}
+    history_view.cache_clear()
+    prepare_history(history)
+    assert history_view.cache_info().currsize == 1
+    assert {m: rewrite_query(m, history) for m in MESSAGES} == cold
+    assert history_view.cache_info().misses == 1  # every rewrite above read the prepared view
+    other = history + [Utterance("user", "and Db2?")]
+    assert rewrite_query("is it secure?", other) != rewrite_query("is it secure?", history)  # a new key
+
+
+def test_the_next_turn_reads_the_history_view_its_predecessor_prepared(bara):
+    """The preparation rebuilds the window the next turn loads (its last messages, the user's meta
+    included): if it built a different one, the next turn's rewrite would miss the cache."""
+    from bara.pipeline import Assistant
+    from bara.understand.rewrite import history_view
+
+    assistant = Assistant(bara)
+    cid = assistant.open_conversation("prepared-user")
+    for question in ("What is HTTP Strict Transport Security?", "my name is Ana",
+                     "How does TLS session resumption work?", "thanks!", "What is DNSSEC?"):
+        assistant.turn("prepared-user", question, cid)
+        bara.flush()  # the surface's idle time: the learning writes, then the preparation
+        before = history_view.cache_info()
+        trace = assistant.turn("prepared-user", "is it secure?", cid).trace
+        assert "rewrite:applied" in trace.reasons or "rewrite:unchanged" in trace.reasons
+        after = history_view.cache_info()
+        assert (after.hits - before.hits, after.misses - before.misses) == (1, 0)
+        bara.flush()
+
+
+def test_preparations_run_after_the_writes_and_outside_any_transaction():
+    from contextlib import contextmanager
+
+    from bara.memory.writebehind import WriteBehind
+
+    events: list[str] = []
+
+    class Store:
+        @contextmanager
+        def scoped(self, owners):
+            yield
+
+        @contextmanager
+        def transaction(self):
+            events.append("begin")
+            yield
+            events.append("commit")
+
+    wb = WriteBehind(Store())
+    wb.prepare(lambda: events.append("prepare"))
+    wb.defer("a", lambda: events.append("write"))
+    assert wb.flush() == 1 and events == ["begin", "write", "commit", "prepare"]
+    assert wb.flush() == 0 and events[-1] == "prepare" and events.count("prepare") == 1
