@@ -196,6 +196,7 @@ def test_the_next_turn_reads_the_history_view_its_predecessor_prepared(bara):
     for question in ("What is HTTP Strict Transport Security?", "my name is Ana",
                      "How does TLS session resumption work?", "thanks!", "What is DNSSEC?"):
         assistant.turn("prepared-user", question, cid)
+        history_view.cache_clear()  # only what this flush prepares can serve the next turn
         bara.flush()  # the surface's idle time: the learning writes, then the preparation
         before = history_view.cache_info()
         trace = assistant.turn("prepared-user", "is it secure?", cid).trace
