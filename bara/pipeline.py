@@ -354,7 +354,8 @@ class Assistant:
         if self.settings.memory_write_behind:
             self.bara.learning.defer(t.user_id, *writes)  # stored after the answer (bara.memory.writebehind)
             if self.mode == "gated":  # the next turn's history, analysed after the answer too
-                self.bara.learning.prepare(next_turn_preparation(self.settings, t, plan, meta, self._rewrite_rules()))
+                self.bara.learning.prepare(next_turn_preparation(self.settings, t, plan, meta, self._rewrite_rules(),
+                                                                 self._embedder_id))
         qa = plan.add_qa
         rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
                    "persist:qa_added" if qa else "")

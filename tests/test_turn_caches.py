@@ -229,3 +229,19 @@ def test_preparations_run_after_the_writes_and_outside_any_transaction():
     wb.defer("a", lambda: events.append("write"))
     assert wb.flush() == 1 and events == ["begin", "write", "commit", "prepare"]
     assert wb.flush() == 0 and events[-1] == "prepare" and events.count("prepare") == 1
+
+
+def test_a_decoded_topic_is_shared_read_only_and_equal_to_a_fresh_decode():
+    import base64
+
+    from bara.memory.vectors import EMBEDDER, TOPIC, decode_vector, message_meta
+
+    vec = np.random.default_rng(3).normal(size=384).astype(np.float32)
+    meta = message_meta("m1", True, vec, vec * 2)
+    first, again = decode_vector(meta, TOPIC, "m1"), decode_vector(dict(meta), TOPIC, "m1")
+    assert first is again and not first.flags.writeable
+    fresh = np.frombuffer(base64.b64decode(meta[TOPIC]), dtype=np.float16).astype(np.float32)
+    assert np.array_equal(first, fresh)
+    with pytest.raises(ValueError):
+        first += 1.0  # a caller that changed it would change every later turn's topic
+    assert decode_vector({**meta, EMBEDDER: "other"}, TOPIC, "m1") is None
