@@ -137,7 +137,7 @@ class Assistant:
                           message_vector=vector, history_vectors=None if prior.topic is None else [prior.topic],
                           features=features, ruled=(ruled,))
             topic = topic_dependence(t.clean.query, gate.features, vector, prior.topic, prior.has_context,
-                                     self.settings)
+                                     self.settings, cosine=(gate.features.topic_similarity,))
         rec.reason(*gate.reasons, topic.reason)
         return gate, Seen(vector, prior, topic)
 

@@ -245,3 +245,36 @@ def test_a_decoded_topic_is_shared_read_only_and_equal_to_a_fresh_decode():
     with pytest.raises(ValueError):
         first += 1.0  # a caller that changed it would change every later turn's topic
     assert decode_vector({**meta, EMBEDDER: "other"}, TOPIC, "m1") is None
+
+
+def test_the_gates_topic_similarity_is_the_topic_cosine_bit_for_bit():
+    """topic_dependence reuses the gate's cosine of the message to the one topic vector (issue 16)."""
+    from bara.understand.topic import _cosine
+
+    rng = np.random.default_rng(7)
+    for i in range(2000):
+        message = rng.standard_normal(384).astype(np.float32)
+        topic = rng.standard_normal(384).astype(np.float16).astype(np.float32)
+        if i % 7 == 0:
+            topic = message.copy()
+        assert topic_similarity(message, [topic], CFG) == _cosine(message, topic)
+    zero = np.zeros(384, np.float32)
+    assert topic_similarity(zero, [zero], CFG) is None and _cosine(zero, zero) is None
+
+
+@pytest.mark.parametrize("message", MESSAGES)
+def test_evolve_equals_dataclasses_replace_on_the_gates_records(message):
+    from bara.decide.policy import PolicyDecision
+    from bara.types import evolve
+    from bara.understand.features import ContextFeatures
+
+    for cls in (ContextFeatures, PolicyDecision):  # evolve copies __dict__: only init fields, no __post_init__
+        assert all(f.init for f in dataclasses.fields(cls)) and not hasattr(cls, "__post_init__")
+    gate = decide(message, (Utterance("user", "What is TCP?"),), None, {}, CFG)
+    features = evolve(gate.features, topic_similarity=0.5)
+    assert features == dataclasses.replace(gate.features, topic_similarity=0.5) and type(features) is ContextFeatures
+    assert gate.features.topic_similarity is None  # the original is untouched
+    policy = evolve(gate.policy, kb_k=9, reasons=gate.policy.reasons + ("x",))
+    assert policy == dataclasses.replace(gate.policy, kb_k=9, reasons=gate.policy.reasons + ("x",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.__setattr__("kb_k", 1)
