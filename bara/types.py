@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal, Mapping, TypeVar, get_args
 
 import numpy as np
@@ -21,6 +23,13 @@ def evolve(record: R, **changes: Any) -> R:
     new = object.__new__(type(record))
     new.__dict__.update(record.__dict__, **changes)
     return new
+
+
+@lru_cache(maxsize=4096)
+def source_name(source: str) -> str:
+    """``Path(source).name``, the file name traces and prompt labels show: cached per source (a
+    knowledge base names the same few documents every turn, and pathlib parsing is not free)."""
+    return Path(source).name
 
 
 #: Owner scope of rows every user may read (the shared knowledge base).

@@ -278,3 +278,13 @@ def test_evolve_equals_dataclasses_replace_on_the_gates_records(message):
     assert policy == dataclasses.replace(gate.policy, kb_k=9, reasons=gate.policy.reasons + ("x",))
     with pytest.raises(dataclasses.FrozenInstanceError):
         policy.__setattr__("kb_k", 1)
+
+
+@pytest.mark.parametrize("source", ["/data/rfc/rfc5246.txt", "rfc5246.txt", "docs/a/", "https://example.org/x/y.html",
+                                    "", ".", "C:\\docs\\a.txt", "notes/2026-01-01"])
+def test_source_name_is_the_path_name(source):
+    from pathlib import Path
+
+    from bara.types import source_name
+
+    assert source_name(source) == Path(source).name == source_name(source)
