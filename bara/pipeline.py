@@ -30,7 +30,7 @@ from bara.llm.offline import Generator, ModelGenerator, OfflineGenerator
 from bara.decide.policy import apply_episodic
 from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
-from bara.pipeline_persist import learn_profile, learning_writes, user_meta
+from bara.pipeline_persist import learn_profile, learning_writes, next_turn_preparation, user_meta
 from bara.pipeline_records import Retrieved, Seen, TurnInput, TurnResult
 from bara.pipeline_steps import SEARCHING_INTENTS, learns_qa, per_message, topical_history, within_gap
 from bara.prompts import EMPTY_INPUT
@@ -137,7 +137,7 @@ class Assistant:
                           message_vector=vector, history_vectors=None if prior.topic is None else [prior.topic],
                           features=features, ruled=(ruled,))
             topic = topic_dependence(t.clean.query, gate.features, vector, prior.topic, prior.has_context,
-                                     self.settings)
+                                     self.settings, cosine=(gate.features.topic_similarity,))
         rec.reason(*gate.reasons, topic.reason)
         return gate, Seen(vector, prior, topic)
 
@@ -342,9 +342,9 @@ class Assistant:
         # Offline answers quote documents; only a model's own words may yield notes.
         reply = plan.assistant_text if self.generator is not self.offline else ""
         with rec.stage("persist"), self.bara.store.transaction():
+            meta = user_meta(self.settings, self._embedder_id, r)
             self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
-                                           state.to_dict() if state else {}, {"mode": self.mode},
-                                           user_meta(self.settings, self._embedder_id, r))
+                                           state.to_dict() if state else {}, {"mode": self.mode}, meta)
             facts = learn_profile(self.profile, t, plan) if plan.learn_profile else []
             notes = t.facts.notes_of(plan.user_text, reply) if plan.extract_notes else []
             writes = learning_writes(self.bara, t, plan, r, notes)
@@ -353,6 +353,9 @@ class Assistant:
                     write()
         if self.settings.memory_write_behind:
             self.bara.learning.defer(t.user_id, *writes)  # stored after the answer (bara.memory.writebehind)
+            if self.mode == "gated":  # the next turn's history, analysed after the answer too
+                self.bara.learning.prepare(next_turn_preparation(self.settings, t, plan, meta, self._rewrite_rules(),
+                                                                 self._embedder_id))
         qa = plan.add_qa
         rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
                    "persist:qa_added" if qa else "")

@@ -9,11 +9,15 @@ from typing import Any, Callable
 
 from bara.app import Bara
 from bara.hooks import PersistPlan
+from bara.memory.conversations import StoredMessage
 from bara.memory.notes import Note
 from bara.memory.profile import ProfileFact, ProfileMemory
-from bara.memory.vectors import message_meta
+from bara.memory.vectors import TOPIC, decode_vector, message_meta
 from bara.pipeline_records import Retrieved, TurnInput
+from bara.pipeline_steps import topical_history
 from bara.settings import Settings
+from bara.understand.names import has_content
+from bara.understand.rewrite import RewriteRules, prepare_history
 
 
 def learn_profile(profile: ProfileMemory, t: TurnInput, plan: PersistPlan) -> list[ProfileFact]:
@@ -48,3 +52,22 @@ def user_meta(settings: Settings, embedder_id: str, r: Retrieved) -> dict[str, A
     if not settings.gate_cache_vectors:
         return {"searched": r.searched}
     return message_meta(embedder_id, r.searched, r.message_vector, r.vector if r.searched else None)
+
+
+def next_turn_preparation(settings: Settings, t: TurnInput, plan: PersistPlan, meta: dict[str, Any],
+                          rules: RewriteRules, embedder_id: str) -> Callable[[], object]:
+    """Work for the conversation's next turn, done after this answer (issue 16): analyse the history
+    that turn will load (this turn's window plus the two messages just stored) the way its rewrite
+    reads it, and decode the topic vector it will start from, so the next turn computes only what its
+    new message needs. Pure: it fills caches."""
+    def prepare() -> None:
+        window = settings.pipeline_history_messages
+        if not window:
+            return
+        cid, uid = t.conversation_id, t.user_id
+        stored = (StoredMessage(cid, uid, 0, "user", plan.user_text, 0.0, meta),
+                  StoredMessage(cid, uid, 0, "assistant", plan.assistant_text, 0.0, {}))
+        has_content(plan.user_text)  # read by the next turn's topic (bara.memory.vectors.history_topic)
+        decode_vector(meta, TOPIC, embedder_id)
+        prepare_history(topical_history((*t.messages, *stored)[-window:]), rules)
+    return prepare

@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
-from pathlib import Path
 from typing import Any, Iterator, Mapping, Protocol, Sequence
 
-from bara.types import Hit, RetrievalOutcome
+from bara.types import Hit, RetrievalOutcome, source_name
 
 #: Stages timed on every turn, in pipeline order (absent stages report 0.0).
 STAGES = ("sanitize", "load", "gate", "embed", "rewrite", "retrieve_kb", "retrieve_notes", "retrieve_qa",
@@ -43,7 +42,7 @@ class HitRecord:
 
     @classmethod
     def from_hit(cls, hit: Hit, tier: str = "kb") -> "HitRecord":
-        return cls(id=hit.id, source=Path(hit.chunk.source).name, section=hit.chunk.section,
+        return cls(id=hit.id, source=source_name(hit.chunk.source), section=hit.chunk.section,
                    score=round(float(hit.similarity), 4), title=hit.chunk.title,
                    fused=round(float(hit.fused), 6), tier=tier, lexical_rank=hit.lexical.rank,
                    dense_rank=hit.dense.rank)

@@ -5,9 +5,32 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Literal, Mapping, get_args
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal, Mapping, TypeVar, get_args
 
 import numpy as np
+
+R = TypeVar("R")
+
+
+def evolve(record: R, **changes: Any) -> R:
+    """``dataclasses.replace(record, **changes)`` for a frozen record whose fields are all init fields
+    and which has no ``__post_init__`` (its ``__dict__`` is then exactly its arguments): the copy is
+    made without replace's per-call field walk and the frozen ``__init__`` (issue 16: the gate takes
+    such steps about ten times a turn). ``tests/test_turn_caches.py`` pins that each record it is used
+    on qualifies and that the result equals ``replace``'s."""
+    new = object.__new__(type(record))
+    new.__dict__.update(record.__dict__, **changes)
+    return new
+
+
+@lru_cache(maxsize=4096)
+def source_name(source: str) -> str:
+    """``Path(source).name``, the file name traces and prompt labels show: cached per source (a
+    knowledge base names the same few documents every turn, and pathlib parsing is not free)."""
+    return Path(source).name
+
 
 #: Owner scope of rows every user may read (the shared knowledge base).
 SHARED = ""

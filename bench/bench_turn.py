@@ -17,7 +17,12 @@ passage, into the cached index ``bara.eval.retrieval.index_path`` (shared with
 bench_rewrite and ``bara eval``) and copied to a scratch store per run. Query
 embeddings are computed live (no embedding cache), as in a real turn.
 
-Usage:  python bench/bench_turn.py [--data ../shared/data] [--tasks 100] [--json out.json]
+``--idle-ms N`` pauses N ms after that flush, before the timed turn, in both modes alike: the time a
+user takes to read the answer and type the next message. The default, 0, times turns back to back
+(the figure the issue's criterion is read on); with a pause both turns start from an idle CPU, as
+real turns do, and the work a mode did just before no longer lingers into its next turn.
+
+Usage:  python bench/bench_turn.py [--data ../shared/data] [--tasks 100] [--idle-ms 0] [--json out.json]
 """
 
 from __future__ import annotations
@@ -96,7 +101,7 @@ def exchanges(task: dict) -> tuple[list[tuple[str, str]], str]:
     return pairs, items[-1]["text"]
 
 
-def run_task(assistant: Assistant, generator: ReplayGenerator, user: str, task: dict) -> dict:
+def run_task(assistant: Assistant, generator: ReplayGenerator, user: str, task: dict, idle_ms: float = 0.0) -> dict:
     pairs, final = exchanges(task)
     cid = assistant.open_conversation(user)
     for question, reply in pairs:
@@ -105,6 +110,8 @@ def run_task(assistant: Assistant, generator: ReplayGenerator, user: str, task: 
     generator.replies = []
     flush = getattr(assistant.bara, "flush", lambda: 0)  # None before the write-behind (issue 16)
     flush()  # the replayed turns' learning writes, stored in the idle time before the user's next message
+    if idle_ms:
+        time.sleep(idle_ms / 1e3)  # the user reading and typing: the same pause for both modes
     start = time.perf_counter()
     trace = assistant.turn(user, final, cid).trace
     wall = (time.perf_counter() - start) * 1e3 - trace.latency_ms.get("generate", 0.0)
@@ -153,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", help="shared data root (default $BARA_DATA or Settings.data_dir)")
     ap.add_argument("--tasks", type=int, default=100, help="first N dev tasks")
+    ap.add_argument("--idle-ms", type=float, default=0.0, help="pause before each timed turn (both modes)")
     ap.add_argument("--json", dest="json_out", help="also write the summary to this file")
     args = ap.parse_args(argv)
     settings = Settings()
@@ -168,11 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         for i, task in enumerate(tasks):
             for mode in (MODES if i % 2 == 0 else MODES[::-1]):
                 assistant, generator = assistants[mode]
-                rows[mode].append(run_task(assistant, generator, f"{mode}-{i}", task))
+                rows[mode].append(run_task(assistant, generator, f"{mode}-{i}", task, args.idle_ms))
         report = {m: summarise(rows[m]) for m in MODES}
     report["ratio_p50_gated_over_always"] = round(report["gated"]["p50_ms"] / report["always"]["p50_ms"], 3)
     report["ratio_p95_gated_over_always"] = round(report["gated"]["p95_ms"] / report["always"]["p95_ms"], 3)
     report["ratio_p50_with_writes"] = round(report["gated"]["p50_with_writes_ms"] / report["always"]["p50_with_writes_ms"], 3)
+    report["idle_ms"] = args.idle_ms
     print_report(report, len(tasks))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2))
@@ -181,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_report(report: dict, n: int) -> None:
     print(f"MTRAG-UN dev, first {n} tasks, final turn timed without generation; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; idle before each timed turn "
+          f"{report['idle_ms']:g} ms")
     for mode in MODES:
         r = report[mode]
         print(f"{mode:>7}: p50 {r['p50_ms']:.2f} ms  p95 {r['p95_ms']:.2f} ms  mean {r['mean_ms']:.2f} ms  "

@@ -168,3 +168,123 @@ def test_policy_step_equals_dataclasses_replace():
     # the shortcut copies __dict__ as constructor arguments: valid only while every field is an init field
     assert all(f.init for f in dataclasses.fields(PolicyDecision))
     assert set(vars(gate.policy)) == {f.name for f in dataclasses.fields(PolicyDecision)}
+
+
+def test_a_prepared_history_gives_the_same_rewrite_as_a_cold_one():
+    from bara.understand.rewrite import history_view, prepare_history
+
+    history = [Utterance("user", "What is IBM Cloudant?"),
+               Utterance("assistant", "IBM Cloudant is a distributed JSON document database by IBM.")]
+    cold = {m: rewrite_query(m, history) for m in MESSAGES}
+    history_view.cache_clear()
+    prepare_history(history)
+    assert history_view.cache_info().currsize == 1
+    assert {m: rewrite_query(m, history) for m in MESSAGES} == cold
+    assert history_view.cache_info().misses == 1  # every rewrite above read the prepared view
+    other = history + [Utterance("user", "and Db2?")]
+    assert rewrite_query("is it secure?", other) != rewrite_query("is it secure?", history)  # a new key
+
+
+def test_the_next_turn_reads_the_history_view_its_predecessor_prepared(bara):
+    """The preparation rebuilds the window the next turn loads (its last messages, the user's meta
+    included): if it built a different one, the next turn's rewrite would miss the cache."""
+    from bara.pipeline import Assistant
+    from bara.understand.rewrite import history_view
+
+    assistant = Assistant(bara)
+    cid = assistant.open_conversation("prepared-user")
+    for question in ("What is HTTP Strict Transport Security?", "my name is Ana",
+                     "How does TLS session resumption work?", "thanks!", "What is DNSSEC?"):
+        assistant.turn("prepared-user", question, cid)
+        history_view.cache_clear()  # only what this flush prepares can serve the next turn
+        bara.flush()  # the surface's idle time: the learning writes, then the preparation
+        before = history_view.cache_info()
+        trace = assistant.turn("prepared-user", "is it secure?", cid).trace
+        assert "rewrite:applied" in trace.reasons or "rewrite:unchanged" in trace.reasons
+        after = history_view.cache_info()
+        assert (after.hits - before.hits, after.misses - before.misses) == (1, 0)
+        bara.flush()
+
+
+def test_preparations_run_after_the_writes_and_outside_any_transaction():
+    from contextlib import contextmanager
+
+    from bara.memory.writebehind import WriteBehind
+
+    events: list[str] = []
+
+    class Store:
+        @contextmanager
+        def scoped(self, owners):
+            yield
+
+        @contextmanager
+        def transaction(self):
+            events.append("begin")
+            yield
+            events.append("commit")
+
+    wb = WriteBehind(Store())
+    wb.prepare(lambda: events.append("prepare"))
+    wb.defer("a", lambda: events.append("write"))
+    assert wb.flush() == 1 and events == ["begin", "write", "commit", "prepare"]
+    assert wb.flush() == 0 and events[-1] == "prepare" and events.count("prepare") == 1
+
+
+def test_a_decoded_topic_is_shared_read_only_and_equal_to_a_fresh_decode():
+    import base64
+
+    from bara.memory.vectors import EMBEDDER, TOPIC, decode_vector, message_meta
+
+    vec = np.random.default_rng(3).normal(size=384).astype(np.float32)
+    meta = message_meta("m1", True, vec, vec * 2)
+    first, again = decode_vector(meta, TOPIC, "m1"), decode_vector(dict(meta), TOPIC, "m1")
+    assert first is again and not first.flags.writeable
+    fresh = np.frombuffer(base64.b64decode(meta[TOPIC]), dtype=np.float16).astype(np.float32)
+    assert np.array_equal(first, fresh)
+    with pytest.raises(ValueError):
+        first += 1.0  # a caller that changed it would change every later turn's topic
+    assert decode_vector({**meta, EMBEDDER: "other"}, TOPIC, "m1") is None
+
+
+def test_the_gates_topic_similarity_is_the_topic_cosine_bit_for_bit():
+    """topic_dependence reuses the gate's cosine of the message to the one topic vector (issue 16)."""
+    from bara.understand.topic import _cosine
+
+    rng = np.random.default_rng(7)
+    for i in range(2000):
+        message = rng.standard_normal(384).astype(np.float32)
+        topic = rng.standard_normal(384).astype(np.float16).astype(np.float32)
+        if i % 7 == 0:
+            topic = message.copy()
+        assert topic_similarity(message, [topic], CFG) == _cosine(message, topic)
+    zero = np.zeros(384, np.float32)
+    assert topic_similarity(zero, [zero], CFG) is None and _cosine(zero, zero) is None
+
+
+@pytest.mark.parametrize("message", MESSAGES)
+def test_evolve_equals_dataclasses_replace_on_the_gates_records(message):
+    from bara.decide.policy import PolicyDecision
+    from bara.types import evolve
+    from bara.understand.features import ContextFeatures
+
+    for cls in (ContextFeatures, PolicyDecision):  # evolve copies __dict__: only init fields, no __post_init__
+        assert all(f.init for f in dataclasses.fields(cls)) and not hasattr(cls, "__post_init__")
+    gate = decide(message, (Utterance("user", "What is TCP?"),), None, {}, CFG)
+    features = evolve(gate.features, topic_similarity=0.5)
+    assert features == dataclasses.replace(gate.features, topic_similarity=0.5) and type(features) is ContextFeatures
+    assert gate.features.topic_similarity is None  # the original is untouched
+    policy = evolve(gate.policy, kb_k=9, reasons=gate.policy.reasons + ("x",))
+    assert policy == dataclasses.replace(gate.policy, kb_k=9, reasons=gate.policy.reasons + ("x",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.__setattr__("kb_k", 1)
+
+
+@pytest.mark.parametrize("source", ["/data/rfc/rfc5246.txt", "rfc5246.txt", "docs/a/", "https://example.org/x/y.html",
+                                    "", ".", "C:\\docs\\a.txt", "notes/2026-01-01"])
+def test_source_name_is_the_path_name(source):
+    from pathlib import Path
+
+    from bara.types import source_name
+
+    assert source_name(source) == Path(source).name == source_name(source)

@@ -7,7 +7,7 @@ intermediate result, frozen, with the combined reason codes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -15,7 +15,7 @@ import numpy as np
 from bara.decide.behavior import MODES, BehaviorDecision, decide_behavior
 from bara.decide.policy import ROUTES, PolicyDecision, resolve_policy
 from bara.settings import Settings
-from bara.types import Utterance
+from bara.types import Utterance, evolve
 from bara.understand.features import ContextFeatures, compute_features, topic_similarity
 from bara.understand.intent import IntentResult, classify_intent
 from bara.understand.prototypes import PrototypeIndex
@@ -58,7 +58,7 @@ def decide(message: str, history: Sequence[Utterance], state: ConversationState 
         features = compute_features(message, history, profile, message_vector, history_vectors,
                                     settings=settings)
     else:  # computed by the caller without vectors: only the topic similarity depends on them
-        features = replace(features, topic_similarity=topic_similarity(message_vector, history_vectors, settings))
+        features = evolve(features, topic_similarity=topic_similarity(message_vector, history_vectors, settings))
     intent = classify_intent(message, features, prototypes, message_vector, settings=settings,
                              ruled=ruled if given else None)
     new_state = update_state(state, message, intent, features, settings)

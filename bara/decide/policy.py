@@ -15,7 +15,7 @@ from typing import Mapping
 
 from bara.decide.behavior import BehaviorDecision
 from bara.settings import Settings
-from bara.types import ROUTES, FloorName, Route, Tier  # noqa: F401 - ROUTES is re-exported (tests import it from here)
+from bara.types import ROUTES, FloorName, Route, Tier, evolve  # noqa: F401 - ROUTES is re-exported (tests import it from here)
 from bara.understand.features import ContextFeatures
 from bara.understand.intent import IntentResult
 
@@ -58,9 +58,9 @@ class PolicyDecision:
 
 
 def _with(d: PolicyDecision, reason: str, **changes) -> PolicyDecision:
-    # ``dataclasses.replace`` without its per-call field walk (issue 16: the gate takes this step ~8
-    # times a turn); every PolicyDecision field is an init field, so its __dict__ is its arguments.
-    return PolicyDecision(**{**d.__dict__, **changes, "reasons": d.reasons + (reason,)})
+    # ``dataclasses.replace`` without its per-call field walk and frozen __init__ (issue 16: the gate
+    # takes this step ~8 times a turn; see ``bara.types.evolve``).
+    return evolve(d, **changes, reasons=d.reasons + (reason,))
 
 
 def _kb(d: PolicyDecision, route: Route, floor: float, floor_name: FloorName, settings: Settings,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -35,15 +36,27 @@ def encode_vector(vector: np.ndarray) -> str:
 
 
 def decode_vector(meta: Mapping[str, Any], key: str, embedder_id: str) -> np.ndarray | None:
-    """The cached vector ``key`` of a message; None when absent, unreadable or from another embedder."""
+    """The cached vector ``key`` of a message (read-only); None when absent, unreadable or from another
+    embedder."""
     raw = meta.get(key) if isinstance(meta, Mapping) else None
     if not isinstance(raw, str) or meta.get(EMBEDDER) != embedder_id:
         return None
+    return _decoded(raw)
+
+
+@lru_cache(maxsize=1024)
+def _decoded(raw: str) -> np.ndarray | None:
+    """A pure function of the stored text, cached (issue 16): every turn reads the topic its
+    predecessor stored, and that turn's preparation decodes it after the answer. The array is
+    shared, hence read-only."""
     try:
         vec = np.frombuffer(base64.b64decode(raw, validate=True), dtype=np.float16).astype(np.float32)
     except (ValueError, TypeError):
         return None
-    return vec if vec.size and bool(np.all(np.isfinite(vec))) else None
+    if not vec.size or not bool(np.all(np.isfinite(vec))):
+        return None
+    vec.setflags(write=False)
+    return vec
 
 
 def message_meta(embedder_id: str, searched: bool, vector: np.ndarray | None,

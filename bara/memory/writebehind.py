@@ -17,6 +17,11 @@ Crash safety, honestly: nothing is lost on a normal close or between turns, but 
 dies after a turn answered and before the flush, that turn's notes, Q&A pair and episodic record
 are lost (its messages and profile facts are already stored). A flush that fails raises; the
 batch it held is not retried.
+
+Besides writes, a turn may queue *preparations* (:meth:`WriteBehind.prepare`): pure work for the
+conversation's next turn, such as analysing the history that turn's rewrite will read. They touch
+no store, run after the writes, and only fill caches: skipped or lost, the next turn computes the
+same result itself.
 """
 
 from __future__ import annotations
@@ -33,12 +38,18 @@ class WriteBehind:
     def __init__(self, store: Any):
         self.store = store
         self._pending: list[tuple[str, Callable[[], object]]] = []
+        self._prepared: list[Callable[[], object]] = []
         self._lock = threading.Lock()
         self._flushing = threading.Lock()  # a flush returns only once every write queued before it is stored
 
     def defer(self, user_id: str, *writes: Callable[[], object]) -> None:
         with self._lock:
             self._pending.extend((user_id, w) for w in writes)
+
+    def prepare(self, *tasks: Callable[[], object]) -> None:
+        """Queue pure work for a next turn (no store access), run by :meth:`flush` after the writes."""
+        with self._lock:
+            self._prepared.extend(tasks)
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -50,9 +61,12 @@ class WriteBehind:
         with self._flushing:
             with self._lock:
                 batch, self._pending = self._pending, []
+                tasks, self._prepared = self._prepared, []
             for user in dict.fromkeys(user for user, _ in batch):
                 with self.store.scoped((SHARED, user)), self.store.transaction():
                     for owner, write in batch:
                         if owner == user:
                             write()
+            for task in tasks:
+                task()
         return len(batch)

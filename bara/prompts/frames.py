@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from bara import prompts as P
 from bara.messages import AssistantMessage, Message, SystemMessage, UserMessage
-from bara.types import Utterance
+from bara.types import Utterance, source_name
 
 CHARS_PER_TOKEN = 4.0
 _SUMMARY_WORDS = 8  # words kept per summarised user turn
@@ -52,7 +51,7 @@ class Source:
         """``rfc5246.txt §7.4.1 Hello Messages``: file name, section, heading."""
         section = f" \u00a7{self.section}" if self.section else ""
         title = f" {self.title}" if self.title else ""
-        return f"{Path(self.source).name}{section}{title}"
+        return f"{source_name(self.source)}{section}{title}"
 
 
 @dataclass(frozen=True)

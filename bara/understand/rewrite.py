@@ -21,16 +21,17 @@ and refusals ("Sorry, I do not have...") are ignored. The defaults of
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from bara.settings import Settings
-from bara.text.lexical import analyze
-from bara.text.stopwords import RETRIEVAL_STOPWORDS
 from bara.types import Utterance
+from bara.understand.names import cap as _cap, clean as _clean, content_tuple as _content_tuple
+from bara.understand.names import entities, entity_tuple as _entities, has_content, references, terms as _terms
 
-__all__ = ["RewriteResult", "RewriteRules", "entities", "has_content", "references", "rewrite_query"]
+__all__ = ["HistoryView", "RewriteResult", "RewriteRules", "entities", "has_content", "history_view", "prepare_history",
+           "references", "rewrite_query"]
 
 
 @dataclass(frozen=True)
@@ -100,159 +101,13 @@ class _Phrase:
     order: int  # first seen, most recent first: the deterministic tie-break
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_TOKEN = re.compile(r"[^\W_](?:[\w'\u2019+#&.-]*[^\W_])?")
-_SENTENCES = re.compile(r"[.!?;:]+\s+|\n")
-_DIGIT = re.compile(r"\d")
-_POSSESSIVE = re.compile(r"['\u2019]s?$")
-_CONNECTORS = frozenset("of to for the de la du on in von van".split())
-_NOT_NAMES = frozenset("""
-what how why when where which who whom whose is are was were do does did can could should would will
-shall may might must i i'm i've i'd you your we our my it its they them their this that these those
-there here hi hello hey thanks thank please ok okay yes no sure so and but or also then well tell give
-explain describe list show let if in on for about any some all what's how's compare define find
-summarize summarise provide help according besides regarding as now yeah great
-""".split())
-_GENERIC = frozenset("""
-tell know explain mean means meant please thanks thank like want need get use used make made
-thing things way ways something anything also really much many lot lots kind sort type types
-one ones two good great okay ok sure yes hi hello hey say said sound sounds seem seems think
-question questions answer information info detail details example examples help able
-difference differences different same other another more less else still just even
-helps helped helpful glad cool nice awesome perfect fine welcome appreciate appreciated bye goodbye
-""".split())
 _REFUSAL = re.compile(
     r"\W*(sorry|i apologi[sz]e|i (do not|don't|cannot|can't) (have|find|answer|provide)|"
     r"i am (unable|not able)|i'm (unable|not able)|unfortunately|the (provided )?documents? do(es)? not|"
     r"(your|the) question (is|seems) (a bit )?(unclear|not clear)|could you (please )?(clarify|specify))",
     re.IGNORECASE)
-_REFERENCE = re.compile(
-    r"\b(the other one|the other|the former|the latter|the same|this one|that one|"
-    r"(?:this|that|these|those|the) (?:service|product|tool|feature|option|plan|program|method|"
-    r"approach|one|ones|thing|things|place|city|country|person|team|book|song|law|policy|"
-    r"company|organization|agency|instance|account|platform|model|version|api|event|war|"
-    r"disease|species|state|process)|"
-    r"it|its|it's|itself|they|them|their|theirs|themselves|these|those|this|that|"
-    r"he|she|him|her|his|hers|"
-    r"(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )there(?!\s+(?:is|are|was|were|be|been|any|a|an|some|no)\b))\b",
-    re.IGNORECASE)
 _PLURAL_REFS = frozenset("they them their theirs themselves these those".split())
 _OTHER_REFS = frozenset(("the other one", "the other", "the latter", "the former"))
-
-
-# --- text basics -------------------------------------------------------------------
-
-def _clean(text: str) -> str:
-    """Control characters out, whitespace collapsed: the query must be one clean line."""
-    return " ".join(_CONTROL.sub(" ", text).split())
-
-
-def _cap(text: str, max_chars: int) -> str:
-    """Cut at the last word boundary within ``max_chars`` (a hard cut if one word is longer)."""
-    if len(text) <= max_chars:
-        return text
-    cut = text[:max(max_chars, 0)]
-    space = cut.rfind(" ")
-    return (cut[:space] if space > max_chars // 2 else cut).rstrip()
-
-
-@lru_cache(maxsize=8192)
-def _terms(text: str) -> frozenset[str]:
-    """The analysed terms the lexical arm would see: the unit of "already in the query".
-    A pure function of the text, cached (issue 16): the same history phrases are analysed every turn."""
-    return frozenset(analyze(text))
-
-
-def _content_words(text: str) -> list[str]:
-    """Lower-cased words that can carry a topic: not stopwords, not conversational filler."""
-    return list(_content_tuple(text))
-
-
-@lru_cache(maxsize=4096)
-def _content_tuple(text: str) -> tuple[str, ...]:
-    """``_content_words`` as a tuple, cached per text (issue 16), like ``_entities``."""
-    return tuple(w for w in (t.lower() for t in _TOKEN.findall(text))
-                 if len(w) > 2 and w not in RETRIEVAL_STOPWORDS and w not in _GENERIC and not w.isdigit())
-
-
-# --- names -------------------------------------------------------------------------
-
-def _tokens(text: str) -> Iterator[tuple[str, bool]]:
-    """Tokens with a flag saying whether each one starts a sentence."""
-    for sentence in _SENTENCES.split(text):
-        for i, token in enumerate(_TOKEN.findall(sentence)):
-            yield token, i == 0
-
-
-def _namey(token: str) -> bool:
-    """Capitalised, all-caps or versioned ("ER-2", "v2"): how names look in English text."""
-    return token[0].isupper() or (not token.isdigit() and _DIGIT.search(token) is not None)
-
-
-def _runs(tokens: Iterator[tuple[str, bool]]) -> Iterator[list[tuple[str, bool]]]:
-    """Maximal runs of name-like tokens, allowing lower-case connectors inside ("Speech to Text")."""
-    run: list[tuple[str, bool]] = []
-    for token, at_start in tokens:
-        if run and not at_start and (_namey(token) or token.lower() in _CONNECTORS):
-            run.append((token, at_start))
-            continue
-        if run:
-            yield run
-        run = [(token, at_start)] if _namey(token) else []
-    if run:
-        yield run
-
-
-def _filler(word: str, at_start: bool) -> bool:
-    """Question words anywhere; common words and adverbs only when capitalised by position."""
-    low = word.lower()
-    return low in _NOT_NAMES or low in _CONNECTORS or (
-        at_start and (low in RETRIEVAL_STOPWORDS or low in _GENERIC or low.endswith("ly")))
-
-
-def _trim(run: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
-    """Drop fillers from the front of a run and connectors from its end."""
-    while run and _filler(*run[0]):
-        run = run[1:]
-    while run and run[-1][0].lower() in _CONNECTORS:
-        run = run[:-1]
-    return run
-
-
-def _is_name(run: list[tuple[str, bool]]) -> bool:
-    """A lone sentence-initial capitalised word is grammar ("Regional differences"), not a name."""
-    if len(run) > 1:
-        return True
-    word, at_start = run[0]
-    shaped = (word.isupper() and len(word) > 1) or _DIGIT.search(word) is not None \
-        or any(c.isupper() for c in word[1:])
-    return shaped or not at_start
-
-
-def entities(text: str) -> list[str]:
-    """Names in ``text`` in order: capitalised runs, acronyms, versioned ids (no possessive 's)."""
-    return list(_entities(text))
-
-
-@lru_cache(maxsize=4096)
-def _entities(text: str) -> tuple[str, ...]:
-    """A pure function of the text, cached (issue 16): every turn re-reads the same recent history."""
-    found = []
-    for run in _runs(_tokens(text)):
-        run = _trim(run)
-        if run and _is_name(run):
-            found.append(_POSSESSIVE.sub("", " ".join(t for t, _ in run)))
-    return tuple(found)
-
-
-def has_content(text: str, min_content_words: int = 1) -> bool:
-    """True when a user turn names something or says a topic word: "thanks!" and "ok" do not."""
-    return bool(_entities(text)) or len(_content_tuple(text)) >= min_content_words
-
-
-def references(message: str) -> list[str]:
-    """Referring expressions in the message, lower-cased, in order of appearance."""
-    return [m.group(1).lower() for m in _REFERENCE.finditer(message)]
 
 
 # --- salience ----------------------------------------------------------------------
@@ -304,6 +159,37 @@ def _salient_phrases(turns: Sequence[_Turn], rules: RewriteRules) -> list[_Phras
             slot[1] += turn.weight * (rules.entity_bonus if entity else 1.0)
     phrases = (_Phrase(p, round(s, 6), e, _terms(p), o) for p, s, e, o in scores.values())
     return sorted((p for p in phrases if p.terms), key=lambda p: (-p.score, p.order))
+
+
+# --- the history's side, prepared once ----------------------------------------------
+
+class HistoryView:
+    """What the rewrite reads from the history alone: its weighted turns, the earlier user turns
+    it may quote and (on first use) the ranked salient phrases.
+
+    The same history and rules give the same view, so it is cached (:func:`history_view`) and can be
+    prepared after an answer, in the idle time before the next message (:func:`prepare_history`,
+    issue 16): the next turn is then left only the work its new message needs."""
+
+    def __init__(self, history: tuple[Utterance, ...], rules: RewriteRules):
+        self.rules = rules
+        self.turns = tuple(_turns(history, rules))
+        self.previous = tuple(_previous_turns(self.turns, rules))
+
+    @cached_property
+    def ranked(self) -> tuple[_Phrase, ...]:
+        return tuple(_salient_phrases(self.turns, self.rules))
+
+
+@lru_cache(maxsize=256)
+def history_view(history: tuple[Utterance, ...], rules: RewriteRules) -> HistoryView:
+    """The view of ``history`` under ``rules``, built once per distinct history."""
+    return HistoryView(history, rules)
+
+
+def prepare_history(history: Sequence[Utterance], rules: RewriteRules | None = None) -> None:
+    """Build and cache, salience included, the view a next turn's rewrite of ``history`` will read."""
+    history_view(tuple(history), rules or RewriteRules()).ranked  # noqa: B018 (computed for the cache)
 
 
 # --- reference resolution ----------------------------------------------------------
@@ -381,16 +267,17 @@ def rewrite_query(message: str, history: Sequence[Utterance], max_chars: int = 1
     usable history the message comes back unchanged (only capped to ``max_chars``).
     """
     rules = rules or RewriteRules()
-    turns = _turns(history, rules)
+    view = history_view(tuple(history), rules)
+    turns = view.turns
     if not turns:
         return _unchanged(message, max_chars, "no_history")
     text = _clean(message)
     refs = references(text) if rules.resolve_references else []
     own = _entities(text)
     # Salience is read only to resolve a reference or to carry names (issue 16: skip it otherwise).
-    ranked = _salient_phrases(turns, rules) if refs or not own else []
+    ranked = view.ranked if refs or not own else ()
     resolved = _resolve(refs, text, turns, ranked)
-    quoted = [t for t in _previous_turns(turns, rules) if t.lower() != text.lower()]
+    quoted = [t for t in view.previous if t.lower() != text.lower()]
     # A message that names its own subject is standalone or a topic switch: carrying
     # old names into it hurt on MTRAG-UN dev ("Virtualization" after "Red Hat OpenShift").
     extra = [] if own else _carry(ranked, _terms(" ".join([text, *quoted, *resolved])), rules)

@@ -58,7 +58,7 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float | None:
 
 def topic_dependence(message: str, features: ContextFeatures, message_vector: np.ndarray | None,
                      previous_topic: np.ndarray | None, has_context: bool,
-                     settings: Settings) -> TopicDecision:
+                     settings: Settings, cosine: tuple[float | None] | None = None) -> TopicDecision:
     """Decide whether ``message`` needs earlier turns to be searched well.
 
     ``has_context`` says whether any earlier user turn carries a topic (chit-chat
@@ -66,13 +66,15 @@ def topic_dependence(message: str, features: ContextFeatures, message_vector: np
     follow-up cue (pronoun, "what about", elaboration...) -> depends; no name of its
     own -> depends (most dependent questions carry no pronoun: MTRAG-UN dev);
     otherwise the cosine to the previous topic decides against
-    ``gate_topic_standalone_similarity``.
+    ``gate_topic_standalone_similarity``. ``cosine``, when given, is ``(cosine of message_vector and
+    previous_topic,)`` already computed by the caller (the gate's ``topic_similarity`` against the one
+    topic vector is that same number, bit for bit: issue 16 computes it once).
     """
     if not has_context:
         return TopicDecision(False, None, "topic:no_history")
     similarity = None
     if message_vector is not None and previous_topic is not None:
-        similarity = _cosine(message_vector, previous_topic)
+        similarity = _cosine(message_vector, previous_topic) if cosine is None else cosine[0]
     if features.followup_signals:
         return TopicDecision(True, similarity, "topic:followup_cue")
     if not entities(message):
