@@ -14,7 +14,7 @@ import pytest
 
 from bara.domains.funds import router_intent as I
 from bara.domains.funds.router import RuleRouter
-from bara.domains.funds.router_fit import fillable, name_coverage, name_words
+from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, name_words
 from bara.app import Bara
 from bara.domains.funds import create_demo_users, load_amfi
 from bara.domains.funds.tools import build_fund_tools
@@ -249,3 +249,36 @@ def test_a_fitting_tool_wins_over_a_more_similar_one_that_does_not_fit():
     assert router.best_fit(text, {"history_get_monarchs": 0.39, "history_get_culture": 0.43}, [a, b]) == \
         "history_get_culture"
     assert router.best_fit(text, {"history_get_monarchs": 0.39, "history_get_culture": 0.35}, [a, b]) is None
+
+
+def test_a_documented_default_fills_a_required_argument():
+    """issue 13 round 4: a required number whose schema or description states a default needs no value."""
+    schema = {"type": "object", "required": ["size", "hand"], "properties": {
+        "size": {"type": "integer", "description": "Cards in the deck. Default is 52."},
+        "hand": {"type": "integer", "default": 5}}}
+    assert fillable(schema, "odds of some hand in poker")
+    bare = {"type": "object", "required": ["size", "hand"], "properties": {
+        "size": {"type": "integer", "description": "Cards in the deck."}, "hand": {"type": "integer"}}}
+    assert not fillable(bare, "odds of some hand in poker")
+
+
+def test_counts_from_games_of_chance_are_common_knowledge():
+    """issue 13 round 4: "a queen from a deck" states two numbers (4 of 52) without a digit."""
+    schema = {"type": "object", "required": ["total", "favourable"], "properties": {
+        "total": {"type": "integer"}, "favourable": {"type": "integer"}}}
+    assert fillable(schema, "chance to pick a queen out of a shuffled deck")
+    assert fillable(schema, "chance of a six when rolling a die")
+    assert not fillable(schema, "chance that it rains on a picnic")
+
+
+def test_asking_for_the_opposite_of_a_name_word_does_not_fit():
+    """issue 13 round 4: "the lowest score" is not a request for ``high_score``; "highest" still is."""
+    assert contradicts("tracker.high_score", "the lowest score in a chess app")
+    assert not contradicts("tracker.high_score", "the highest score in a chess app")
+    assert not contradicts("tracker.high_score", "high and low scores")  # the word itself is there too
+    assert contradicts("calculate_internal_rate", "the external rate for these cash flows")
+    assert not contradicts("weather_lookup", "the lowest temperature tomorrow")  # no opposite in the name
+    spec = ToolSpec("tracker_high_score", "Highest score of a game.", {"type": "object", "properties": {}})
+    router = RuleRouter(None, Settings(router_sim_min=0.4))
+    assert router.best_fit("the lowest score of a game", {"tracker_high_score": 0.8}, [spec]) is None
+    assert router.best_fit("the highest score of a game", {"tracker_high_score": 0.8}, [spec]) == "tracker_high_score"

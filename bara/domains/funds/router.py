@@ -40,7 +40,7 @@ import numpy as np
 
 from bara.domains.funds import router_intent as I
 from bara.domains.funds import router_text as T
-from bara.domains.funds.router_fit import fillable, name_coverage
+from bara.domains.funds.router_fit import contradicts, fillable, name_coverage
 from bara.domains.funds.router_schemes import SchemeCatalogue
 from bara.domains.funds.router_steps import (MAX_COMPARE, SEARCH, Call, Plan, Seen, Turn,  # noqa: F401
                                              informed_query, is_thin, next_calls, read_turn)  # re-exported
@@ -169,7 +169,8 @@ class RuleRouter:
         """With no rule firing: of the tools that fit and whose required numeric and enum arguments the text
         can fill, the most similar (ties broken by how much of its name the text mentions), or None.
         A tool fits when its similarity reaches ``router_sim_min``, or ``router_sim_floor`` with at least
-        ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.domains.funds.router_fit`).
+        ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.domains.funds.router_fit`), and
+        the text does not ask for the opposite of a name word ("lowest" for ``high_score``).
         A tool that does not fit or cannot be filled is no candidate: it neither wins nor makes a fitting
         runner-up lose."""
         s = self.settings
@@ -177,6 +178,8 @@ class RuleRouter:
         specs = {t.name: t for t in tools}
         def fits(n: str) -> bool:
             sim = scores[n]
+            if contradicts(n, text):
+                return False
             return sim >= s.router_sim_min or (sim >= s.router_sim_floor and cover[n] >= s.router_name_cover_min)
 
         candidates = [n for n in scores if fits(n) and (n not in specs or fillable(specs[n].parameters, text))]

@@ -9,12 +9,17 @@ no tool fits (BFCL "irrelevance"):
   quadratic_equation`` -> quadratic, equation) that the request mentions, by a
   shared 5-letter stem or a rapidfuzz ratio >= 85. A tool named for the task
   asked is strong evidence; one named for a neighbouring task is not.
+* :func:`contradicts`: the request asks for the opposite of what the name says
+  ("lowest score" for ``high_score``, "external rate" for ``internal_rate_of_return``):
+  it mentions a word's antonym (:data:`ANTONYMS`) and not the word itself.
 * :func:`fillable`: the request carries a value for each required numeric
   argument (a number or a number word per required integer/number parameter, at
   least one number for a required numeric array) and, for a required enum, one
   of its values; an argument the request assigns by name (``x=data['sales']``) is
-  filled whatever its kind. A request that cannot fill a tool's arguments is not a request
-  for that tool.
+  filled whatever its kind, and so is one whose schema or description states a default
+  ("Default is 52"). Counts that are common knowledge fill numbers too: "a king from a
+  deck" states two (4 of 52) without a digit (:data:`_KNOWN_COUNTS`). A request that
+  cannot fill a tool's arguments is not a request for that tool.
 """
 
 from __future__ import annotations
@@ -37,6 +42,12 @@ _NUMBER_WORDS = (r"\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|el
 _RATE_WORDS = re.compile(r"\b(?:(?:bi|semi)?(?:hourly|daily|weekly|monthly|quarterly|annually|yearly)|biannually|"
                          r"(?:every|each) (?:second|minute|hour|day|night|week|month|quarter|year)|"
                          r"(?:from|at) rest|dropped|released)\b")
+#: Things of games of chance whose count is common knowledge: a deck (52 cards), a suit (13), a rank (4), a
+#: poker hand, a die (6 faces), a coin (2 sides). Each mention states one number ("a king from a deck": 4 of 52).
+_KNOWN_COUNTS = re.compile(r"\b(?:decks?|suits?|hearts|spades|clubs|diamonds|kings?|queens?|jacks?|aces?|"
+                           r"full house|flush|royal flush|straight|pairs?|dice|die|coins?|heads|tails)\b")
+#: A description stating the argument's default value: "Default is 52", "defaults to 'Culture'".
+_DEFAULT = re.compile(r"\bdefaults?(?: value)?(?: is| to| of)?\s*[:=]?\s*['\"]?[\w.-]", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CAMEL = re.compile(r"([a-z])([A-Z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
@@ -91,9 +102,45 @@ def name_coverage(name: str, text: str) -> float:
     return sum(hits) / len(words) if words else 0.0
 
 
+def _forms(*words: str) -> frozenset[str]:
+    return frozenset(words)
+
+
+#: Opposite name words, each with the forms that mention it ("low", "lower", "lowest", "minimum").
+ANTONYMS: tuple[tuple[frozenset[str], frozenset[str]], ...] = (
+    (_forms("high", "higher", "highest"), _forms("low", "lower", "lowest")),
+    (_forms("internal", "inner", "interior"), _forms("external", "outer", "exterior")),
+    (_forms("increase", "increases", "increased", "increasing", "rise", "gain", "gains"),
+     _forms("decrease", "decreases", "decreased", "decreasing", "drop", "fall", "loss", "losses")),
+    (_forms("import", "imports", "imported"), _forms("export", "exports", "exported")),
+    (_forms("add", "adds", "added", "adding", "insert"), _forms("remove", "removes", "removed", "removing", "delete")),
+    (_forms("start", "starting", "begin", "beginning"), _forms("end", "ending", "finish", "stop")),
+    (_forms("min", "minimum", "minimal"), _forms("max", "maximum", "maximal")),
+    (_forms("profit", "profits"), _forms("loss", "losses")),
+    (_forms("encrypt", "encryption", "encode"), _forms("decrypt", "decryption", "decode")),
+)
+
+
+def contradicts(name: str, text: str) -> bool:
+    """The text mentions the opposite of one of the name's words and none of that word's forms."""
+    words = set(_SPLIT.split(_CAMEL.sub(r"\1 \2", name).lower()))
+    tokens = set(_WORDS.findall(text.lower()))
+    for a, b in ANTONYMS:
+        for mine, other in ((a, b), (b, a)):
+            if words & mine and tokens & other and not tokens & mine:
+                return True
+    return False
+
+
 def numbers_in(text: str) -> int:
     low = text.lower()
-    return len(_NUMBER.findall(text)) + len(re.findall(_NUMBER_WORDS, low)) + len(_RATE_WORDS.findall(low))
+    return (len(_NUMBER.findall(text)) + len(re.findall(_NUMBER_WORDS, low)) + len(_RATE_WORDS.findall(low))
+            + len(_KNOWN_COUNTS.findall(low)))
+
+
+def has_default(prop: Mapping[str, Any]) -> bool:
+    """The schema gives the argument a default, or its description states one: the text need not."""
+    return "default" in prop or _DEFAULT.search(str(prop.get("description") or "")) is not None
 
 
 def assigns(key: str, text: str) -> bool:
@@ -105,7 +152,7 @@ def fillable(parameters: Mapping[str, Any], text: str) -> bool:
     """True when ``text`` can supply the required numeric and enum arguments of this JSON schema."""
     props = parameters.get("properties") or {}
     required = [k for k in parameters.get("required") or [] if isinstance(props.get(k), Mapping)]
-    named = {k for k in required if assigns(k, text)}
+    named = {k for k in required if assigns(k, text) or has_default(props[k])}
     numeric = [k for k in required if props[k].get("type") in ("integer", "number") and k not in named]
     if len(numeric) > numbers_in(text):
         return False
