@@ -14,7 +14,7 @@ import pytest
 
 from bara.domains.funds import router_intent as I
 from bara.domains.funds.router import RuleRouter
-from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, name_words
+from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, name_words, spec_text
 from bara.app import Bara
 from bara.domains.funds import create_demo_users, load_amfi
 from bara.domains.funds.tools import build_fund_tools
@@ -282,3 +282,22 @@ def test_asking_for_the_opposite_of_a_name_word_does_not_fit():
     router = RuleRouter(None, Settings(router_sim_min=0.4))
     assert router.best_fit("the lowest score of a game", {"tracker_high_score": 0.8}, [spec]) is None
     assert router.best_fit("the highest score of a game", {"tracker_high_score": 0.8}, [spec]) == "tracker_high_score"
+
+
+def test_a_partly_named_tool_fits_when_the_request_is_close_to_its_whole_spec():
+    """issue 13 round 4: one of three name words mentioned and a description cosine below the floor still
+    fits when the request is close to the whole spec (name words, description, parameter descriptions)."""
+    spec = ToolSpec("sports_fixture_list", "Upcoming fixtures of a team.", {
+        "type": "object", "required": ["team"], "properties": {"team": {"type": "string",
+                                                                        "description": "Team name."}}})
+    assert spec_text(spec.name, spec.description, spec.parameters) == \
+        "sports fixture: Upcoming fixtures of a team. team: Team name."
+    router = RuleRouter(None, Settings(router_sim_min=0.4, router_sim_floor=0.3, router_name_cover_min=0.34,
+                                       router_spec_sim_min=0.35))
+    text = "who do the Bulls play next in their sports season"  # mentions "sports" only: cover 1/2
+    assert name_coverage(spec.name, text) == pytest.approx(1 / 2)
+    low = {spec.name: 0.25}
+    assert router.best_fit(text, low, [spec], spec_scores={spec.name: 0.4}) == spec.name
+    assert router.best_fit(text, low, [spec], spec_scores={spec.name: 0.3}) is None
+    unnamed = "who do the Bulls play next"  # no name word: the spec cosine alone is not enough
+    assert router.best_fit(unnamed, low, [spec], spec_scores={spec.name: 0.6}) is None

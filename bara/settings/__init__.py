@@ -95,6 +95,12 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     router_name_cover_min: float = Field(default=0.34, ge=0.0, le=1.0, description="Share of a tool name's content "
                                          "words the message must mention to accept a cosine in [floor, min): "
                                          "one of its (up to three) task words.")
+    router_spec_sim_min: float = Field(default=0.35, ge=-1.0, le=1.0, description="cosine(message, the tool's "
+                                       "whole spec: name words, description, parameter descriptions) at which a "
+                                       "tool whose name the message partly mentions fits below router_sim_floor "
+                                       "or router_name_cover_min (a 1-of-3 name cover): on simple_python +5 right, "
+                                       "irrelevance dev -1; 0.30 cost one more irrelevance case, 0.40 one fewer "
+                                       "right.")
     router_name_weight: float = Field(default=0.2, ge=0.0, le=1.0, description="Weight of the name coverage when "
                                       "ranking tools by cosine: breaks near ties towards the tool named for "
                                       "the task ('search_book' over 'reserve_book').")

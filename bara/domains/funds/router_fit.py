@@ -132,6 +132,14 @@ def contradicts(name: str, text: str) -> bool:
     return False
 
 
+def spec_text(name: str, description: str, parameters: Mapping[str, Any]) -> str:
+    """A tool as one text to embed: its name's content words, its description and each parameter's name and
+    description ("cooking conversion: Convert cooking measurements... quantity: The quantity to be converted; ...")."""
+    props = parameters.get("properties") or {}
+    params = "; ".join(f"{k}: {v.get('description', '')}" for k, v in props.items() if isinstance(v, Mapping))
+    return f"{' '.join(name_words(name))}: {description} {params}"
+
+
 def numbers_in(text: str) -> int:
     low = text.lower()
     return (len(_NUMBER.findall(text)) + len(re.findall(_NUMBER_WORDS, low)) + len(_RATE_WORDS.findall(low))
