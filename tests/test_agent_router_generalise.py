@@ -192,7 +192,7 @@ def test_best_fit_skips_a_tool_the_request_cannot_fill():
     router = RuleRouter(None, Settings(router_sim_min=0.4))
     text = "power of a recipe"
     assert router.best_fit(text, {"math_power": 0.9, "find_recipe": 0.5}, [numeric, free]) == "find_recipe"
-    assert router.best_fit(text, {"math_power": 0.9, "find_recipe": 0.2}, [numeric, free]) is None
+    assert router.best_fit(text, {"math_power": 0.9, "find_recipe": 0.1}, [numeric, free]) is None
     assert router.best_fit("2 to the power 3", {"math_power": 0.9, "find_recipe": 0.5}, [numeric, free]) == \
         "math_power"
 
@@ -301,3 +301,22 @@ def test_a_partly_named_tool_fits_when_the_request_is_close_to_its_whole_spec():
     assert router.best_fit(text, low, [spec], spec_scores={spec.name: 0.3}) is None
     unnamed = "who do the Bulls play next"  # no name word: the spec cosine alone is not enough
     assert router.best_fit(unnamed, low, [spec], spec_scores={spec.name: 0.6}) is None
+
+
+def test_a_conversion_or_a_currency_asked_without_the_word_mentions_the_name():
+    """issue 13 round 4: "how many cups are in 3 pints" mentions ``..._convert``; "euros" mentions ``currency``."""
+    assert name_coverage("kitchen.convert", "how many cups are in 3 pints of milk?") == pytest.approx(1 / 2)
+    assert name_coverage("money_currency.convert", "how many yen do I get for 20 euros?") == pytest.approx(2 / 3)
+    assert name_coverage("money_currency.convert", "a $20 dinner for two") == 0.0  # an amount names no currency
+    assert name_coverage("kitchen.convert", "how many guests came to the party") == 0.0
+
+
+def test_a_mostly_named_tool_fits_down_to_the_named_floor():
+    """issue 13 round 4: two of three name words mentioned accept a cosine below ``router_sim_floor``."""
+    spec = ToolSpec("money_currency_convert", "Exchange an amount.", {
+        "type": "object", "required": ["amount"], "properties": {"amount": {"type": "number"}}})
+    router = RuleRouter(None, Settings(router_sim_floor=0.3, router_sim_floor_named=0.2, router_name_cover_most=0.6))
+    text = "how many yen do I get for 20 euros?"
+    assert router.best_fit(text, {spec.name: 0.25}, [spec], spec_scores={}) == spec.name
+    assert router.best_fit(text, {spec.name: 0.15}, [spec], spec_scores={}) is None
+    assert router.best_fit("how many yen is that", {spec.name: 0.25}, [spec], spec_scores={}) is None  # cover 1/3

@@ -171,6 +171,7 @@ class RuleRouter:
         can fill, the most similar (ties broken by how much of its name the text mentions), or None.
         A tool fits when its similarity reaches ``router_sim_min``, or ``router_sim_floor`` with at least
         ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.domains.funds.router_fit`), or
+        ``router_sim_floor_named`` with ``router_name_cover_most`` of them, or
         when the text mentions some word of its name and is close to its whole spec (name words, description
         and parameter descriptions: ``spec_scores``, by default :meth:`spec_similarity`) at
         ``router_spec_sim_min``; and the text does not ask for the opposite of a name word ("lowest" for
@@ -190,6 +191,8 @@ class RuleRouter:
             if contradicts(n, text):
                 return False
             if sim >= s.router_sim_min or (sim >= s.router_sim_floor and cover[n] >= s.router_name_cover_min):
+                return True
+            if sim >= s.router_sim_floor_named and cover[n] >= s.router_name_cover_most:
                 return True
             return cover[n] > 0 and spec_sim(n) >= s.router_spec_sim_min
 

@@ -86,10 +86,18 @@ _DATE = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b|\b" +
                    r"wednesday|thursday|friday|saturday|sunday)\b")
 _TIME = re.compile(r"\b\d{1,2}:\d{2}\b|\b\d{1,2} ?(?:am|pm)\b|\bo'clock\b")
 _COORDINATES = re.compile(r"-?\d{1,3}\.\d+\s*°?\s*[NS]?\s*,\s*-?\d{1,3}\.\d+")
+#: A conversion asked without the word: "how many cups are in 3 pints", "how much is 20 euros in yen".
+_CONVERSION = re.compile(r"\bhow many \w+(?: \w+)? (?:are |is |can i get |do i get |will i get |would i get )?"
+                         r"(?:in|for|make|equal|per)\b|\bhow much is [\d.,]+ ?\w+(?: \w+)? in\b")
+#: Currencies by name or ISO code (not by symbol: "$200" is an amount, not a request about currencies).
+_CURRENCY = re.compile(r"\b(?:dollars?|euros?|yen|yuan|renminbi|rupees?|pesos?|francs?|sterling|rubles?|roubles?|"
+                       r"usd|eur|gbp|jpy|cad|aud|inr|cny|chf|mxn)\b")
 #: Name words that name a kind of value: the text mentions them by carrying such a value
-#: ("on December 13, 2019" mentions ``..._date``; "46.60,1.88" mentions ``..._by_coordinates``).
+#: ("on December 13, 2019" mentions ``..._date``; "46.60,1.88" mentions ``..._by_coordinates``;
+#: "how many ounces in 2 pounds" mentions ``..._convert``; "500 US dollars" mentions ``currency_...``).
 VALUE_WORDS = {"date": _DATE, "dates": _DATE, "day": _DATE, "time": _TIME, "coordinates": _COORDINATES,
-               "coordinate": _COORDINATES}
+               "coordinate": _COORDINATES, "convert": _CONVERSION, "conversion": _CONVERSION,
+               "converter": _CONVERSION, "currency": _CURRENCY, "currencies": _CURRENCY}
 
 
 def name_coverage(name: str, text: str) -> float:
