@@ -320,3 +320,15 @@ def test_a_mostly_named_tool_fits_down_to_the_named_floor():
     assert router.best_fit(text, {spec.name: 0.25}, [spec], spec_scores={}) == spec.name
     assert router.best_fit(text, {spec.name: 0.15}, [spec], spec_scores={}) is None
     assert router.best_fit("how many yen is that", {spec.name: 0.25}, [spec], spec_scores={}) is None  # cover 1/3
+
+
+def test_an_enum_is_filled_when_the_text_names_what_it_ranges_over():
+    """issue 13 round 4: "Asian history" names a region "of Asia" (the caller picks the value); a word the
+    tool name already carries, or a vague one, hints at nothing."""
+    schema = {"type": "object", "required": ["area"], "properties": {"area": {
+        "type": "string", "enum": ["North", "South"], "description": "The area of Asia you are interested in."}}}
+    assert fillable(schema, "famous battles in Asian history", "history_fetch_battles")
+    assert not fillable(schema, "famous battles in Asian history")  # without the tool name: values only
+    assert not fillable(schema, "famous battles in history", "history_fetch_battles")
+    assert not fillable(schema, "the battles of Asia", "asia_battles")  # the name already says Asia
+    assert fillable(schema, "battles in the North", "asia_battles")

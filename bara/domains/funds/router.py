@@ -196,7 +196,7 @@ class RuleRouter:
                 return True
             return cover[n] > 0 and spec_sim(n) >= s.router_spec_sim_min
 
-        candidates = [n for n in scores if fits(n) and (n not in specs or fillable(specs[n].parameters, text))]
+        candidates = [n for n in scores if fits(n) and (n not in specs or fillable(specs[n].parameters, text, n))]
         return max(candidates, key=lambda n: scores[n] + s.router_name_weight * cover[n], default=None)
 
     def spec_similarity(self, text: str, spec: ToolSpec) -> float:

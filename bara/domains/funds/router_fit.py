@@ -164,8 +164,24 @@ def assigns(key: str, text: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(key)}=(?!=)", text) is not None
 
 
-def fillable(parameters: Mapping[str, Any], text: str) -> bool:
-    """True when ``text`` can supply the required numeric and enum arguments of this JSON schema."""
+#: Words of a parameter description that say nothing about what its values range over.
+_VAGUE = GENERIC_NAME_WORDS | frozenset("specific type kind level value values option options default you your "
+                                        "interested want wish which that this these those name given".split())
+
+
+def enum_hinted(prop: Mapping[str, Any], name: str, text: str) -> bool:
+    """The text names what a required enum ranges over, in words of its description that the tool name
+    does not already carry ("European history" for a region "of Europe"): a caller picks the value."""
+    own = set(name_words(name))
+    words = {w for w in _WORDS.findall(str(prop.get("description") or "").lower())
+             if len(w) >= 4 and w not in _VAGUE and not _mentions(w, list(own))}
+    tokens = _WORDS.findall(text.lower())
+    return any(_mentions(w, tokens) for w in words)
+
+
+def fillable(parameters: Mapping[str, Any], text: str, name: str = "") -> bool:
+    """True when ``text`` can supply the required numeric and enum arguments of this JSON schema (an enum
+    also when the text names what it ranges over, :func:`enum_hinted`, given the tool ``name``)."""
     props = parameters.get("properties") or {}
     required = [k for k in parameters.get("required") or [] if isinstance(props.get(k), Mapping)]
     named = {k for k in required if assigns(k, text) or has_default(props[k])}
@@ -176,7 +192,8 @@ def fillable(parameters: Mapping[str, Any], text: str) -> bool:
     for key in (k for k in required if k not in named):
         prop = props[key]
         values = prop.get("enum")
-        if values and not any(str(v).lower() in low or fuzz.partial_ratio(str(v).lower(), low) >= 85 for v in values):
+        if values and not any(str(v).lower() in low or fuzz.partial_ratio(str(v).lower(), low) >= 85 for v in values) \
+                and not (name and enum_hinted(prop, name, text)):
             return False
         items = prop.get("items") if isinstance(prop.get("items"), Mapping) else {}
         if prop.get("type") == "array" and items.get("type") in ("integer", "number") and not numbers_in(text):
