@@ -332,3 +332,12 @@ def test_an_enum_is_filled_when_the_text_names_what_it_ranges_over():
     assert not fillable(schema, "famous battles in history", "history_fetch_battles")
     assert not fillable(schema, "the battles of Asia", "asia_battles")  # the name already says Asia
     assert fillable(schema, "battles in the North", "asia_battles")
+
+
+def test_a_named_historical_event_fixes_a_year():
+    """issue 13 round 4: "during the Boer War" or "after the Treaty of Utrecht" gives a required year."""
+    schema = {"type": "object", "required": ["event", "year"], "properties": {
+        "event": {"type": "string"}, "year": {"type": "integer"}}}
+    assert fillable(schema, "who led Britain during the Boer War?")
+    assert fillable(schema, "who ruled Spain after the Treaty of Utrecht?")
+    assert not fillable(schema, "who led Britain during the war?")  # no named event, no year

@@ -18,7 +18,8 @@ no tool fits (BFCL "irrelevance"):
   of its values; an argument the request assigns by name (``x=data['sales']``) is
   filled whatever its kind, and so is one whose schema or description states a default
   ("Default is 52"). Counts that are common knowledge fill numbers too: "a king from a
-  deck" states two (4 of 52) without a digit (:data:`_KNOWN_COUNTS`). A request that
+  deck" states two (4 of 52) without a digit (:data:`_KNOWN_COUNTS`), and a named historical event a
+  year (:data:`_NAMED_EVENT`). A request that
   cannot fill a tool's arguments is not a request for that tool.
 """
 
@@ -46,6 +47,9 @@ _RATE_WORDS = re.compile(r"\b(?:(?:bi|semi)?(?:hourly|daily|weekly|monthly|quart
 #: poker hand, a die (6 faces), a coin (2 sides). Each mention states one number ("a king from a deck": 4 of 52).
 _KNOWN_COUNTS = re.compile(r"\b(?:decks?|suits?|hearts|spades|clubs|diamonds|kings?|queens?|jacks?|aces?|"
                            r"full house|flush|royal flush|straight|pairs?|dice|die|coins?|heads|tails)\b")
+#: A named historical event fixes a year: "the American Civil War", "the Treaty of Versailles".
+_NAMED_EVENT = re.compile(r"\b(?:[A-Z][a-z]+ )+(?:War|Revolution|Rebellion|Uprising|Crisis|Depression|Plague|"
+                          r"Reformation|Renaissance)\b|\b(?:Treaty|Battle|Siege|Fall|Congress|Council) of [A-Z]")
 #: A description stating the argument's default value: "Default is 52", "defaults to 'Culture'".
 _DEFAULT = re.compile(r"\bdefaults?(?: value)?(?: is| to| of)?\s*[:=]?\s*['\"]?[\w.-]", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -151,7 +155,7 @@ def spec_text(name: str, description: str, parameters: Mapping[str, Any]) -> str
 def numbers_in(text: str) -> int:
     low = text.lower()
     return (len(_NUMBER.findall(text)) + len(re.findall(_NUMBER_WORDS, low)) + len(_RATE_WORDS.findall(low))
-            + len(_KNOWN_COUNTS.findall(low)))
+            + len(_KNOWN_COUNTS.findall(low)) + len(_NAMED_EVENT.findall(text)))
 
 
 def has_default(prop: Mapping[str, Any]) -> bool:
