@@ -341,3 +341,13 @@ def test_a_named_historical_event_fixes_a_year():
     assert fillable(schema, "who led Britain during the Boer War?")
     assert fillable(schema, "who ruled Spain after the Treaty of Utrecht?")
     assert not fillable(schema, "who led Britain during the war?")  # no named event, no year
+
+
+def test_a_ruler_a_year_and_the_past_mention_the_names_that_name_them():
+    """issue 13 round 4: "the Queen of Spain in 1620" mentions ``monarch``/``leader``, ``year`` and
+    ``historic``; a present-day year is not history and a queen bee rules nothing."""
+    assert name_coverage("historic_leader_lookup", "who was the Queen of Spain in 1620?") == 1.0
+    assert name_coverage("crown.getMonarchOfYear", "who was the Queen of Spain in 1620?") == pytest.approx(2 / 3)
+    assert name_coverage("historic_leader_lookup", "who is the President of Chile in 2024?") == pytest.approx(1 / 2)
+    assert name_coverage("historic_leader_lookup", "famous events of the 12th century") == pytest.approx(1 / 2)
+    assert name_coverage("crown.getMonarchOfYear", "what does a bee colony do?") == 0.0

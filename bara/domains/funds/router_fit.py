@@ -96,12 +96,26 @@ _CONVERSION = re.compile(r"\bhow many \w+(?: \w+)? (?:are |is |can i get |do i g
 #: Currencies by name or ISO code (not by symbol: "$200" is an amount, not a request about currencies).
 _CURRENCY = re.compile(r"\b(?:dollars?|euros?|yen|yuan|renminbi|rupees?|pesos?|francs?|sterling|rubles?|roubles?|"
                        r"usd|eur|gbp|jpy|cad|aud|inr|cny|chf|mxn)\b")
+_YEAR = re.compile(r"\b(?:1\d{3}|20\d{2})\b")
+#: The past by a year before 1950, a century ("the 19th century") or a named event (case-sensitive part).
+_PAST = re.compile(r"\b(?:1[0-8]\d{2}|19[0-4]\d)\b|\b\d{1,2}(?:st|nd|rd|th) century\b|" + _NAMED_EVENT.pattern)
+_ROYAL = r"kings?|queens?|emperors?|empress(?:es)?|monarchs?|pharaohs?|tsars?|czars?|sultans?"
+_MONARCH = re.compile(rf"\b(?:{_ROYAL})\b")
+_LEADER = re.compile(rf"\b(?:{_ROYAL}|presidents?|prime ministers?|chancellors?|rulers?|dictators?)\b")
 #: Name words that name a kind of value: the text mentions them by carrying such a value
 #: ("on December 13, 2019" mentions ``..._date``; "46.60,1.88" mentions ``..._by_coordinates``;
 #: "how many ounces in 2 pounds" mentions ``..._convert``; "500 US dollars" mentions ``currency_...``).
 VALUE_WORDS = {"date": _DATE, "dates": _DATE, "day": _DATE, "time": _TIME, "coordinates": _COORDINATES,
                "coordinate": _COORDINATES, "convert": _CONVERSION, "conversion": _CONVERSION,
-               "converter": _CONVERSION, "currency": _CURRENCY, "currencies": _CURRENCY}
+               "converter": _CONVERSION, "currency": _CURRENCY, "currencies": _CURRENCY, "year": _YEAR,
+               "years": _YEAR, "history": _PAST, "historic": _PAST, "historical": _PAST,
+               "leader": _LEADER, "leaders": _LEADER, "monarch": _MONARCH,
+               "monarchs": _MONARCH, "ruler": _LEADER, "rulers": _LEADER}
+
+
+def _carries(pattern: re.Pattern[str], text: str, low: str) -> bool:
+    """A value of the pattern's kind in the text: lower-case patterns on ``low``, capitalised names on ``text``."""
+    return pattern.search(low) is not None or pattern.search(text) is not None
 
 
 def name_coverage(name: str, text: str) -> float:
@@ -110,7 +124,7 @@ def name_coverage(name: str, text: str) -> float:
     words = name_words(name)
     tokens = _WORDS.findall(text.lower())
     low = text.lower()
-    hits = (_mentions(w, tokens) or (w in VALUE_WORDS and VALUE_WORDS[w].search(low) is not None) for w in words)
+    hits = (_mentions(w, tokens) or (w in VALUE_WORDS and _carries(VALUE_WORDS[w], text, low)) for w in words)
     return sum(hits) / len(words) if words else 0.0
 
 
