@@ -18,9 +18,10 @@ no tool fits (BFCL "irrelevance"):
   of its values; an argument the request assigns by name (``x=data['sales']``) is
   filled whatever its kind, and so is one whose schema or description states a default
   ("Default is 52"). Counts that are common knowledge fill numbers too: "a king from a
-  deck" states two (4 of 52) without a digit (:data:`_KNOWN_COUNTS`), and a named historical event a
-  year (:data:`_NAMED_EVENT`). A request that
-  cannot fill a tool's arguments is not a request for that tool.
+  deck" states two (4 of 52) without a digit (:data:`_KNOWN_COUNTS`), and a named historical event
+  a year (:data:`_NAMED_EVENT`). A required enum is filled by one of its values or when the text
+  names what it ranges over (:func:`enum_hinted`). A request that cannot fill a tool's arguments
+  is not a request for that tool.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def _forms(*words: str) -> frozenset[str]:
     return frozenset(words)
 
 
-#: Opposite name words, each with the forms that mention it ("low", "lower", "lowest", "minimum").
+#: Opposite name words, each with the forms that mention it ("low", "lower", "lowest").
 ANTONYMS: tuple[tuple[frozenset[str], frozenset[str]], ...] = (
     (_forms("high", "higher", "highest"), _forms("low", "lower", "lowest")),
     (_forms("internal", "inner", "interior"), _forms("external", "outer", "exterior")),
