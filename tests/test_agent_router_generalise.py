@@ -14,7 +14,7 @@ import pytest
 
 from bara.domains.funds import router_intent as I
 from bara.domains.funds.router import RuleRouter
-from bara.domains.funds.router_fit import fillable, name_coverage, name_words
+from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, name_words, spec_text
 from bara.app import Bara
 from bara.domains.funds import create_demo_users, load_amfi
 from bara.domains.funds.tools import build_fund_tools
@@ -192,7 +192,7 @@ def test_best_fit_skips_a_tool_the_request_cannot_fill():
     router = RuleRouter(None, Settings(router_sim_min=0.4))
     text = "power of a recipe"
     assert router.best_fit(text, {"math_power": 0.9, "find_recipe": 0.5}, [numeric, free]) == "find_recipe"
-    assert router.best_fit(text, {"math_power": 0.9, "find_recipe": 0.2}, [numeric, free]) is None
+    assert router.best_fit(text, {"math_power": 0.9, "find_recipe": 0.1}, [numeric, free]) is None
     assert router.best_fit("2 to the power 3", {"math_power": 0.9, "find_recipe": 0.5}, [numeric, free]) == \
         "math_power"
 
@@ -249,3 +249,105 @@ def test_a_fitting_tool_wins_over_a_more_similar_one_that_does_not_fit():
     assert router.best_fit(text, {"history_get_monarchs": 0.39, "history_get_culture": 0.43}, [a, b]) == \
         "history_get_culture"
     assert router.best_fit(text, {"history_get_monarchs": 0.39, "history_get_culture": 0.35}, [a, b]) is None
+
+
+def test_a_documented_default_fills_a_required_argument():
+    """issue 13 round 4: a required number whose schema or description states a default needs no value."""
+    schema = {"type": "object", "required": ["size", "hand"], "properties": {
+        "size": {"type": "integer", "description": "Cards in the deck. Default is 52."},
+        "hand": {"type": "integer", "default": 5}}}
+    assert fillable(schema, "odds of some hand in poker")
+    bare = {"type": "object", "required": ["size", "hand"], "properties": {
+        "size": {"type": "integer", "description": "Cards in the deck."}, "hand": {"type": "integer"}}}
+    assert not fillable(bare, "odds of some hand in poker")
+
+
+def test_counts_from_games_of_chance_are_common_knowledge():
+    """issue 13 round 4: "a queen from a deck" states two numbers (4 of 52) without a digit."""
+    schema = {"type": "object", "required": ["total", "favourable"], "properties": {
+        "total": {"type": "integer"}, "favourable": {"type": "integer"}}}
+    assert fillable(schema, "chance to pick a queen out of a shuffled deck")
+    assert fillable(schema, "chance of a six when rolling a die")
+    assert not fillable(schema, "chance that it rains on a picnic")
+
+
+def test_asking_for_the_opposite_of_a_name_word_does_not_fit():
+    """issue 13 round 4: "the lowest score" is not a request for ``high_score``; "highest" still is."""
+    assert contradicts("tracker.high_score", "the lowest score in a chess app")
+    assert not contradicts("tracker.high_score", "the highest score in a chess app")
+    assert not contradicts("tracker.high_score", "high and low scores")  # the word itself is there too
+    assert contradicts("calculate_internal_rate", "the external rate for these cash flows")
+    assert not contradicts("weather_lookup", "the lowest temperature tomorrow")  # no opposite in the name
+    spec = ToolSpec("tracker_high_score", "Highest score of a game.", {"type": "object", "properties": {}})
+    router = RuleRouter(None, Settings(router_sim_min=0.4))
+    assert router.best_fit("the lowest score of a game", {"tracker_high_score": 0.8}, [spec]) is None
+    assert router.best_fit("the highest score of a game", {"tracker_high_score": 0.8}, [spec]) == "tracker_high_score"
+
+
+def test_a_partly_named_tool_fits_when_the_request_is_close_to_its_whole_spec():
+    """issue 13 round 4: one of three name words mentioned and a description cosine below the floor still
+    fits when the request is close to the whole spec (name words, description, parameter descriptions)."""
+    spec = ToolSpec("sports_fixture_list", "Upcoming fixtures of a team.", {
+        "type": "object", "required": ["team"], "properties": {"team": {"type": "string",
+                                                                        "description": "Team name."}}})
+    assert spec_text(spec.name, spec.description, spec.parameters) == \
+        "sports fixture: Upcoming fixtures of a team. team: Team name."
+    router = RuleRouter(None, Settings(router_sim_min=0.4, router_sim_floor=0.3, router_name_cover_min=0.34,
+                                       router_spec_sim_min=0.35))
+    text = "who do the Bulls play next in their sports season"  # mentions "sports" only: cover 1/2
+    assert name_coverage(spec.name, text) == pytest.approx(1 / 2)
+    low = {spec.name: 0.25}
+    assert router.best_fit(text, low, [spec], spec_scores={spec.name: 0.4}) == spec.name
+    assert router.best_fit(text, low, [spec], spec_scores={spec.name: 0.3}) is None
+    unnamed = "who do the Bulls play next"  # no name word: the spec cosine alone is not enough
+    assert router.best_fit(unnamed, low, [spec], spec_scores={spec.name: 0.6}) is None
+
+
+def test_a_conversion_or_a_currency_asked_without_the_word_mentions_the_name():
+    """issue 13 round 4: "how many cups are in 3 pints" mentions ``..._convert``; "euros" mentions ``currency``."""
+    assert name_coverage("kitchen.convert", "how many cups are in 3 pints of milk?") == pytest.approx(1 / 2)
+    assert name_coverage("money_currency.convert", "how many yen do I get for 20 euros?") == pytest.approx(2 / 3)
+    assert name_coverage("money_currency.convert", "a $20 dinner for two") == 0.0  # an amount names no currency
+    assert name_coverage("kitchen.convert", "how many guests came to the party") == 0.0
+
+
+def test_a_mostly_named_tool_fits_down_to_the_named_floor():
+    """issue 13 round 4: two of three name words mentioned accept a cosine below ``router_sim_floor``."""
+    spec = ToolSpec("money_currency_convert", "Exchange an amount.", {
+        "type": "object", "required": ["amount"], "properties": {"amount": {"type": "number"}}})
+    router = RuleRouter(None, Settings(router_sim_floor=0.3, router_sim_floor_named=0.2, router_name_cover_most=0.6))
+    text = "how many yen do I get for 20 euros?"
+    assert router.best_fit(text, {spec.name: 0.25}, [spec], spec_scores={}) == spec.name
+    assert router.best_fit(text, {spec.name: 0.15}, [spec], spec_scores={}) is None
+    assert router.best_fit("how many yen is that", {spec.name: 0.25}, [spec], spec_scores={}) is None  # cover 1/3
+
+
+def test_an_enum_is_filled_when_the_text_names_what_it_ranges_over():
+    """issue 13 round 4: "Asian history" names a region "of Asia" (the caller picks the value); a word the
+    tool name already carries, or a vague one, hints at nothing."""
+    schema = {"type": "object", "required": ["area"], "properties": {"area": {
+        "type": "string", "enum": ["North", "South"], "description": "The area of Asia you are interested in."}}}
+    assert fillable(schema, "famous battles in Asian history", "history_fetch_battles")
+    assert not fillable(schema, "famous battles in Asian history")  # without the tool name: values only
+    assert not fillable(schema, "famous battles in history", "history_fetch_battles")
+    assert not fillable(schema, "the battles of Asia", "asia_battles")  # the name already says Asia
+    assert fillable(schema, "battles in the North", "asia_battles")
+
+
+def test_a_named_historical_event_fixes_a_year():
+    """issue 13 round 4: "during the Boer War" or "after the Treaty of Utrecht" gives a required year."""
+    schema = {"type": "object", "required": ["event", "year"], "properties": {
+        "event": {"type": "string"}, "year": {"type": "integer"}}}
+    assert fillable(schema, "who led Britain during the Boer War?")
+    assert fillable(schema, "who ruled Spain after the Treaty of Utrecht?")
+    assert not fillable(schema, "who led Britain during the war?")  # no named event, no year
+
+
+def test_a_ruler_a_year_and_the_past_mention_the_names_that_name_them():
+    """issue 13 round 4: "the Queen of Spain in 1620" mentions ``monarch``/``leader``, ``year`` and
+    ``historic``; a present-day year is not history and a queen bee rules nothing."""
+    assert name_coverage("historic_leader_lookup", "who was the Queen of Spain in 1620?") == 1.0
+    assert name_coverage("crown.getMonarchOfYear", "who was the Queen of Spain in 1620?") == pytest.approx(2 / 3)
+    assert name_coverage("historic_leader_lookup", "who is the President of Chile in 2024?") == pytest.approx(1 / 2)
+    assert name_coverage("historic_leader_lookup", "famous events of the 12th century") == pytest.approx(1 / 2)
+    assert name_coverage("crown.getMonarchOfYear", "what does a bee colony do?") == 0.0

@@ -95,6 +95,20 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     router_name_cover_min: float = Field(default=0.34, ge=0.0, le=1.0, description="Share of a tool name's content "
                                          "words the message must mention to accept a cosine in [floor, min): "
                                          "one of its (up to three) task words.")
+    router_name_cover_most: float = Field(default=0.6, ge=0.0, le=1.0, description="Share of a tool name's content "
+                                          "words (two of three) that is strong evidence on its own: the tool is "
+                                          "called down to router_sim_floor_named.")
+    router_sim_floor_named: float = Field(default=0.2, ge=-1.0, le=1.0, description="Lowest cosine at which a tool "
+                                          "whose name the message mostly mentions (router_name_cover_most) is "
+                                          "called: paraphrases such as 'how many ounces in 2 pounds' for a "
+                                          "conversion tool sit at 0.25-0.30 (simple_python +2, no "
+                                          "irrelevance dev case changed).")
+    router_spec_sim_min: float = Field(default=0.35, ge=-1.0, le=1.0, description="cosine(message, the tool's "
+                                       "whole spec: name words, description, parameter descriptions) at which a "
+                                       "tool whose name the message partly mentions fits below router_sim_floor "
+                                       "or router_name_cover_min (a 1-of-3 name cover): on simple_python +5 right, "
+                                       "irrelevance dev -1; 0.30 cost one more irrelevance case, 0.40 one fewer "
+                                       "right.")
     router_name_weight: float = Field(default=0.2, ge=0.0, le=1.0, description="Weight of the name coverage when "
                                       "ranking tools by cosine: breaks near ties towards the tool named for "
                                       "the task ('search_book' over 'reserve_book').")

@@ -40,7 +40,7 @@ import numpy as np
 
 from bara.domains.funds import router_intent as I
 from bara.domains.funds import router_text as T
-from bara.domains.funds.router_fit import fillable, name_coverage
+from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, spec_text
 from bara.domains.funds.router_schemes import SchemeCatalogue
 from bara.domains.funds.router_steps import (MAX_COMPARE, SEARCH, Call, Plan, Seen, Turn,  # noqa: F401
                                              informed_query, is_thin, next_calls, read_turn)  # re-exported
@@ -165,22 +165,47 @@ class RuleRouter:
         calls = tuple(Call(n, tool_args(n, text, low, spans)) for n in picked[:3])
         return Plan("tools", calls, reasons=tuple(f"router:pick_{n}" for n in picked[:3]))
 
-    def best_fit(self, text: str, scores: Mapping[str, float], tools: Sequence[ToolSpec]) -> str | None:
+    def best_fit(self, text: str, scores: Mapping[str, float], tools: Sequence[ToolSpec],
+                 spec_scores: Mapping[str, float] | None = None) -> str | None:
         """With no rule firing: of the tools that fit and whose required numeric and enum arguments the text
         can fill, the most similar (ties broken by how much of its name the text mentions), or None.
         A tool fits when its similarity reaches ``router_sim_min``, or ``router_sim_floor`` with at least
-        ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.domains.funds.router_fit`).
-        A tool that does not fit or cannot be filled is no candidate: it neither wins nor makes a fitting
-        runner-up lose."""
+        ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.domains.funds.router_fit`), or
+        ``router_sim_floor_named`` with ``router_name_cover_most`` of them, or
+        when the text mentions some word of its name and is close to its whole spec (name words, description
+        and parameter descriptions: ``spec_scores``, by default :meth:`spec_similarity`) at
+        ``router_spec_sim_min``; and the text does not ask for the opposite of a name word ("lowest" for
+        ``high_score``). A tool that does not fit or cannot be filled is no candidate: it neither wins nor
+        makes a fitting runner-up lose."""
         s = self.settings
         cover = {n: name_coverage(n, text) for n in scores}
         specs = {t.name: t for t in tools}
+
+        def spec_sim(n: str) -> float:
+            if spec_scores is not None:
+                return spec_scores.get(n, -1.0)
+            return self.spec_similarity(text, specs[n]) if n in specs else -1.0
+
         def fits(n: str) -> bool:
             sim = scores[n]
-            return sim >= s.router_sim_min or (sim >= s.router_sim_floor and cover[n] >= s.router_name_cover_min)
+            if contradicts(n, text):
+                return False
+            if sim >= s.router_sim_min or (sim >= s.router_sim_floor and cover[n] >= s.router_name_cover_min):
+                return True
+            if sim >= s.router_sim_floor_named and cover[n] >= s.router_name_cover_most:
+                return True
+            return cover[n] > 0 and spec_sim(n) >= s.router_spec_sim_min
 
-        candidates = [n for n in scores if fits(n) and (n not in specs or fillable(specs[n].parameters, text))]
+        candidates = [n for n in scores if fits(n) and (n not in specs or fillable(specs[n].parameters, text, n))]
         return max(candidates, key=lambda n: scores[n] + s.router_name_weight * cover[n], default=None)
+
+    def spec_similarity(self, text: str, spec: ToolSpec) -> float:
+        """cosine(message, the tool's whole spec as text: :func:`~bara.domains.funds.router_fit.spec_text`);
+        -1 without an embedder."""
+        if self.embedder is None:
+            return -1.0
+        return float(np.dot(self._embed(text), self._embed(spec_text(spec.name, use_part(spec.description),
+                                                                    spec.parameters))))
 
     def scores(self, text: str, low: str, tools: Sequence[ToolSpec], spans: list[str] | None = None
                ) -> dict[str, float]:
