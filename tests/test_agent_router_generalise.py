@@ -277,6 +277,8 @@ def test_asking_for_the_opposite_of_a_name_word_does_not_fit():
     assert not contradicts("tracker.high_score", "the highest score in a chess app")
     assert not contradicts("tracker.high_score", "high and low scores")  # the word itself is there too
     assert contradicts("calculate_internal_rate", "the external rate for these cash flows")
+    assert not contradicts("stock_high_low", "the lowest price of AAPL this week")  # the name serves both
+    assert not contradicts("getMinMaxTemperature", "the maximum temperature in Paris")
     assert not contradicts("weather_lookup", "the lowest temperature tomorrow")  # no opposite in the name
     spec = ToolSpec("tracker_high_score", "Highest score of a game.", {"type": "object", "properties": {}})
     router = RuleRouter(None, Settings(router_sim_min=0.4))

@@ -149,12 +149,13 @@ ANTONYMS: tuple[tuple[frozenset[str], frozenset[str]], ...] = (
 
 
 def contradicts(name: str, text: str) -> bool:
-    """The text mentions the opposite of one of the name's words and none of that word's forms."""
+    """The text mentions the opposite of one of the name's words and none of that word's forms (a name
+    that carries both, such as ``stock_high_low``, serves either)."""
     words = set(_SPLIT.split(_CAMEL.sub(r"\1 \2", name).lower()))
     tokens = set(_WORDS.findall(text.lower()))
     for a, b in ANTONYMS:
         for mine, other in ((a, b), (b, a)):
-            if words & mine and tokens & other and not tokens & mine:
+            if words & mine and not words & other and tokens & other and not tokens & mine:
                 return True
     return False
 
