@@ -156,3 +156,36 @@ def test_a_document_of_one_long_run_still_chunks():
     """The case that took minutes: a run of tabs after an RFC-like first word."""
     title, chunks = chunk_document("RFC 1" + "\t" * 20000 + "x" + " " * 20000 + "[Page 1]", "x", Settings())
     assert isinstance(title, str) and isinstance(chunks, list)
+
+
+# ---- the tool router's fit rules (issue 13) read what a user types: the same growth check ----------------
+OLD_NAMED_EVENT = re.compile(r"\b(?:[A-Z][a-z]+ )+(?:War|Revolution|Rebellion|Uprising|Crisis|Depression|Plague|"
+                             r"Reformation|Renaissance)\b|\b(?:Treaty|Battle|Siege|Fall|Congress|Council) of [A-Z]")
+_EVENT_PIECES = ["American ", "Civil ", "War", "War ", "Revolution", "x", " ", "Treaty of ", "V", "the ", ".", "Aa", "a"]
+
+
+@given(st.lists(st.sampled_from(_EVENT_PIECES), max_size=10).map("".join))
+def test_named_events_are_found_where_the_backtracking_pattern_found_them(text):
+    from bara.domains.funds.router_fit import _NAMED_EVENT
+
+    assert bool(_NAMED_EVENT.search(text)) == bool(OLD_NAMED_EVENT.search(text))
+    # each event counts once; a run "Civil War Boer War" with no word between is two events, not one
+    assert len(_NAMED_EVENT.findall(text)) >= len(OLD_NAMED_EVENT.findall(text))
+
+
+@pytest.mark.parametrize("fill", ["Aaa ", "Civil ", "how many ", "default  ", "1999 ", "a king ", "lowest ", " "])
+def test_the_routers_fit_rules_grow_linearly(fill):
+    from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, numbers_in
+
+    schema = {"properties": {"year": {"type": "integer", "description": "The year." + " default " * 50},
+                             "region": {"type": "string", "enum": ["Europe", "Asia"],
+                                        "description": "The region of interest."}},
+              "required": ["year", "region"]}
+
+    def fit(text: str) -> None:
+        numbers_in(text)
+        name_coverage("get_history_event_date", text)
+        fillable(schema, text, "get_history_event_date")
+        contradicts("stock_high_score", text)
+
+    assert _ratio(fit, lambda n: "In " + fill * (n // len(fill) // 8) + "end") <= RATIO_BOUND

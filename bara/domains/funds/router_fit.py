@@ -48,11 +48,13 @@ _RATE_WORDS = re.compile(r"\b(?:(?:bi|semi)?(?:hourly|daily|weekly|monthly|quart
 #: poker hand, a die (6 faces), a coin (2 sides). Each mention states one number ("a king from a deck": 4 of 52).
 _KNOWN_COUNTS = re.compile(r"\b(?:decks?|suits?|hearts|spades|clubs|diamonds|kings?|queens?|jacks?|aces?|"
                            r"full house|flush|royal flush|straight|pairs?|dice|die|coins?|heads|tails)\b")
-#: A named historical event fixes a year: "the American Civil War", "the Treaty of Versailles".
-_NAMED_EVENT = re.compile(r"\b(?:[A-Z][a-z]+ )+(?:War|Revolution|Rebellion|Uprising|Crisis|Depression|Plague|"
+#: A named historical event fixes a year: "the American Civil War", "the Treaty of Versailles". One capitalised
+#: word before the keyword is enough to find it (a run of them, ``(?:[A-Z][a-z]+ )+``, would backtrack
+#: quadratically over a long run of capitalised words and finds the same events).
+_NAMED_EVENT = re.compile(r"\b[A-Z][a-z]+ (?:War|Revolution|Rebellion|Uprising|Crisis|Depression|Plague|"
                           r"Reformation|Renaissance)\b|\b(?:Treaty|Battle|Siege|Fall|Congress|Council) of [A-Z]")
 #: A description stating the argument's default value: "Default is 52", "defaults to 'Culture'".
-_DEFAULT = re.compile(r"\bdefaults?(?: value)?(?: is| to| of)?\s*[:=]?\s*['\"]?[\w.-]", re.IGNORECASE)
+_DEFAULT = re.compile(r"\bdefaults?(?: value)?(?: is| to| of)?\s*(?:[:=]\s*)?['\"]?[\w.-]", re.IGNORECASE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CAMEL = re.compile(r"([a-z])([A-Z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
