@@ -15,8 +15,7 @@ from typing import Iterator
 from bara.text.lexical import analyze
 from bara.text.stopwords import RETRIEVAL_STOPWORDS
 
-__all__ = ["cap", "clean", "content_tuple", "content_words", "entities", "entity_tuple", "has_content",
-           "references", "terms"]
+__all__ = ["cap", "clean", "content_tuple", "entities", "entity_tuple", "has_content", "references", "terms"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TOKEN = re.compile(r"[^\W_](?:[\w'\u2019+#&.-]*[^\W_])?")
@@ -74,14 +73,10 @@ def terms(text: str) -> frozenset[str]:
     return frozenset(analyze(text))
 
 
-def content_words(text: str) -> list[str]:
-    """Lower-cased words that can carry a topic: not stopwords, not conversational filler."""
-    return list(content_tuple(text))
-
-
 @lru_cache(maxsize=4096)
 def content_tuple(text: str) -> tuple[str, ...]:
-    """``content_words`` as a tuple, cached per text (issue 16), like ``entity_tuple``."""
+    """Lower-cased words that can carry a topic (not stopwords, not conversational filler, not
+    numbers), in order; cached per text (issue 16), like ``entity_tuple``."""
     return tuple(w for w in (t.lower() for t in _TOKEN.findall(text))
                  if len(w) > 2 and w not in RETRIEVAL_STOPWORDS and w not in _GENERIC and not w.isdigit())
 
