@@ -51,7 +51,7 @@ def lexical_guess(query: str, messages: Sequence[StoredMessage], retriever: Hybr
     if messages:
         with rec.stage("rewrite"):
             rewrite = rewrite_for(query, messages, settings, rules)
-    with rec.stage("retrieve_kb"):
+    with rec.stage("gate"):  # not retrieve_kb: the gate may still close the knowledge base
         prefetched = retriever.prefetch(rewrite.query if rewrite else query, k=settings.k)
     return LexicalGuess(rewrite, prefetched)
 
