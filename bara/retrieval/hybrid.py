@@ -47,6 +47,7 @@ class HybridRetriever:
     def __init__(self, store: Store, embedder: Embedder, settings: Settings,
                  reranker: Reranker | None = None):
         self.store, self.embedder, self.settings = store, embedder, settings
+        self._prefetcher = store if isinstance(store, LexicalPrefetcher) else None  # checked once, not per search
         self.reranker = reranker or PassthroughReranker()
 
     def prefetch(self, query: str, *, k: int | None = None, owners: Sequence[str] = (SHARED,),
@@ -56,13 +57,13 @@ class HybridRetriever:
         None when the store cannot (PostgreSQL, an in-memory SQLite), the setting is off, or the query
         has no terms. A search with other terms, k or scopes ignores it, so a wrong guess costs only
         the background work."""
-        if not self.settings.retrieval_prefetch_lexical or not isinstance(self.store, LexicalPrefetcher):
+        if not self.settings.retrieval_prefetch_lexical or self._prefetcher is None:
             return None
         text, _ = clean_query(query, self.settings.max_query_chars)
         terms = tuple(analyze(text)) if text else ()
         if not terms:
             return None
-        return self.store.prefetch_lexical(self._request(terms, None, k or self.settings.k, owners, collections,
+        return self._prefetcher.prefetch_lexical(self._request(terms, None, k or self.settings.k, owners, collections,
                                                          Arms.HYBRID))
 
     def search(self, query: str, *, k: int | None = None, floor: float | None = None,
@@ -93,10 +94,9 @@ class HybridRetriever:
         return RetrievalOutcome(status, text, kept[:k], dropped, reasons, timings, n_dropped)
 
     def _search(self, request: SearchRequest, prefetched: LexicalPrefetch | None) -> StoreSearchResult:
-        store = self.store
-        if prefetched is not None and isinstance(store, LexicalPrefetcher):
-            return store.search_prefetched(request, prefetched)
-        return store.search(request)
+        if prefetched is not None and self._prefetcher is not None:
+            return self._prefetcher.search_prefetched(request, prefetched)
+        return self.store.search(request)
 
     def _select(self, candidates: Sequence[Candidate], floor: float, k: int, rerank: bool,
                 owners: Sequence[str], timings: dict) -> tuple[tuple[Hit, ...], tuple[Hit, ...], int]:

@@ -15,6 +15,7 @@ import hashlib
 import sqlite3
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ LEXICAL_SQL = ("SELECT rowid, bm25(chunks_fts, 1.0, ?, 0.0) AS s FROM chunks_fts
                "ORDER BY s LIMIT ?")
 
 
+@lru_cache(maxsize=4096)
 def scope_token(owner: str, collection: str) -> str:
     """One full-text token naming an (owner, collection) scope; letters and digits only."""
     return "s" + hashlib.sha1(f"{owner}\x1f{collection}".encode()).hexdigest()[:24]
