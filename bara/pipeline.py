@@ -32,7 +32,8 @@ from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
 from bara.pipeline_persist import learn_profile, learning_writes, next_turn_preparation, user_meta
 from bara.pipeline_records import Retrieved, Seen, TurnInput, TurnResult
-from bara.pipeline_steps import SEARCHING_INTENTS, learns_qa, per_message, topical_history, within_gap
+from bara.pipeline_steps import (SEARCHING_INTENTS, LexicalGuess, learns_qa, lexical_guess, per_message, rewrite_for,
+                                 within_gap)
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, episode_items, kb_sources,
                                  note_items, preferred_length, profile_items, qa_items)
@@ -44,7 +45,7 @@ from bara.types import PIPELINE_MODES, PipelineMode, Tier, Utterance
 from bara.understand.features import compute_features
 from bara.understand.intent import apply_rules
 from bara.understand.prototypes import prototypes_for
-from bara.understand.rewrite import RewriteRules, rewrite_query
+from bara.understand.rewrite import RewriteRules
 from bara.understand.state import ConversationState
 from bara.understand.topic import compose_topic, topic_dependence
 
@@ -129,6 +130,8 @@ class Assistant:
             features = compute_features(t.clean.query, t.history, t.profile, settings=self.settings)
             ruled = apply_rules(features, self.settings)
         may_search = ruled is None or ruled.intent in SEARCHING_INTENTS
+        guess = lexical_guess(t.clean.query, t.messages, self.bara.retriever, self.settings, self._rewrite_rules(),
+                              rec) if may_search else LexicalGuess()
         vector = self._embed(t.clean.query, rec) if may_search else None
         rec.reason("" if ruled is not None else self._prototype_reason)
         prior = self._history_topic(t, rec) if vector is not None else HistoryTopic(None, False)
@@ -139,7 +142,7 @@ class Assistant:
             topic = topic_dependence(t.clean.query, gate.features, vector, prior.topic, prior.has_context,
                                      self.settings, cosine=(gate.features.topic_similarity,))
         rec.reason(*gate.reasons, topic.reason)
-        return gate, Seen(vector, prior, topic)
+        return gate, Seen(vector, prior, topic, guess)
 
     def _history_topic(self, t: TurnInput, rec: TurnRecorder) -> HistoryTopic:
         with rec.stage("load_vectors"):
@@ -200,9 +203,7 @@ class Assistant:
         query, rewritten = t.clean.query, False
         if policy.needs_rewrite and seen.topic.depends:
             with rec.stage("rewrite"):
-                rw = rewrite_query(t.clean.query, topical_history(t.messages),
-                                   max_chars=self.settings.max_query_chars,
-                                   rules=self._rewrite_rules())
+                rw = seen.guess.rewrite or rewrite_for(t.clean.query, t.messages, self.settings, self._rewrite_rules())
             query, rewritten = rw.query, rw.changed
             rec.reason(*(c if c.startswith("rewrite:") else f"rewrite:{c}" for c in rw.reasons),
                        "rewrite:applied" if rw.changed else "rewrite:unchanged")
@@ -212,7 +213,8 @@ class Assistant:
         vector = None if message_vector is None else compose_topic(
             message_vector, seen.prior.topic, seen.topic.depends, self.settings.gate_topic_carry_weight)
         kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
-            query, k=policy.kb_k, floor=policy.kb_floor, vector=vector)) if policy.inject_kb else None
+            query, k=policy.kb_k, floor=policy.kb_floor, vector=vector,
+            prefetched=seen.guess.prefetched)) if policy.inject_kb else None
         kb = within_gap(kb, self.settings.gate_kb_relative_gap)
         notes = self._tier("retrieve_notes", rec, lambda: self.notes.search(  # the user's own words: a recap
             t.user_id, t.clean.query, k=policy.notes_k, vector=message_vector),  # names its kind and topic
@@ -365,9 +367,11 @@ class Assistant:
     # ------------------------------------------------------------------ always (baseline)
     def _always(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
         """Sliding-window RAG: embed, take k chunks (floor 0), last N messages; no tiers, no gates."""
+        with rec.stage("retrieve_kb"):  # the lexical arm scores while the message is encoded (issue 16)
+            prefetched = self.bara.retriever.prefetch(t.clean.query, k=self.settings.k)
         vector = self._embed(t.clean.query, rec)
         kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
-            t.clean.query, k=self.settings.k, floor=0.0, vector=vector))
+            t.clean.query, k=self.settings.k, floor=0.0, vector=vector, prefetched=prefetched))
         retrieved = Retrieved(t.clean.query, False, kb, vector=vector)
         self._tier_reasons(retrieved, rec)
         with rec.stage("assemble"):

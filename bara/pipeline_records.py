@@ -14,7 +14,7 @@ from bara.memory.episodic import EpisodeHit
 from bara.memory.notes import NoteHit
 from bara.memory.qa import QAHit
 from bara.memory.vectors import HistoryTopic
-from bara.pipeline_steps import TurnFacts
+from bara.pipeline_steps import LexicalGuess, TurnFacts
 from bara.trace import TurnTrace
 from bara.turn import TurnStart
 from bara.types import RetrievalOutcome, Utterance
@@ -67,11 +67,12 @@ class Retrieved:
 @dataclass(frozen=True)
 class Seen:
     """What the gate computed that retrieval reuses: the message vector (None when the turn cannot
-    search), the topic before this turn, and whether the message depends on it."""
+    search), the topic before this turn, whether the message depends on it, and the guessed query."""
 
     vector: np.ndarray | None
     prior: HistoryTopic
     topic: TopicDecision
+    guess: LexicalGuess = LexicalGuess()
 
 
 @dataclass(frozen=True)

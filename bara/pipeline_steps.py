@@ -15,9 +15,45 @@ from bara.memory.notes import Note, extract_notes
 from bara.memory.profile import ProfileFact, extract_profile_facts
 from bara.prompts.frames import NoteItem
 from bara.memory.vectors import skipped
+from bara.retrieval.hybrid import HybridRetriever
+from bara.settings import Settings
+from bara.store.base import LexicalPrefetch
+from bara.trace import TurnRecorder
 from bara.types import RetrievalOutcome, Utterance
+from bara.understand.rewrite import RewriteResult, RewriteRules, rewrite_query
 
 SEARCHING_INTENTS = frozenset({"knowledge_base", "continuation", "general"})
+
+
+@dataclass(frozen=True)
+class LexicalGuess:
+    """The knowledge-base query a turn expects to search, started before its message is encoded
+    (issue 16): the rewrite when there is history to carry (``rewrite`` None otherwise) and the
+    lexical arm running on the store's second connection (None when the store cannot)."""
+
+    rewrite: RewriteResult | None = None
+    prefetched: LexicalPrefetch | None = None
+
+
+def rewrite_for(query: str, messages: Sequence[StoredMessage], settings: Settings,
+                rules: RewriteRules) -> RewriteResult:
+    """The turn's rewrite: ``query`` standalone, given the topical part of the recent window."""
+    return rewrite_query(query, topical_history(messages), max_chars=settings.max_query_chars, rules=rules)
+
+
+def lexical_guess(query: str, messages: Sequence[StoredMessage], retriever: HybridRetriever, settings: Settings,
+                  rules: RewriteRules, rec: TurnRecorder) -> LexicalGuess:
+    """Issue 16: the query the knowledge-base search will most likely use (the rewrite, when there is
+    history to carry), its lexical arm started now so that it scores while the message is encoded.
+    The rewrite is pure, so retrieval reuses it; a search the gate shapes otherwise (another query
+    or k) ignores the prefetch and runs its own lexical arm."""
+    rewrite = None
+    if messages:
+        with rec.stage("rewrite"):
+            rewrite = rewrite_for(query, messages, settings, rules)
+    with rec.stage("gate"):  # not retrieve_kb: the gate may still close the knowledge base
+        prefetched = retriever.prefetch(rewrite.query if rewrite else query, k=settings.k)
+    return LexicalGuess(rewrite, prefetched)
 
 
 @dataclass(frozen=True)

@@ -246,7 +246,7 @@ def test_trace_to_json_has_every_key_and_is_serialisable():
 
 
 def test_rewrite_does_not_carry_the_users_name_into_the_query():
-    from bara.pipeline import topical_history
+    from bara.pipeline_steps import topical_history
     from bara.types import Utterance
     from bara.understand.rewrite import rewrite_query
 

@@ -17,9 +17,9 @@ import numpy as np
 from bara.retrieval.protocol import Embedder
 from bara.retrieval.rerank import PassthroughReranker, Reranker
 from bara.settings import Settings
-from bara.store.base import Store
+from bara.store.base import LexicalPrefetch, LexicalPrefetcher, Store
 from bara.text.lexical import analyze
-from bara.types import SHARED, Candidate, Hit, RetrievalOutcome, SearchRequest, Status
+from bara.types import SHARED, Candidate, Hit, RetrievalOutcome, SearchRequest, Status, StoreSearchResult
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")  # undecodable input bytes: cannot be stored or embedded
@@ -47,12 +47,29 @@ class HybridRetriever:
     def __init__(self, store: Store, embedder: Embedder, settings: Settings,
                  reranker: Reranker | None = None):
         self.store, self.embedder, self.settings = store, embedder, settings
+        self._prefetcher = store if isinstance(store, LexicalPrefetcher) else None  # checked once, not per search
         self.reranker = reranker or PassthroughReranker()
+
+    def prefetch(self, query: str, *, k: int | None = None, owners: Sequence[str] = (SHARED,),
+                 collections: Sequence[str] = ("kb",)) -> LexicalPrefetch | None:
+        """Start the lexical arm of the hybrid search ``search(query, k=k, ...)`` will run, so it scores
+        while the caller encodes the query (issue 16); pass the result to ``search(prefetched=...)``.
+        None when the store cannot (PostgreSQL, an in-memory SQLite), the setting is off, or the query
+        has no terms. A search with other terms, k or scopes ignores it, so a wrong guess costs only
+        the background work."""
+        if not self.settings.retrieval_prefetch_lexical or self._prefetcher is None:
+            return None
+        text, _ = clean_query(query, self.settings.max_query_chars)
+        terms = tuple(analyze(text)) if text else ()
+        if not terms:
+            return None
+        return self._prefetcher.prefetch_lexical(self._request(terms, None, k or self.settings.k, owners, collections,
+                                                         Arms.HYBRID))
 
     def search(self, query: str, *, k: int | None = None, floor: float | None = None,
                owners: Sequence[str] = (SHARED,), collections: Sequence[str] = ("kb",),
                arms: Arms = Arms.HYBRID, rerank: bool | None = None,
-               vector: np.ndarray | None = None) -> RetrievalOutcome:
+               vector: np.ndarray | None = None, prefetched: LexicalPrefetch | None = None) -> RetrievalOutcome:
         """Return an ok / empty / degraded outcome; never raises on odd query text."""
         k = k or self.settings.k
         floor = self.settings.search_floor if floor is None else floor
@@ -64,7 +81,7 @@ class HybridRetriever:
         if arms is not Arms.DENSE and not terms:
             reasons += ("lexical_no_terms",)
         vector = self._vector(text, vector, timings)
-        result = self.store.search(self._request(terms, vector, k, owners, collections, arms))
+        result = self._search(self._request(terms, vector, k, owners, collections, arms), prefetched)
         timings.update(result.timings_ms)
         if arms is Arms.HYBRID and terms and result.lexical_hits == 0:
             reasons += ("lexical_empty_dense_only",)
@@ -75,6 +92,11 @@ class HybridRetriever:
             reasons += ("all_below_floor",) if n_dropped else ("no_candidates",)
             status = Status.EMPTY
         return RetrievalOutcome(status, text, kept[:k], dropped, reasons, timings, n_dropped)
+
+    def _search(self, request: SearchRequest, prefetched: LexicalPrefetch | None) -> StoreSearchResult:
+        if prefetched is not None and self._prefetcher is not None:
+            return self._prefetcher.search_prefetched(request, prefetched)
+        return self.store.search(request)
 
     def _select(self, candidates: Sequence[Candidate], floor: float, k: int, rerank: bool,
                 owners: Sequence[str], timings: dict) -> tuple[tuple[Hit, ...], tuple[Hit, ...], int]:
@@ -98,7 +120,7 @@ class HybridRetriever:
         timings["embed"] = (time.perf_counter() - t0) * 1e3
         return out
 
-    def _request(self, terms: tuple[str, ...], vector: np.ndarray, k: int, owners: Sequence[str],
+    def _request(self, terms: tuple[str, ...], vector: np.ndarray | None, k: int, owners: Sequence[str],
                  collections: Sequence[str], arms: Arms) -> SearchRequest:
         s = self.settings
         return SearchRequest(terms=terms, vector=vector, limit=s.candidate_multiplier * k,

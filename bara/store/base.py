@@ -9,7 +9,9 @@ value is one user's private rows.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -73,3 +75,34 @@ class Store(SqlRunner, Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class LexicalPrefetch:
+    """The lexical arm of one search, started early on another connection (issue 16): the turn starts
+    it before it encodes the query, so the full-text scoring runs while the model does. ``key`` is what
+    it searched (:func:`lexical_key`); a search whose request has another key ignores it."""
+
+    key: tuple[Any, ...]
+    rows: "Future[list[tuple[int, float]]]"
+
+
+def lexical_key(request: SearchRequest) -> tuple[Any, ...]:
+    """Everything the lexical arm's answer depends on: the distinct terms in order, the limit, the
+    scopes and the title weight (the dense arm and the fusion weights play no part)."""
+    return (tuple(dict.fromkeys(request.terms)), request.limit, request.owners, request.collections,
+            request.title_weight)
+
+
+@runtime_checkable
+class LexicalPrefetcher(Protocol):
+    """A Store that can run the lexical arm ahead of the search (SQLite; PostgreSQL runs both arms in
+    one round trip and has nothing to overlap)."""
+
+    def prefetch_lexical(self, request: SearchRequest) -> LexicalPrefetch | None:
+        """Start the lexical arm of ``request``; None when this store cannot (an in-memory database)."""
+        ...
+
+    def search_prefetched(self, request: SearchRequest, prefetched: LexicalPrefetch | None) -> StoreSearchResult:
+        """As :meth:`Store.search`; the lexical arm is taken from ``prefetched`` when its key matches."""
+        ...

@@ -10,9 +10,7 @@ write bumps in the same transaction, so other processes' writes are seen.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -23,13 +21,15 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from bara.errors import StoreError
+from bara.store.base import LexicalPrefetch
 from bara.store.migrations import Migration, sqlite_migrations
+from bara.store.sqlite_files import APPLICATION_ID, check_identity, check_integrity, connect_file, exists, file_problem
+from bara.store.sqlite_lexical import LEXICAL_SQL, LexicalWorker, collect, lexical_params, lexical_rows, scope_token
 from bara.text.fusion import weighted_rrf
-from bara.text.lexical import index_text, match_expression
+from bara.text.lexical import index_text
 from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
                         StoreSearchResult)
 
-APPLICATION_ID = 0x62617261  # "bara": marks the file as ours
 #: How a command opens a store: ``read`` needs an existing file and works on a read-only one;
 #: ``write`` may create the file; ``update`` writes but never creates (e.g. deleting memory).
 MODES = ("read", "write", "update")
@@ -53,15 +53,16 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._depth = 0
         self._matrices: dict[tuple, _Matrix] = {}
-        existed = _exists(self.location)
+        existed = exists(self.location)
         if not existed and mode != "write":
             raise StoreError(f"no store at {self.location} (create one with `bara ingest PATH --db {self.location}`);"
                              " check the --db path")
-        self._conn, self.read_only = _connect(self.location, mode)
+        self._conn, self.read_only = connect_file(self.location, mode)
+        self._worker = LexicalWorker(self.location) if self.location != ":memory:" else None
         with self._translated():
-            _check_identity(self._conn, self.location)
+            check_identity(self._conn, self.location)
             if existed and mode != "read":
-                _check_integrity(self._conn, self.location)
+                check_integrity(self._conn, self.location)
             self._migrate(list(migrations) if migrations is not None else sqlite_migrations())
 
     # ----------------------------------------------------------------- SQL runner
@@ -84,7 +85,7 @@ class SQLiteStore:
         try:
             yield
         except sqlite3.DatabaseError as exc:
-            problem = _file_problem(exc, self.location)
+            problem = file_problem(exc, self.location)
             if problem is None:
                 raise
             raise problem from exc
@@ -189,10 +190,19 @@ class SQLiteStore:
             " ON CONFLICT (owner, collection) DO UPDATE SET gen = gen + 1", (owner, collection))
 
     # --------------------------------------------------------------------- search
+    def prefetch_lexical(self, request: SearchRequest) -> LexicalPrefetch | None:
+        """Start ``request``'s lexical arm on the worker connection (issue 16; see ``sqlite_lexical``)."""
+        if self._worker is None or not (request.use_lexical and request.terms):
+            return None
+        return self._worker.start(request)
+
     def search(self, request: SearchRequest) -> StoreSearchResult:
+        return self.search_prefetched(request, None)
+
+    def search_prefetched(self, request: SearchRequest, prefetched: LexicalPrefetch | None) -> StoreSearchResult:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        lexical = self._lexical(request) if request.use_lexical and request.terms else []
+        lexical = self._lexical(request, prefetched) if request.use_lexical and request.terms else []
         t1 = time.perf_counter()
         matrix = self._matrix(request.owners, request.collections)
         dense, sims = self._dense(request, matrix)
@@ -202,11 +212,9 @@ class SQLiteStore:
         timings.update(lexical=(t1 - t0) * 1e3, dense=(t2 - t1) * 1e3, fusion=(t3 - t2) * 1e3)
         return StoreSearchResult(tuple(candidates), len(lexical), len(dense), timings)
 
-    def _lexical(self, req: SearchRequest) -> list[tuple[int, float]]:
-        scopes = " OR ".join(f'"{scope_token(o, c)}"' for o in req.owners for c in req.collections)
-        match = f"({match_expression(req.terms)}) AND scope : ({scopes})"
-        sql = "SELECT rowid, bm25(chunks_fts, 1.0, ?, 0.0) AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?"
-        return [(int(i), -float(s)) for i, s in self.query(sql, (req.title_weight, match, req.limit))]
+    def _lexical(self, req: SearchRequest, prefetched: LexicalPrefetch | None) -> list[tuple[int, float]]:
+        rows = collect(prefetched, req)
+        return rows if rows is not None else lexical_rows(self.query(LEXICAL_SQL, lexical_params(req)))
 
     def _dense(self, req: SearchRequest, m: _Matrix) -> tuple[list[tuple[int, float]], np.ndarray | None]:
         if req.vector is None or len(m.ids) == 0:
@@ -274,6 +282,8 @@ class SQLiteStore:
         return int(self.query(sql, params)[0][0])
 
     def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
         with self._lock:
             self._conn.close()
 
@@ -318,11 +328,6 @@ class SQLiteStore:
             self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
 
-def scope_token(owner: str, collection: str) -> str:
-    """One full-text token naming an (owner, collection) scope; letters and digits only."""
-    return "s" + hashlib.sha1(f"{owner}\x1f{collection}".encode()).hexdigest()[:24]
-
-
 def _marks(values: Sequence[Any]) -> str:
     return ",".join("?" * len(values))
 
@@ -331,83 +336,3 @@ def _stored(r: tuple) -> StoredChunk:
     meta = json.loads(r[11]) if r[11] else {}
     return StoredChunk(id=r[0], text=r[1], source=r[2], section=r[3], title=r[4] or r[10], collection=r[5],
                        owner=r[6], ordinal=r[7], start=r[8], end=r[9], meta={**meta, "doc_title": r[10]})
-
-
-def _exists(location: str) -> bool:
-    return location == ":memory:" or Path(location).expanduser().is_file()
-
-
-def _connect(location: str, mode: str) -> tuple[sqlite3.Connection, bool]:
-    """The connection and whether it is read-only (a read-only file opened by a reader)."""
-    if location == ":memory:":
-        return _open(location, location, False), False
-    path = Path(location).expanduser()
-    if not path.exists():
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the folder for the store {location}: {exc}. "
-                             "Pass --db with a writable path.") from exc
-    elif not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
-        if mode != "read":
-            raise _read_only(location)
-        return _open(f"{path.resolve().as_uri()}?mode=ro", location, True), True
-    return _open(str(path), location, False), False
-
-
-def _open(target: str, location: str, read_only: bool) -> sqlite3.Connection:
-    try:
-        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30.0,
-                               uri=read_only)
-        conn.execute("PRAGMA foreign_keys = ON")
-        if not read_only:
-            conn.execute("PRAGMA journal_mode = WAL") if location != ":memory:" else None
-            conn.execute("PRAGMA synchronous = NORMAL")
-    except sqlite3.DatabaseError as exc:
-        raise _file_problem(exc, location) or StoreError(
-            f"{location} is not a usable SQLite database ({exc}). It may be corrupt or another "
-            "program's file: move it aside or pass --db with a new path.") from exc
-    return conn
-
-
-def _read_only(location: str) -> StoreError:
-    return StoreError(f"{location} is read-only: read commands (search, memory inspect, funds users) work on it, "
-                      "but bara cannot write into it. Make the file and its folder writable (chmod u+w) "
-                      "or pass --db with another path.")
-
-
-def _corrupt(location: str, detail: object) -> StoreError:
-    return StoreError(f"{location} is damaged ({detail}): bara will neither read nor write it. Restore it "
-                      "from a backup, or move it aside and rebuild it with `bara ingest PATH --db NEW_PATH`.")
-
-
-def _file_problem(exc: sqlite3.DatabaseError, location: str) -> StoreError | None:
-    """A StoreError for a damaged or read-only file; None for other errors (locks, constraints)."""
-    text = str(exc).lower()
-    if "readonly" in text or "read-only" in text:
-        return _read_only(location)
-    if any(sign in text for sign in ("malformed", "not a database", "corrupt", "encrypted",
-                                     "vtable constructor failed")):  # a damaged full-text shadow table
-        return _corrupt(location, exc)
-    return None
-
-
-def _check_integrity(conn: sqlite3.Connection, location: str) -> None:
-    """Writers refuse a damaged file: ``quick_check`` reads every page once (time linear in the
-    file size; figure in docs/benchmarks.md) but skips the index cross-checks of ``integrity_check``."""
-    rows = conn.execute("PRAGMA quick_check(1)").fetchall()
-    if rows != [("ok",)]:
-        raise _corrupt(location, rows[0][0] if rows else "quick_check returned nothing")
-
-
-def _check_identity(conn: sqlite3.Connection, location: str) -> None:
-    """Refuse foreign databases: non-empty files that are not marked as bara's."""
-    try:
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        tables = conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{location} is not a bara database (corrupt or not SQLite: {exc}). "
-                         "Move it aside or pass --db with a new path.") from exc
-    if tables and app_id != APPLICATION_ID:
-        raise StoreError(f"{location} is an SQLite database of another program (application_id={app_id}). "
-                         "bara will not write into it: pass --db with a new path.")

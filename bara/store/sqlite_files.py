@@ -1,0 +1,92 @@
+"""Opening the SQLite store's file: create or refuse it, and the clear errors for a read-only, damaged or
+foreign file (what to change is in each message)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from bara.errors import StoreError
+
+APPLICATION_ID = 0x62617261  # "bara": marks the file as ours
+
+
+def exists(location: str) -> bool:
+    return location == ":memory:" or Path(location).expanduser().is_file()
+
+
+def connect_file(location: str, mode: str) -> tuple[sqlite3.Connection, bool]:
+    """The connection and whether it is read-only (a read-only file opened by a reader)."""
+    if location == ":memory:":
+        return _open(location, location, False), False
+    path = Path(location).expanduser()
+    if not path.exists():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the folder for the store {location}: {exc}. "
+                             "Pass --db with a writable path.") from exc
+    elif not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        if mode != "read":
+            raise _read_only(location)
+        return _open(f"{path.resolve().as_uri()}?mode=ro", location, True), True
+    return _open(str(path), location, False), False
+
+
+def _open(target: str, location: str, read_only: bool) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30.0,
+                               uri=read_only)
+        conn.execute("PRAGMA foreign_keys = ON")
+        if not read_only:
+            conn.execute("PRAGMA journal_mode = WAL") if location != ":memory:" else None
+            conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.DatabaseError as exc:
+        raise file_problem(exc, location) or StoreError(
+            f"{location} is not a usable SQLite database ({exc}). It may be corrupt or another "
+            "program's file: move it aside or pass --db with a new path.") from exc
+    return conn
+
+
+def _read_only(location: str) -> StoreError:
+    return StoreError(f"{location} is read-only: read commands (search, memory inspect, funds users) work on it, "
+                      "but bara cannot write into it. Make the file and its folder writable (chmod u+w) "
+                      "or pass --db with another path.")
+
+
+def _corrupt(location: str, detail: object) -> StoreError:
+    return StoreError(f"{location} is damaged ({detail}): bara will neither read nor write it. Restore it "
+                      "from a backup, or move it aside and rebuild it with `bara ingest PATH --db NEW_PATH`.")
+
+
+def file_problem(exc: sqlite3.DatabaseError, location: str) -> StoreError | None:
+    """A StoreError for a damaged or read-only file; None for other errors (locks, constraints)."""
+    text = str(exc).lower()
+    if "readonly" in text or "read-only" in text:
+        return _read_only(location)
+    if any(sign in text for sign in ("malformed", "not a database", "corrupt", "encrypted",
+                                     "vtable constructor failed")):  # a damaged full-text shadow table
+        return _corrupt(location, exc)
+    return None
+
+
+def check_integrity(conn: sqlite3.Connection, location: str) -> None:
+    """Writers refuse a damaged file: ``quick_check`` reads every page once (time linear in the
+    file size; figure in docs/benchmarks.md) but skips the index cross-checks of ``integrity_check``."""
+    rows = conn.execute("PRAGMA quick_check(1)").fetchall()
+    if rows != [("ok",)]:
+        raise _corrupt(location, rows[0][0] if rows else "quick_check returned nothing")
+
+
+def check_identity(conn: sqlite3.Connection, location: str) -> None:
+    """Refuse foreign databases: non-empty files that are not marked as bara's."""
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{location} is not a bara database (corrupt or not SQLite: {exc}). "
+                         "Move it aside or pass --db with a new path.") from exc
+    if tables and app_id != APPLICATION_ID:
+        raise StoreError(f"{location} is an SQLite database of another program (application_id={app_id}). "
+                         "bara will not write into it: pass --db with a new path.")

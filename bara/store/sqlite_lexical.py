@@ -1,0 +1,92 @@
+"""The SQLite store's lexical arm: FTS5 ``bm25()`` over the analysed terms, and a second, read-only
+connection that runs it ahead of the search (issue 16).
+
+A turn knows its lexical query before it has encoded it, and the encoding takes most of a search's
+time. ``LexicalWorker`` runs the lexical arm on its own connection, in one background thread, while
+the calling thread encodes; SQLite releases the GIL while it scores, so the two overlap. The result is
+the same rows the search's own connection would return: the same SQL on the same committed data (WAL
+lets a reader run beside the writer). Nothing is written through this connection: it is opened
+``mode=ro``. An in-memory database cannot be shared between connections, so it gets no worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from bara.store.base import LexicalPrefetch, lexical_key
+from bara.text.lexical import match_expression
+from bara.types import SearchRequest
+
+LEXICAL_SQL = ("SELECT rowid, bm25(chunks_fts, 1.0, ?, 0.0) AS s FROM chunks_fts WHERE chunks_fts MATCH ? "
+               "ORDER BY s LIMIT ?")
+
+
+@lru_cache(maxsize=4096)
+def scope_token(owner: str, collection: str) -> str:
+    """One full-text token naming an (owner, collection) scope; letters and digits only."""
+    return "s" + hashlib.sha1(f"{owner}\x1f{collection}".encode()).hexdigest()[:24]
+
+
+def lexical_params(req: SearchRequest) -> tuple[Any, ...]:
+    """Parameters of :data:`LEXICAL_SQL` for ``req``: OR over the distinct terms, AND one of its scopes."""
+    scopes = " OR ".join(f'"{scope_token(o, c)}"' for o in req.owners for c in req.collections)
+    return (req.title_weight, f"({match_expression(req.terms)}) AND scope : ({scopes})", req.limit)
+
+
+def lexical_rows(rows: list[tuple[Any, ...]]) -> list[tuple[int, float]]:
+    """(chunk id, BM25 score) best first; FTS5 ranks by negated BM25, so the sign is flipped back."""
+    return [(int(i), -float(s)) for i, s in rows]
+
+
+class LexicalWorker:
+    """One background thread with its own read-only connection to the store's file."""
+
+    def __init__(self, location: str):
+        self.uri = f"{Path(location).expanduser().resolve().as_uri()}?mode=ro"  # before any chdir
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+
+    def start(self, req: SearchRequest) -> LexicalPrefetch | None:
+        """Queue the lexical arm of ``req``; None once closed."""
+        with self._lock:
+            if self._closed:
+                return None
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bara-lexical")
+            rows: Future[list[tuple[int, float]]] = self._pool.submit(self._run, lexical_params(req))
+        return LexicalPrefetch(lexical_key(req), rows)
+
+    def _run(self, params: tuple[Any, ...]) -> list[tuple[int, float]]:
+        if self._conn is None:  # opened in the worker thread, used only there
+            self._conn = sqlite3.connect(self.uri, uri=True, check_same_thread=False, timeout=30.0)
+        return lexical_rows(self._conn.execute(LEXICAL_SQL, params).fetchall())
+
+    def close(self) -> None:
+        """Finish queued work, stop the thread and close the connection (idempotent)."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def collect(prefetched: LexicalPrefetch | None, req: SearchRequest) -> list[tuple[int, float]] | None:
+    """The prefetched rows when they answer ``req``; None when they do not (another key) or when the
+    worker failed (the caller then runs the arm on its own connection, which reports the error)."""
+    if prefetched is None or prefetched.key != lexical_key(req):
+        return None
+    try:
+        return prefetched.rows.result()
+    except sqlite3.Error:
+        return None
