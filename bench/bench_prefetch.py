@@ -14,7 +14,6 @@ Usage:  python bench/bench_prefetch.py [--data ../shared/data] [--tasks 100] [--
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench_turn import ReplayGenerator, cached_index, load_tasks, run_task
+from bench_turn import ReplayGenerator, cached_index, run_task, task_parser, tasks_of
 
 from bara.app import Bara
 from bara.pipeline import Assistant
@@ -45,15 +44,10 @@ def build(scratch: Path, index: Path, settings: Settings) -> dict[str, tuple[Ass
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", help="shared data root (default $BARA_DATA or Settings.data_dir)")
-    ap.add_argument("--tasks", type=int, default=100, help="first N dev tasks")
+    ap = task_parser((__doc__ or "").splitlines()[0])
     ap.add_argument("--rounds", type=int, default=2, help="passes over the tasks (new users each)")
-    ap.add_argument("--json", dest="json_out", help="also write the summary to this file")
     args = ap.parse_args(argv)
-    settings = Settings()
-    root = Path(args.data or os.environ.get("BARA_DATA") or settings.data_dir)
-    tasks = load_tasks(root, args.tasks)
+    settings, root, tasks = tasks_of(args)
     with tempfile.TemporaryDirectory(prefix="bara-bench-prefetch-") as scratch:
         runs = build(Path(scratch), cached_index(root, settings), settings)
         names = list(runs)

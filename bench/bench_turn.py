@@ -156,16 +156,27 @@ def build_assistants(db: Path, settings: Settings) -> dict[str, tuple[Assistant,
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def task_parser(description: str) -> argparse.ArgumentParser:
+    """The options every MTRAG-UN turn bench takes: the data root, how many dev tasks, a JSON copy."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--data", help="shared data root (default $BARA_DATA or Settings.data_dir)")
     ap.add_argument("--tasks", type=int, default=100, help="first N dev tasks")
-    ap.add_argument("--idle-ms", type=float, default=0.0, help="pause before each timed turn (both modes)")
     ap.add_argument("--json", dest="json_out", help="also write the summary to this file")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def tasks_of(args: argparse.Namespace) -> tuple[Settings, Path, list[dict]]:
+    """Settings, the data root and the first ``--tasks`` dev tasks."""
     settings = Settings()
     root = Path(args.data or os.environ.get("BARA_DATA") or settings.data_dir)
-    tasks = load_tasks(root, args.tasks)
+    return settings, root, load_tasks(root, args.tasks)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = task_parser((__doc__ or "").splitlines()[0])
+    ap.add_argument("--idle-ms", type=float, default=0.0, help="pause before each timed turn (both modes)")
+    args = ap.parse_args(argv)
+    settings, root, tasks = tasks_of(args)
     with tempfile.TemporaryDirectory(prefix="bara-bench-turn-") as scratch:
         db = Path(scratch) / "turn.db"
         shutil.copy(cached_index(root, settings), db)
