@@ -22,7 +22,10 @@ user takes to read the answer and type the next message. The default, 0, times t
 (the figure the issue's criterion is read on); with a pause both turns start from an idle CPU, as
 real turns do, and the work a mode did just before no longer lingers into its next turn.
 
-Usage:  python bench/bench_turn.py [--data ../shared/data] [--tasks 100] [--idle-ms 0] [--json out.json]
+``--rounds R`` (default 3) runs the tasks R times with new users, so each mode's p50 is over R x N
+turns: one pass of 100 left the ratio moving by about +-0.03 from run to run.
+
+Usage:  python bench/bench_turn.py [--data ../shared/data] [--tasks 100] [--rounds 3] [--idle-ms 0] [--json out.json]
 """
 
 from __future__ import annotations
@@ -175,6 +178,8 @@ def tasks_of(args: argparse.Namespace) -> tuple[Settings, Path, list[dict]]:
 def main(argv: list[str] | None = None) -> int:
     ap = task_parser((__doc__ or "").splitlines()[0])
     ap.add_argument("--idle-ms", type=float, default=0.0, help="pause before each timed turn (both modes)")
+    ap.add_argument("--rounds", type=int, default=3, help="passes over the tasks, new users each (more turns, "
+                                                          "a steadier p50)")
     args = ap.parse_args(argv)
     settings, root, tasks = tasks_of(args)
     with tempfile.TemporaryDirectory(prefix="bara-bench-turn-") as scratch:
@@ -184,15 +189,16 @@ def main(argv: list[str] | None = None) -> int:
         for mode in MODES:  # warm-up: model load, regex and matrix caches
             run_task(*assistants[mode][:1], assistants[mode][1], f"warm-{mode}", tasks[0])
         rows: dict[str, list[dict]] = {m: [] for m in MODES}
-        for i, task in enumerate(tasks):
-            for mode in (MODES if i % 2 == 0 else MODES[::-1]):
+        for n, (r, i) in enumerate((r, i) for r in range(args.rounds) for i in range(len(tasks))):
+            for mode in (MODES if n % 2 == 0 else MODES[::-1]):
                 assistant, generator = assistants[mode]
-                rows[mode].append(run_task(assistant, generator, f"{mode}-{i}", task, args.idle_ms))
+                rows[mode].append(run_task(assistant, generator, f"{mode}-{r}-{i}", tasks[i], args.idle_ms))
         report = {m: summarise(rows[m]) for m in MODES}
     report["ratio_p50_gated_over_always"] = round(report["gated"]["p50_ms"] / report["always"]["p50_ms"], 3)
     report["ratio_p95_gated_over_always"] = round(report["gated"]["p95_ms"] / report["always"]["p95_ms"], 3)
     report["ratio_p50_with_writes"] = round(report["gated"]["p50_with_writes_ms"] / report["always"]["p50_with_writes_ms"], 3)
     report["idle_ms"] = args.idle_ms
+    report["rounds"] = args.rounds
     print_report(report, len(tasks))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2))
@@ -200,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_report(report: dict, n: int) -> None:
-    print(f"MTRAG-UN dev, first {n} tasks, final turn timed without generation; "
+    print(f"MTRAG-UN dev, first {n} tasks x {report['rounds']} rounds, final turn timed without generation; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; idle before each timed turn "
           f"{report['idle_ms']:g} ms")
     for mode in MODES:
