@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from functools import lru_cache
 from enum import Enum
 from typing import Sequence
 
@@ -41,6 +42,13 @@ def clean_query(text: str, max_chars: int) -> tuple[str, tuple[str, ...]]:
     return cleaned, ()
 
 
+@lru_cache(maxsize=1024)
+def query_terms(text: str) -> tuple[str, ...]:
+    """The lexical terms of a cleaned query, analysed once per text: a turn's prefetch and its search
+    read the same query (issue 16)."""
+    return tuple(analyze(text))
+
+
 class HybridRetriever:
     """Search one or more owner scopes and collections of a Store."""
 
@@ -60,7 +68,7 @@ class HybridRetriever:
         if not self.settings.retrieval_prefetch_lexical or self._prefetcher is None:
             return None
         text, _ = clean_query(query, self.settings.max_query_chars)
-        terms = tuple(analyze(text)) if text else ()
+        terms = query_terms(text) if text else ()
         if not terms:
             return None
         return self._prefetcher.prefetch_lexical(self._request(terms, None, k or self.settings.k, owners, collections,
@@ -77,7 +85,7 @@ class HybridRetriever:
         if not text:
             return RetrievalOutcome(Status.EMPTY, query, reasons=(*reasons, "empty_query"))
         timings: dict[str, float] = {}
-        terms = tuple(analyze(text)) if arms is not Arms.DENSE else ()
+        terms = query_terms(text) if arms is not Arms.DENSE else ()
         if arms is not Arms.DENSE and not terms:
             reasons += ("lexical_no_terms",)
         vector = self._vector(text, vector, timings)
