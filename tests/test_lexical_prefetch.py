@@ -134,3 +134,25 @@ def test_turns_are_the_same_with_and_without_the_prefetch(rfc_kb, embedder, mode
                 assert _lexical_threads()  # the turns did start the worker
             runs.append(out)
     assert runs[0] == runs[1]
+
+
+def _inherited_prefetch(store: SQLiteStore, out) -> None:  # the parent's store, used in the forked child
+    prefetched = store.prefetch_lexical(_request("includeSubDomains"))
+    out.put(len(prefetched.rows.result(timeout=20)) if prefetched is not None else -1)
+
+
+def test_a_forked_child_gets_a_worker_of_its_own(rfc_kb):
+    """The pool's thread does not survive a fork; a child using the parent's store must not wait forever."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    store = SQLiteStore(rfc_kb("prefetch-fork"))
+    try:
+        expected = len(store.prefetch_lexical(_request("includeSubDomains")).rows.result())  # parent's thread
+        out = ctx.Queue()
+        child = ctx.Process(target=_inherited_prefetch, args=(store, out))
+        child.start()
+        child.join(30)
+        assert child.exitcode == 0 and out.get(timeout=5) == expected
+    finally:
+        store.close()

@@ -12,6 +12,7 @@ lets a reader run beside the writer). Nothing is written through this connection
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -53,12 +54,15 @@ class LexicalWorker:
         self._pool: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        self._pid = os.getpid()
 
     def start(self, req: SearchRequest) -> LexicalPrefetch | None:
         """Queue the lexical arm of ``req``; None once closed."""
         with self._lock:
             if self._closed:
                 return None
+            if self._pid != os.getpid():  # a forked child has the pool but not its thread: start afresh
+                self._pool, self._conn, self._pid = None, None, os.getpid()
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bara-lexical")
             rows: Future[list[tuple[int, float]]] = self._pool.submit(self._run, lexical_params(req))
