@@ -72,7 +72,7 @@ class Seen:
     vector: np.ndarray | None
     prior: HistoryTopic
     topic: TopicDecision
-    guess: LexicalGuess = LexicalGuess()
+    guess: LexicalGuess
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
-"""Pure helpers of the gated turn (``bara.pipeline``): which history the rewrite reads, which hits
-survive the relative gap, which turns are remembered as Q&A, per-message vectors for curation."""
+"""Helpers of the gated turn (``bara.pipeline``): which history the rewrite reads, which hits
+survive the relative gap, which turns are remembered as Q&A, per-message vectors for curation, and
+the guessed knowledge-base query whose lexical arm starts before the message is encoded (the one
+helper here that is not pure: it starts the store's background search)."""
 
 from __future__ import annotations
 
