@@ -31,7 +31,7 @@ def snapshot(record: Any) -> dict[str, Any]:
     for value in values:
         if type(value) not in _FLAT and not (type(value) is tuple and all(type(v) in _FLAT for v in value)):
             return asdict(record)
-    return dict(zip(names, values))
+    return dict(zip(names, values, strict=True))
 
 
 def policy_snapshot(policy: PolicyDecision) -> dict[str, Any]:
