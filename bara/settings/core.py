@@ -54,8 +54,9 @@ class CoreSettings(BaseModel):
                                description="ONNX intra-op threads; 0 = all cores (1 can win on a busy machine).")
     embed_spin_in_call: bool = Field(default=True, description=(
         "ONNX worker threads spin between the parallel sections of one encoding and stop when it returns: "
-        "a query encodes ~28% faster on 2 cores (issue 16). Off costs single encodings that, and saves the "
-        "spinning when several processes share the cores: `bara serve --workers N` turns it off unless set."))
+        "a query encodes ~28% faster on 2 cores (issue 16). Off, single encodings are that much slower, but no "
+        "thread spins for a peer when several processes share the cores: `bara serve --workers N` turns it off "
+        "unless set."))
     embed_max_tokens: int = Field(default=256, ge=8, le=512,
                                   description="all-MiniLM-L6-v2 was trained with a 256-token window.")
 
