@@ -58,6 +58,10 @@ def serve(db: Optional[str] = DbOption,
 
     if db:
         os.environ["BARA_DB"] = db
+    if workers > 1 and "embed_spin_in_call" not in settings.model_fields_set:
+        # Worker processes share the cores: an encoder thread spinning for its peers would only burn
+        # the CPU another process needs (7% fewer turns/s with 2 workers on 2 cores, docs/benchmarks.md).
+        os.environ["BARA_EMBED_SPIN_IN_CALL"] = "false"
     os.environ[ENV_MODE] = mode
     err.print(f"bara serve: http://{host}:{port}  (docs /docs, mode {mode}, {workers} worker(s), db {_safe(settings.db)})")
     uvicorn.run("bara.serve.app:factory", factory=True, host=host, port=port, workers=workers, log_level="warning")

@@ -288,3 +288,28 @@ def test_source_name_is_the_path_name(source):
     from bara.types import source_name
 
     assert source_name(source) == Path(source).name == source_name(source)
+
+
+def test_snapshot_of_small_and_enum_records_equals_asdict():
+    import enum
+
+    class Colour(str, enum.Enum):
+        RED = "red"
+
+    @dataclasses.dataclass(frozen=True)
+    class Empty:
+        pass
+
+    @dataclasses.dataclass(frozen=True)
+    class One:
+        x: int
+
+    @dataclasses.dataclass(frozen=True)
+    class Mixed:
+        colour: Colour
+        names: tuple
+        score: float | None
+
+    for record in (Empty(), One(3), Mixed(Colour.RED, ("a", Colour.RED), None), Mixed(Colour.RED, (), 0.5)):
+        assert snapshot(record) == dataclasses.asdict(record)
+        assert type(snapshot(record)) is dict

@@ -127,8 +127,15 @@ def _batches(order: np.ndarray, lengths: list[int], max_rows: int, max_tokens: i
     return out
 
 
-def open_session(path: Path, threads: int, fix: str = "") -> Any:
-    """CPU session with full graph optimisation; intra-op threads do the parallel work."""
+def open_session(path: Path, threads: int, fix: str = "", spin: bool = True) -> Any:
+    """CPU session with full graph optimisation; intra-op threads do the parallel work.
+
+    ``spin``: within a call the worker threads spin between parallel sections (a futex wake per
+    section costs more than the section on a short query: a query encodes in ~1.5 ms instead of
+    ~2.1 ms here), and they stop the moment the call returns (``session.force_spinning_stop``), so
+    no idle thread holds a core the search arms or another request need. Off, they sleep between
+    sections: slower single encodings, but less CPU burned waiting when several processes share the
+    cores (``bara serve --workers N`` turns it off; docs/benchmarks.md)."""
     try:
         import onnxruntime as ort
     except ImportError as exc:
@@ -137,9 +144,8 @@ def open_session(path: Path, threads: int, fix: str = "") -> Any:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    # Idle worker threads would otherwise spin after each call and steal the CPU the search
-    # arms need right after a query is embedded.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    options.add_session_config_entry("session.force_spinning_stop", "1")
     try:
         return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises its own untyped errors
@@ -169,7 +175,7 @@ class OnnxMiniLMEmbedder:
     dim = MINILM_DIM
 
     def __init__(self, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None,
-                 variant: str = "q8", model_dir: Path | None = None, batch_tokens: int = 512):
+                 variant: str = "q8", model_dir: Path | None = None, batch_tokens: int = 512, spin: bool = True):
         if max_tokens < 8 or batch_size < 1:
             raise EmbedderError(f"max_tokens={max_tokens}, batch_size={batch_size}: the caller must "
                                 "pass max_tokens >= 8 and batch_size >= 1")
@@ -181,6 +187,7 @@ class OnnxMiniLMEmbedder:
         self.batch_size = 1 if variant == "q8" else batch_size
         self.batch_tokens = batch_tokens  # attention memory grows with rows x width^2: cap rows x width
         self.threads = threads or default_threads()
+        self.spin = spin  # see open_session
         self.model_dir = model_dir
         # Built variants carry their recipe version: a recipe change must not reuse cached vectors.
         self.model_id = MINILM_ID if variant == "int8" else f"all-MiniLM-L6-v2-onnx-{variant}-{RECIPE_VERSION}"
@@ -214,7 +221,7 @@ class OnnxMiniLMEmbedder:
                 self._tokenizer = load_tokenizer(self.max_tokens)
                 path = self._model_file()
                 fix = "" if self.variant == "int8" else f"delete {path} (bara rebuilds it on the next run)"
-                session = open_session(path, self.threads, fix)
+                session = open_session(path, self.threads, fix, self.spin)
                 self._input_names = tuple(i.name for i in session.get_inputs())
                 self._check_outputs(session)
                 self._session = session
@@ -318,7 +325,8 @@ def build_embedder(settings: "Settings", cache: bool = True) -> Embedder:
         inner = OnnxMiniLMEmbedder(settings.embed_max_tokens, settings.embed_batch_size,
                                    threads=settings.embed_threads or None,
                                    variant=settings.embedder.removeprefix("minilm-"),
-                                   model_dir=Path(settings.model_dir), batch_tokens=settings.embed_batch_tokens)
+                                   model_dir=Path(settings.model_dir), batch_tokens=settings.embed_batch_tokens,
+                                   spin=settings.embed_spin_in_call)
     else:
         inner = SentenceTransformerEmbedder(settings.embedder, batch_size=settings.embed_batch_size)
     if not cache:

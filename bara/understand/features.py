@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from bara.settings import Settings
+from bara.text.vecmath import as_f32, norm
 from bara.types import Utterance
 from bara.understand.note_cues import records_note
 
@@ -185,11 +186,19 @@ def topic_similarity(message_vector: np.ndarray | None,
     if message_vector is None or history_vectors is None or len(history_vectors) == 0:
         return None
     recent_n = (settings or Settings()).gate_topic_recent_vectors
-    recent = np.asarray(history_vectors, dtype=np.float32)[-recent_n:]
-    # The mean of one vector is that vector, bit for bit: skip numpy's reduction (issue 16, every turn).
-    centre = recent[0] if len(recent) == 1 else recent.mean(axis=0)
-    vec = np.asarray(message_vector, dtype=np.float32).ravel()
-    denom = float(np.linalg.norm(centre) * np.linalg.norm(vec))
+    # The mean of one vector is that vector, bit for bit: skip numpy's stacking and reduction, and
+    # compute the norms as np.linalg.norm does, in fewer calls (issue 16, every searching turn).
+    only = history_vectors[0] if len(history_vectors) == 1 and recent_n >= 1 else None
+    if type(only) is np.ndarray and only.ndim == 1:
+        centre = as_f32(only)
+    else:
+        recent = np.asarray(history_vectors, dtype=np.float32)[-recent_n:]
+        centre = recent[0] if len(recent) == 1 else recent.mean(axis=0)
+    vec = as_f32(message_vector)
+    if centre.ndim != 1:  # nested input: the general spelling
+        denom = float(np.linalg.norm(centre) * norm(vec))
+    else:
+        denom = float(norm(centre) * norm(vec))
     if denom == 0.0 or not np.isfinite(denom):
         return None
     return clip_unit(np.dot(centre, vec) / denom)

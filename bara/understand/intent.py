@@ -184,9 +184,10 @@ def label_to_intent(label: str) -> tuple[Intent, ChitchatKind | None]:
 
 def _from_prototype(prototypes: PrototypeIndex | None, vector: np.ndarray | None,
                     min_similarity: float) -> IntentResult | None:
-    if prototypes is None or vector is None or not prototypes.accepts(vector):
+    found = prototypes.nearest_accepted(vector) if prototypes is not None else None
+    if found is None:
         return None
-    label, similarity = prototypes.nearest(vector)
+    label, similarity = found
     if similarity < min_similarity:
         return None
     intent, kind = label_to_intent(label)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from bara.errors import BaraError, ConfigError
+from bara.text.vecmath import as_f32
 
 PACKAGED_NAME = "prototypes.npz"
 FORMAT_VERSION = 1
@@ -67,6 +69,23 @@ class PrototypeIndex:
             raise ValueError(f"vector has {vec.shape[0]} dims, prototypes have {self.dim}")
         sims = self.vectors @ (vec / (np.linalg.norm(vec) or 1.0))
         best = int(np.argmax(sims))
+        return self.labels[best], float(sims[best])
+
+    def nearest_accepted(self, vector: np.ndarray | None) -> tuple[str, float] | None:
+        """``nearest(vector)`` when ``accepts(vector)``, else None, in four numpy calls instead of a
+        dozen (issue 16: it runs on most searching turns right after the encoding). A finite, non-zero
+        vector has a finite, positive dot with itself; only when that dot is not (an overflow, an
+        underflow) are the two methods asked, so the answer is theirs in every case (tested)."""
+        if vector is None:
+            return None
+        vec = as_f32(vector)
+        if vec.shape[0] != self.dim:
+            return None
+        square = vec.dot(vec)
+        if not 0.0 < square < math.inf:
+            return self.nearest(vec) if self.accepts(vector) else None
+        sims = self.vectors @ (vec / np.sqrt(square))  # nearest's own division: np.linalg.norm is this root
+        best = int(sims.argmax())
         return self.labels[best], float(sims[best])
 
     def to_bytes(self) -> bytes:

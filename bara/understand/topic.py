@@ -30,6 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from bara.settings import Settings
+from bara.text.vecmath import as_f32, norm
 from bara.understand.features import ContextFeatures, clip_unit
 from bara.understand.rewrite import entities
 
@@ -47,10 +48,10 @@ class TopicDecision:
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float | None:
-    a, b = np.asarray(a, dtype=np.float32).ravel(), np.asarray(b, dtype=np.float32).ravel()
+    a, b = as_f32(a), as_f32(b)
     if a.shape != b.shape:
         return None
-    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
+    denom = float(norm(a) * norm(b))
     if denom == 0.0 or not np.isfinite(denom):
         return None
     return clip_unit(np.dot(a, b) / denom)
@@ -89,13 +90,14 @@ def topic_dependence(message: str, features: ContextFeatures, message_vector: np
 def compose_topic(message_vector: np.ndarray, previous_topic: np.ndarray | None, depends: bool,
                   weight: float) -> np.ndarray:
     """``normalise(v + weight * previous)`` when the message depends on context, else ``v`` (normalised)."""
-    vec = np.asarray(message_vector, dtype=np.float32).ravel().copy()
+    vec = as_f32(message_vector)
     if depends and previous_topic is not None:
-        prev = np.asarray(previous_topic, dtype=np.float32).ravel()
+        prev = as_f32(previous_topic)
         if prev.shape == vec.shape and np.all(np.isfinite(prev)):
             vec = vec + np.float32(weight) * prev
-    norm = float(np.linalg.norm(vec))
-    return vec / norm if norm > 0 else vec
+    length = float(norm(vec))
+    # Never the caller's array: a zero vector comes back as a copy (the division makes a new one).
+    return vec / length if length > 0 else vec.copy()
 
 
 def topic_from_history(user_vectors: Sequence[np.ndarray], weight: float) -> np.ndarray | None:
