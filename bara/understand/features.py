@@ -186,19 +186,14 @@ def topic_similarity(message_vector: np.ndarray | None,
     if message_vector is None or history_vectors is None or len(history_vectors) == 0:
         return None
     recent_n = (settings or Settings()).gate_topic_recent_vectors
-    # The mean of one vector is that vector, bit for bit: skip numpy's stacking and reduction, and
-    # compute the norms as np.linalg.norm does, in fewer calls (issue 16, every searching turn).
-    only = history_vectors[0] if len(history_vectors) == 1 and recent_n >= 1 else None
-    if type(only) is np.ndarray and only.ndim == 1:
-        centre = as_f32(only)
+    first = history_vectors[0]
+    if len(history_vectors) == 1 and type(first) is np.ndarray and first.ndim == 1:
+        centre = as_f32(first)  # the mean of one vector is that vector, bit for bit (issue 16, every turn)
     else:
         recent = np.asarray(history_vectors, dtype=np.float32)[-recent_n:]
-        centre = recent[0] if len(recent) == 1 else recent.mean(axis=0)
+        centre = (recent[0] if len(recent) == 1 else recent.mean(axis=0)).ravel()
     vec = as_f32(message_vector)
-    if centre.ndim != 1:  # nested input: the general spelling
-        denom = float(np.linalg.norm(centre) * norm(vec))
-    else:
-        denom = float(norm(centre) * norm(vec))
+    denom = float(norm(centre) * norm(vec))  # np.linalg.norm's values, in fewer numpy calls
     if denom == 0.0 or not np.isfinite(denom):
         return None
     return clip_unit(np.dot(centre, vec) / denom)
