@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from bara.cli import app
 from bara.retrieval.embedders import OnnxMiniLMEmbedder, build_embedder
+from bara.serve.app import ENV_MODE
 from bara.settings import Settings, load_settings
 
 TEXTS = ["How does TCP detect a lost segment?", "x", "The sender MUST NOT retransmit before the timer expires. " * 8,
@@ -42,8 +43,9 @@ def test_no_thread_spins_once_a_call_has_returned():
 @pytest.fixture
 def serve_calls(monkeypatch, tmp_path):
     """`bara serve` up to the point it would start uvicorn: the environment its workers would read."""
-    monkeypatch.setenv("BARA_EMBED_SPIN_IN_CALL", "")  # restored after the test ...
-    monkeypatch.delenv("BARA_EMBED_SPIN_IN_CALL")  # ... and unset during it
+    for name in ("BARA_EMBED_SPIN_IN_CALL", "BARA_DB", ENV_MODE):  # serve sets these for its workers:
+        monkeypatch.setenv(name, "")  # recorded, so restored after the test ...
+        monkeypatch.delenv(name)  # ... and unset during it
     monkeypatch.delenv("BARA_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)  # no ./bara.toml
     seen: list[dict[str, str]] = []
