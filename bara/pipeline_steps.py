@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from bara.decide import GateResult
+from bara.decide.behavior import largest_k
 from bara.memory.conversations import StoredMessage
 from bara.memory.notes import Note, extract_notes
 from bara.memory.profile import ProfileFact, extract_profile_facts
@@ -47,14 +48,15 @@ def lexical_guess(query: str, messages: Sequence[StoredMessage], retriever: Hybr
                   rules: RewriteRules, rec: TurnRecorder) -> LexicalGuess:
     """Issue 16: the query the knowledge-base search will most likely use (the rewrite, when there is
     history to carry), its lexical arm started now so that it scores while the message is encoded.
-    The rewrite is pure, so retrieval reuses it; a search the gate shapes otherwise (another query
-    or k) ignores the prefetch and runs its own lexical arm."""
+    The rewrite is pure, so retrieval reuses it. The arm ranks enough rows for the largest k the gate
+    may choose, so a reduced or boosted search takes its leading rows (``bara.store.sqlite_lexical``);
+    a search for another query ignores the prefetch and runs its own lexical arm."""
     rewrite = None
     if messages:
         with rec.stage("rewrite"):
             rewrite = rewrite_for(query, messages, settings, rules)
     with rec.stage("gate"):  # not retrieve_kb: the gate may still close the knowledge base
-        prefetched = retriever.prefetch(rewrite.query if rewrite else query, k=settings.k)
+        prefetched = retriever.prefetch(rewrite.query if rewrite else query, k=largest_k(settings))
     return LexicalGuess(rewrite, prefetched)
 
 

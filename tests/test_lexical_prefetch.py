@@ -11,6 +11,7 @@ from concurrent.futures import Future
 import pytest
 
 from kb_helpers import rfc_bara
+from store_contract import doc, request, vecs
 from bara.app import Bara
 from bara.pipeline import Assistant
 from bara.retrieval.hybrid import HybridRetriever
@@ -59,12 +60,59 @@ def test_a_search_takes_prefetched_rows_only_for_its_own_request(rfc_kb):
         request = _request("includeSubDomains directive")
         own = store.search(request)
         chosen = own.candidates[-1].chunk_id  # the own arm's last lexical candidate, put first
-        planted = LexicalPrefetch(lexical_key(request), _done([(chosen, 99.0)]))
+        planted = LexicalPrefetch(lexical_key(request), _done([(chosen, 99.0)]), request.limit)
         assert [c.chunk_id for c in store.search_prefetched(request, planted).candidates] == [chosen]
         for other in (_request("includeSubDomains directive", limit=8), _request("HSTS policy")):
-            stale = LexicalPrefetch(lexical_key(other), _done([(chosen, 99.0)]))
+            stale = LexicalPrefetch(lexical_key(other), _done([(chosen, 99.0)]), other.limit)
             got = store.search_prefetched(request, stale)  # another key: ignored, the search runs its own
             assert (got.candidates, got.lexical_hits) == (own.candidates, own.lexical_hits)
+    finally:
+        store.close()
+
+
+def test_the_lexical_arm_ranks_ties_by_chunk_id(tmp_path):
+    """Equal texts score equally: the lower chunk id comes first, whatever the limit (a total order,
+    which lets a ranking cut at any limit answer every smaller one)."""
+    store = SQLiteStore(tmp_path / "ties.db")
+    try:
+        store.write_document(doc("zz.txt", ["window scaling", "selective acknowledgement", "path mtu"]), vecs(3))
+        for source in ("cc.txt", "aa.txt", "bb.txt"):  # out of name order: chunk ids follow the writes
+            store.write_document(doc(source, ["retransmission timer backoff", "checksum of the header"]), vecs(2))
+        wide = store.prefetch_lexical(request("retransmission backoff", None, limit=10))
+        rows = store.search(request("retransmission backoff", None, limit=10))
+        ids = [c.chunk_id for c in rows.candidates]
+        assert len(ids) == 3 and len({c.lexical.score for c in rows.candidates}) == 1  # one score, three chunks
+        assert ids == sorted(ids)
+        for limit in (1, 2):
+            narrow = request("retransmission backoff", None, limit=limit)
+            assert [c.chunk_id for c in store.search(narrow).candidates] == ids[:limit]
+            assert store.search_prefetched(narrow, wide).candidates == store.search(narrow).candidates
+    finally:
+        store.close()
+
+
+def test_a_prefetch_ranked_for_a_larger_limit_answers_a_smaller_one(rfc_kb):
+    """The gate may reduce k after the arm started for the largest k: the search takes the leading
+    rows, which are the rows its own arm returns (ties: ``test_the_lexical_arm_ranks_ties_by_chunk_id``)."""
+    store = SQLiteStore(rfc_kb("prefetch-limit"))
+    try:
+        for query in (*QUERIES, "server certificate", "cookie attribute domain"):
+            wide = store.prefetch_lexical(_request(query, limit=40))
+            assert wide is not None
+            for limit in (1, 5, 12, 39, 40):
+                request = _request(query, limit)
+                own = store.search(request)
+                got = store.search_prefetched(request, wide)
+                assert (got.candidates, got.lexical_hits) == (own.candidates, own.lexical_hits)
+        request = _request("includeSubDomains directive", limit=2)
+        own = store.search(request)
+        chosen = own.candidates[-1].chunk_id  # planted first in a longer ranking: taken, cut at 2
+        planted = LexicalPrefetch(lexical_key(request), _done([(chosen, 9.0), (chosen + 1, 8.0), (chosen + 2, 7.0)]), 3)
+        got = store.search_prefetched(request, planted)
+        assert (got.candidates[0].chunk_id, got.lexical_hits) == (chosen, 2)
+        narrow = LexicalPrefetch(lexical_key(request), _done([(chosen, 9.0)]), 1)  # cut shorter: ignored
+        got = store.search_prefetched(request, narrow)
+        assert (got.candidates, got.lexical_hits) == (own.candidates, own.lexical_hits)
     finally:
         store.close()
 

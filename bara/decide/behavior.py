@@ -125,6 +125,12 @@ def _retrieval_numbers(effect: str, settings: Settings) -> tuple[int, float]:
     return settings.k, 0.0
 
 
+def largest_k(settings: Settings) -> int:
+    """The most knowledge-base chunks any mode asks for: what a search started before the gate has
+    decided must cover (issue 16: a turn's lexical arm runs ahead while its message is encoded)."""
+    return max(_retrieval_numbers(spec.effect, settings)[0] for spec in _SPECS.values())
+
+
 def _answer_length(spec: _ModeSpec, features: ContextFeatures) -> tuple[str, tuple[str, ...]]:
     if spec.answer_length == "normal" and "elaboration" in features.followup_signals:
         return "long", ("behavior:elaboration_long",)

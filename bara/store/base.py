@@ -81,17 +81,19 @@ class Store(SqlRunner, Protocol):
 class LexicalPrefetch:
     """The lexical arm of one search, started early on another connection (issue 16): the turn starts
     it before it encodes the query, so the full-text scoring runs while the model does. ``key`` is what
-    it searched (:func:`lexical_key`); a search whose request has another key ignores it."""
+    it searched (:func:`lexical_key`) and ``limit`` how many rows at most. The arm ranks by score, then
+    chunk id, a total order, so a search with the same key and a smaller limit takes the leading rows;
+    one with another key or a larger limit ignores the prefetch."""
 
     key: tuple[Any, ...]
     rows: "Future[list[tuple[int, float]]]"
+    limit: int
 
 
 def lexical_key(request: SearchRequest) -> tuple[Any, ...]:
-    """Everything the lexical arm's answer depends on: the distinct terms in order, the limit, the
-    scopes and the title weight (the dense arm and the fusion weights play no part)."""
-    return (tuple(dict.fromkeys(request.terms)), request.limit, request.owners, request.collections,
-            request.title_weight)
+    """Everything the lexical arm's ranking depends on: the distinct terms in order, the scopes and the
+    title weight (the dense arm and the fusion weights play no part; the limit only cuts the ranking)."""
+    return (tuple(dict.fromkeys(request.terms)), request.owners, request.collections, request.title_weight)
 
 
 @runtime_checkable

@@ -24,8 +24,10 @@ from bara.store.base import LexicalPrefetch, lexical_key
 from bara.text.lexical import match_expression
 from bara.types import SearchRequest
 
+#: Ties in score go to the lower chunk id: a total order, so any limit's rows lead every longer ranking
+#: (SQLite already returned ties in rowid order; saying so makes it a contract, not an accident).
 LEXICAL_SQL = ("SELECT rowid, bm25(chunks_fts, 1.0, ?, 0.0) AS s FROM chunks_fts WHERE chunks_fts MATCH ? "
-               "ORDER BY s LIMIT ?")
+               "ORDER BY s, rowid LIMIT ?")
 
 
 @lru_cache(maxsize=4096)
@@ -66,7 +68,7 @@ class LexicalWorker:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bara-lexical")
             rows: Future[list[tuple[int, float]]] = self._pool.submit(self._run, lexical_params(req))
-        return LexicalPrefetch(lexical_key(req), rows)
+        return LexicalPrefetch(lexical_key(req), rows, req.limit)
 
     def _run(self, params: tuple[Any, ...]) -> list[tuple[int, float]]:
         if self._conn is None:  # opened in the worker thread, used only there
@@ -86,11 +88,13 @@ class LexicalWorker:
 
 
 def collect(prefetched: LexicalPrefetch | None, req: SearchRequest) -> list[tuple[int, float]] | None:
-    """The prefetched rows when they answer ``req``; None when they do not (another key) or when the
-    worker failed (the caller then runs the arm on its own connection, which reports the error)."""
-    if prefetched is None or prefetched.key != lexical_key(req):
+    """The prefetched rows that answer ``req``: the leading ``req.limit`` of them (the ranking is a total
+    order); None when they cannot (another key, a smaller limit) or when the worker failed (the caller
+    then runs the arm on its own connection, which reports the error)."""
+    if prefetched is None or prefetched.key != lexical_key(req) or prefetched.limit < req.limit:
         return None
     try:
-        return prefetched.rows.result()
+        rows = prefetched.rows.result()
     except sqlite3.Error:
         return None
+    return rows[:req.limit]
