@@ -62,6 +62,10 @@ def serve(db: Optional[str] = DbOption,
         # Worker processes share the cores: an encoder thread spinning for its peers would only burn
         # the CPU another process needs (7% fewer turns/s with 2 workers on 2 cores, docs/benchmarks.md).
         os.environ["BARA_EMBED_SPIN_IN_CALL"] = "false"
+    if workers > 1 and "serve_learn_after_response" not in settings.model_fields_set:
+        # The next turn may reach another worker, which cannot flush this one's queue: store what a turn
+        # learned before its response (bara.memory.writebehind).
+        os.environ["BARA_SERVE_LEARN_AFTER_RESPONSE"] = "false"
     os.environ[ENV_MODE] = mode
     err.print(f"bara serve: http://{host}:{port}  (docs /docs, mode {mode}, {workers} worker(s), db {_safe(settings.db)})")
     uvicorn.run("bara.serve.app:factory", factory=True, host=host, port=port, workers=workers, log_level="warning")

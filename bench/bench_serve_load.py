@@ -4,6 +4,10 @@ every turn of every conversation is stored, in order (results go to docs/benchma
     python bench/bench_serve_load.py --db /tmp/load.db                       # SQLite, 1 worker
     python bench/bench_serve_load.py --db postgresql://... --workers 2       # after `bara db start`
 
+``--think-ms N`` pauses N ms before each of a user's turns after the first (a person reading the answer):
+back to back (0, the default) a turn also waits for the previous turn's learning writes, which a
+single worker stores after the response (``serve_learn_after_response``).
+
 It creates one API key per user in --db, ingests a few RFCs into the shared knowledge base when it is
 empty (--kb-files), starts `bara serve` on a free loopback port as a subprocess, drives it with an
 asyncio httpx client (each user's turns are sequential, users run concurrently), verifies, and stops
@@ -52,9 +56,11 @@ def prepare(db: str, users: int, kb_files: list[str]) -> list[str]:
 
 
 async def user_session(client: httpx.AsyncClient, key: str, n: int, turns: int, lat: list[float],
-                       errors: list[str]) -> tuple[str | None, list[str]]:
+                       errors: list[str], think_s: float = 0.0) -> tuple[str | None, list[str]]:
     headers, cid, sent = {"Authorization": f"Bearer {key}"}, None, []
     for t in range(turns):
+        if t and think_s:
+            await asyncio.sleep(think_s)
         message = MESSAGES[(n + t) % len(MESSAGES)].format(name=f"User{n}") + f" [{t}]"
         body = {"message": message, **({"conversation_id": cid} if cid else {})}
         t0 = time.perf_counter()
@@ -80,14 +86,14 @@ async def verify(client: httpx.AsyncClient, key: str, cid: str | None, sent: lis
     return [t["user"] for t in turns] == sent and all(t["assistant"] and t["trace"] for t in turns)
 
 
-async def drive(url: str, keys: list[str], turns: int, deadline_s: float) -> dict:
+async def drive(url: str, keys: list[str], turns: int, deadline_s: float, think_s: float = 0.0) -> dict:
     lat: list[float] = []
     errors: list[str] = []
     limits = httpx.Limits(max_connections=len(keys) + 4)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         t0 = time.perf_counter()
         sessions = await asyncio.wait_for(asyncio.gather(
-            *(user_session(client, k, n, turns, lat, errors) for n, k in enumerate(keys))), deadline_s)
+            *(user_session(client, k, n, turns, lat, errors, think_s) for n, k in enumerate(keys))), deadline_s)
         wall = time.perf_counter() - t0
         checks = await asyncio.gather(*(verify(client, k, cid, sent) for k, (cid, sent) in zip(keys, sessions, strict=False)))
     ms = sorted(x * 1e3 for x in lat)
@@ -128,6 +134,7 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=25)
     ap.add_argument("--mode", default="gated")
     ap.add_argument("--deadline", type=float, default=900, help="seconds for the whole load phase")
+    ap.add_argument("--think-ms", type=float, default=0.0, help="pause before each of a user's later turns")
     ap.add_argument("--kb-files", nargs="*", default=[str(Path(os.environ.get("BARA_DATA", "../shared/data")) / "rfc" / f)
                                                       for f in ("rfc2119.txt", "rfc2818.txt", "rfc6797.txt")])
     args = ap.parse_args()
@@ -137,7 +144,7 @@ def main() -> None:
     proc = start_server(args.db, port, args.workers, args.mode)
     try:
         wait_ready(url, proc)
-        result = asyncio.run(drive(url, keys, args.turns, args.deadline))
+        result = asyncio.run(drive(url, keys, args.turns, args.deadline, args.think_ms / 1e3))
     finally:
         proc.terminate()
         try:
@@ -145,7 +152,7 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
     backend = "postgresql" if args.db.startswith("postgres") else "sqlite"
-    print(json.dumps({"backend": backend, "workers": args.workers, "mode": args.mode,
+    print(json.dumps({"backend": backend, "workers": args.workers, "mode": args.mode, "think_ms": args.think_ms,
                       "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
                       "load_avg": [round(x, 2) for x in os.getloadavg()], **result}))
 

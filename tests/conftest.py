@@ -79,3 +79,31 @@ def rfc_kb(tmp_path_factory, data_dir, embedder):
 def user(request) -> str:
     """A user id of this test's own (tests sharing a store never see each other's memory)."""
     return f"user-{request.node.name}"
+
+
+@pytest.fixture
+def serve_calls(monkeypatch, tmp_path):
+    """`bara serve` up to the point it would start uvicorn: the environment its workers would read."""
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from bara.cli import app
+    from bara.serve.app import ENV_MODE
+
+    for name in ("BARA_EMBED_SPIN_IN_CALL", "BARA_SERVE_LEARN_AFTER_RESPONSE", "BARA_DB", ENV_MODE):  # serve sets these:
+        monkeypatch.setenv(name, "")  # recorded, so restored after the test ...
+        monkeypatch.delenv(name)  # ... and unset during it
+    monkeypatch.delenv("BARA_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./bara.toml
+    seen: list[dict[str, str]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: seen.append(dict(os.environ)))
+    db = tmp_path / "s.db"
+    with socket.socket() as probe:  # a port free right now (serve refuses a busy one)
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+
+    def serve(*args: str) -> dict[str, str]:
+        result = CliRunner().invoke(app, ["serve", "--db", str(db), "--port", port, *args])
+        assert result.exit_code == 0, result.output
+        return seen[-1]
+    return serve

@@ -4,18 +4,10 @@ unless the settings say otherwise."""
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 
 import numpy as np
-import pytest
-import uvicorn
-from typer.testing import CliRunner
-
-from bara.cli import app
 from bara.retrieval.embedders import OnnxMiniLMEmbedder, build_embedder
-from bara.serve.app import ENV_MODE
 from bara.settings import Settings, load_settings
 
 TEXTS = ["How does TCP detect a lost segment?", "x", "The sender MUST NOT retransmit before the timer expires. " * 8,
@@ -38,28 +30,6 @@ def test_no_thread_spins_once_a_call_has_returned():
         time.sleep(0.2)
         burned.append(time.process_time() - start)
     assert min(burned) < 0.01, burned
-
-
-@pytest.fixture
-def serve_calls(monkeypatch, tmp_path):
-    """`bara serve` up to the point it would start uvicorn: the environment its workers would read."""
-    for name in ("BARA_EMBED_SPIN_IN_CALL", "BARA_DB", ENV_MODE):  # serve sets these for its workers:
-        monkeypatch.setenv(name, "")  # recorded, so restored after the test ...
-        monkeypatch.delenv(name)  # ... and unset during it
-    monkeypatch.delenv("BARA_CONFIG", raising=False)
-    monkeypatch.chdir(tmp_path)  # no ./bara.toml
-    seen: list[dict[str, str]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: seen.append(dict(os.environ)))
-    db = tmp_path / "s.db"
-    with socket.socket() as probe:  # a port free right now (serve refuses a busy one)
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1])
-
-    def serve(*args: str) -> dict[str, str]:
-        result = CliRunner().invoke(app, ["serve", "--db", str(db), "--port", port, *args])
-        assert result.exit_code == 0, result.output
-        return seen[-1]
-    return serve
 
 
 def test_serve_with_several_workers_turns_spinning_off(serve_calls):

@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict
 from typing import Any
 
-from fastapi import APIRouter, Depends, File, Query, Request, Response, UploadFile
+from fastapi import APIRouter, BackgroundTasks, Depends, File, Query, Request, Response, UploadFile
 
 from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
@@ -42,9 +42,11 @@ def check_message(request: Request, message: str) -> None:
 
 
 def run_turn(request: Request, user: str, message: str, cid: str | None, mode: str | None,
-             create: bool = False) -> Any:
+             background: BackgroundTasks, create: bool = False) -> Any:
+    """One turn; what it learned is stored after the response when the runtime says so (``learn_later``)."""
     rt = runtime(request)
     outcome = rt.run_turn(user, message, cid, mode, create=create)
+    rt.learn_later(background)
     request.app.state.metrics.observe_turn(outcome.trace)
     return outcome
 
@@ -65,14 +67,15 @@ def _version() -> str:
 
 
 @router.post("/turns", response_model=TurnOut, tags=["turns"])
-def post_turn(body: TurnIn, request: Request, response: Response, key: ApiKey = Depends(caller)) -> TurnOut:
+def post_turn(body: TurnIn, request: Request, response: Response, background: BackgroundTasks,
+              key: ApiKey = Depends(caller)) -> TurnOut:
     """Answer one message. ``conversation_id`` omitted starts a conversation; ``mode`` runs this one
     message as gated, always (the sliding-window RAG baseline) or agent. The ``trace`` is the turn's
     full trace (see TraceOut); its id is also in the ``X-Bara-Trace-Id`` header."""
     check_message(request, body.message)
     if body.conversation_id is not None and runtime(request).conversations.get(key.user_id, body.conversation_id) is None:
         raise not_found()
-    out = run_turn(request, key.user_id, body.message, body.conversation_id, body.mode)
+    out = run_turn(request, key.user_id, body.message, body.conversation_id, body.mode, background)
     response.headers["X-Bara-Trace-Id"] = out.trace["trace_id"]
     return TurnOut(answer=out.answer, conversation_id=out.conversation_id, trace=out.trace)
 

@@ -26,7 +26,7 @@ import re
 import time
 from typing import Any, Iterator, Literal
 
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, BackgroundTasks, Depends, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -119,7 +119,7 @@ def list_models(key: ApiKey = Depends(caller)) -> ModelList:
 
 @router.post("/chat/completions", response_model=ChatCompletion,
              responses={200: {"content": {"text/event-stream": {}}}})
-def chat_completions(body: ChatRequest, request: Request, key: ApiKey = Depends(caller),
+def chat_completions(body: ChatRequest, request: Request, background: BackgroundTasks, key: ApiKey = Depends(caller),
                      x_bara_conversation: str | None = Header(None, max_length=200)) -> Any:
     """One turn for the last user message (see the module docstring for how the conversation is found)."""
     mode = MODELS.get(body.model)
@@ -143,7 +143,7 @@ def chat_completions(body: ChatRequest, request: Request, key: ApiKey = Depends(
     else:
         prior = dialogue(body.messages[:-1])
         cid, create = _continue(request, user, prior), False
-    out = run_turn(request, user, message, cid, mode, create=create)
+    out = run_turn(request, user, message, cid, mode, background, create=create)
     if x_bara_conversation is None and out.trace.get("stored", {}).get("turn"):
         _remember(request, user, [*prior, ("user", message), ("assistant", out.answer)], out.conversation_id)
     headers = {"X-Bara-Trace-Id": out.trace["trace_id"], "X-Bara-Conversation": out.conversation_id}

@@ -134,20 +134,29 @@ class Runtime:
     def run_turn(self, user_id: str, message: str, conversation_id: str | None, mode: str | None = None,
                  create: bool = False) -> TurnOutcome:
         """One turn. ``conversation_id`` None starts a conversation; an unknown id raises InputError
-        unless ``create`` (then it is created for this user; ids are per user)."""
+        unless ``create`` (then it is created for this user; ids are per user). Its learning writes are
+        left queued when ``serve_learn_after_response`` (the endpoint stores them once the response is
+        out: :meth:`learn_later`), else stored before this returns."""
         message = no_surrogates(message)
         if (mode or self.mode) == "agent":
             self._check_agent_user(user_id)
         if conversation_id is not None and create:
             self.conversations.open(user_id, conversation_id, create=True)
         result = self.assistant(mode or self.mode).turn(user_id, message, conversation_id)
-        # Stored before the response: with several workers the next turn may reach another process,
-        # whose own flush cannot see this one's queue (bara.memory.writebehind).
-        self.bara.flush()
+        if not self.settings.serve_learn_after_response:
+            # Stored before the response: with several workers the next turn may reach another process,
+            # whose own flush cannot see this one's queue (bara.memory.writebehind).
+            self.bara.flush()
         trace = trace_json(result.trace, message)
         if trace.get("stored", {}).get("turn"):
             self.traces.save(user_id, trace)
         return TurnOutcome(result.answer, result.conversation_id, trace)
+
+    def learn_later(self, background: Any) -> None:
+        """Queue the flush of what the turn learned on ``background`` (FastAPI's ``BackgroundTasks``,
+        run once the response is sent), when this process stores learning after its responses."""
+        if self.settings.serve_learn_after_response:
+            background.add_task(self.bara.flush)
 
     def _check_agent_user(self, user_id: str) -> None:
         """Agent mode answers from the caller's funds account; without one, say what an API caller can
