@@ -1,0 +1,165 @@
+"""Where the gated turn's extra time goes: in-turn p50 of each part, and the bound of a free lexical arm.
+
+Same turns as ``bench_turn.py`` (the final turn of the first N MTRAG-UN dev tasks, earlier turns
+replayed untimed, modes alternating). Two measurements, each in one process:
+
+``--parts`` (default) wraps the functions a turn calls (``PARTS``) with a timer and reports, per mode,
+the p50 of each over the timed turns (0 where a mode never calls it: the always turn has no gate and
+builds its prompt inline); the wrappers add a few microseconds each, so compare the two modes with
+each other, not with ``bench_turn.py``.
+
+``--free-lexical`` answers every lexical arm from memory (each distinct query scored by FTS5 once, in
+a first pass that is not reported): the turn ratio it gives is the lower bound of any faster lexical
+arm, e.g. an in-memory BM25 that reproduces FTS5's scores (docs/benchmarks.md, issue 16 round 6).
+
+Usage:  python bench/bench_turn_parts.py [--data ../shared/data] [--tasks 100] [--free-lexical]
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_turn as bt  # noqa: E402 - the sibling bench's task replay
+
+import bara.pipeline as pipeline  # noqa: E402
+from bara.memory.conversations import Conversations  # noqa: E402
+from bara.retrieval.hybrid import HybridRetriever  # noqa: E402
+from bara.store import sqlite as sqlite_store  # noqa: E402
+from bara.store.base import LexicalPrefetch, lexical_key  # noqa: E402
+from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_params, lexical_rows  # noqa: E402
+
+#: (owner, attribute, label): what ``--parts`` times inside a turn.
+PARTS: tuple[tuple[Any, str, str], ...] = (
+    (pipeline, "compute_features", "features"), (pipeline, "apply_rules", "rules"),
+    (pipeline, "lexical_guess", "rewrite + prefetch"), (HybridRetriever, "prefetch", "prefetch"),
+    (pipeline.Assistant, "_embed", "encoding"), (pipeline, "history_topic", "history topic"),
+    (pipeline, "decide", "decision"), (pipeline, "topic_dependence", "topic dependence"),
+    (pipeline.Assistant, "_episodic_gate", "episodic check"), (pipeline, "compose_topic", "compose topic"),
+    (HybridRetriever, "search", "search"), (pipeline.Assistant, "_inputs", "prompt inputs"),
+    (pipeline.Assistant, "_persist", "persist"), (Conversations, "record_turn", "record turn"),
+    (pipeline, "user_meta", "message meta"), (pipeline.Assistant, "_trace", "trace"),
+    (pipeline, "gate_summary", "gate summary"), (pipeline, "retrieval_summary", "retrieval summary"),
+)
+
+
+class Clock:
+    """Milliseconds per label for the turn being timed (nothing is recorded between turns)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.turn: dict[str, float] = defaultdict(float)
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        @functools.wraps(inner)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not self.on:
+                return inner(*args, **kwargs)
+            start = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.turn[label] += (time.perf_counter() - start) * 1e3
+        setattr(owner, name, timed)
+
+
+def free_lexical() -> None:
+    """Serve every lexical arm from a memo of FTS5's own answers (filled on first use)."""
+    memo: dict[tuple[Any, ...], list[tuple[int, float]]] = {}
+
+    def rows(store: Any, req: Any) -> list[tuple[int, float]]:
+        params = lexical_params(req)
+        if params not in memo:
+            memo[params] = lexical_rows(store.query(LEXICAL_SQL, params))
+        return memo[params]
+
+    def prefetch(store: Any, req: Any) -> LexicalPrefetch | None:
+        if not (req.use_lexical and req.terms):
+            return None
+        done: Future = Future()
+        done.set_result(rows(store, req))
+        return LexicalPrefetch(lexical_key(req), done, req.limit)
+
+    sqlite_store.SQLiteStore.prefetch_lexical = prefetch  # type: ignore[method-assign]
+    sqlite_store.SQLiteStore._lexical = lambda store, req, _prefetched: rows(store, req)  # type: ignore[method-assign]
+
+
+def replay(tasks: list[dict], assistants: dict, rounds: int, clock: Clock | None,
+           report: Callable[[str, float, dict[str, float]], None]) -> None:
+    for n, (r, i) in enumerate((r, i) for r in range(rounds) for i in range(len(tasks))):
+        for mode in (bt.MODES if n % 2 == 0 else bt.MODES[::-1]):
+            assistant, generator = assistants[mode]
+            pairs, final = bt.exchanges(tasks[i])
+            user = f"{mode}-{r}-{i}"
+            cid = assistant.open_conversation(user)
+            for question, reply in pairs:
+                generator.replies = [reply]
+                assistant.turn(user, question, cid)
+            generator.replies = []
+            assistant.bara.flush()
+            if clock is not None:
+                clock.turn.clear()
+                clock.on = True
+            start = time.perf_counter()
+            assistant.turn(user, final, cid)
+            wall = (time.perf_counter() - start) * 1e3
+            if clock is not None:
+                clock.on = False
+            report(mode, wall, dict(clock.turn) if clock is not None else {})
+            assistant.bara.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = bt.task_parser((__doc__ or "").splitlines()[0])
+    ap.add_argument("--free-lexical", action="store_true", help="the bound of a lexical arm that costs nothing")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args(argv)
+    settings, root, tasks = bt.tasks_of(args)
+    clock = None if args.free_lexical else Clock()
+    if args.free_lexical:
+        free_lexical()
+    else:
+        for owner, name, label in PARTS:
+            clock.wrap(owner, name, label)  # type: ignore[union-attr]
+    walls: dict[str, list[float]] = defaultdict(list)
+    parts: dict[str, dict[str, list[float]]] = {m: defaultdict(list) for m in bt.MODES}
+
+    def keep(mode: str, wall: float, turn: dict[str, float]) -> None:
+        walls[mode].append(wall)
+        for _, _, label in PARTS:
+            parts[mode][label].append(turn.get(label, 0.0))
+
+    with tempfile.TemporaryDirectory(prefix="bara-bench-parts-") as scratch:
+        db = Path(scratch) / "turn.db"
+        shutil.copy(bt.cached_index(root, settings), db)
+        assistants = bt.build_assistants(db, settings)
+        replay(tasks[:10], assistants, 1, None, lambda *_: None)  # warm-up (and the memo's first pass)
+        if args.free_lexical:
+            replay(tasks, assistants, 1, None, lambda *_: None)
+        replay(tasks, assistants, args.rounds, clock, keep)
+    p50 = {m: statistics.median(walls[m]) for m in bt.MODES}
+    print(f"{len(tasks)} tasks x {args.rounds} rounds; turn p50 gated {p50['gated']:.3f} ms, always "
+          f"{p50['always']:.3f} ms, ratio {p50['gated'] / p50['always']:.2f}x"
+          + (" (lexical arm free)" if args.free_lexical else " (with timers)"))
+    if not args.free_lexical:
+        print(f"{'part':<20} {'gated p50 ms':>13} {'always p50 ms':>14}")
+        for _, _, label in PARTS:
+            gated, always = (statistics.median(parts[m][label]) for m in bt.MODES)
+            print(f"{label:<20} {gated:>13.3f} {always:>14.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
