@@ -3,7 +3,10 @@ close, and always seen by the next turn; answers, traces and stored memory equal
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from fastapi import BackgroundTasks
 from serve_helpers import sqlite_runtime
 
 from bara.app import Bara
@@ -81,12 +84,28 @@ def test_a_flush_stores_writes_in_order_under_each_users_scope(tmp_path):
     assert wb.flush() == 0 and len(wb) == 0
 
 
-def test_serve_stores_what_a_turn_learned_before_it_responds(rfc_kb, embedder):
-    """The queue is per process: with several workers the next turn may reach another one."""
-    runtime = sqlite_runtime(rfc_kb("wb-serve"), embedder)
+def test_serve_with_several_workers_stores_what_a_turn_learned_before_it_responds(rfc_kb, embedder):
+    """The queue is per process: with several workers the next turn may reach another one
+    (``bara serve --workers N`` turns ``serve_learn_after_response`` off; tests/test_serve_learning.py)."""
+    runtime = sqlite_runtime(rfc_kb("wb-serve"), embedder, serve_learn_after_response=False)
     try:
         out = runtime.run_turn("u-serve", QUESTION, None)
         assert out.trace["stored"]["qa"] is True
+        assert len(runtime.bara.learning) == 0
+        assert [q.question for q in runtime.bara.qa.list("u-serve")] == [QUESTION]
+    finally:
+        runtime.close()
+
+
+def test_serve_with_one_worker_leaves_them_for_after_the_response(rfc_kb, embedder):
+    runtime = sqlite_runtime(rfc_kb("wb-serve-later"), embedder)
+    try:
+        out = runtime.run_turn("u-serve", QUESTION, None)
+        assert out.trace["stored"]["qa"] is True and len(runtime.bara.learning) > 0  # still queued
+        background = BackgroundTasks()  # what the endpoint runs once the response is sent
+        runtime.learn_later(background)
+        assert len(runtime.bara.learning) > 0 and len(background.tasks) == 1
+        asyncio.run(background())
         assert len(runtime.bara.learning) == 0
         assert [q.question for q in runtime.bara.qa.list("u-serve")] == [QUESTION]
     finally:
