@@ -8,7 +8,7 @@ import pytest
 
 from bara.errors import StoreError
 from bara.store.migrations import Migration, sqlite_migrations
-from bara.store.sqlite import SQLiteStore
+from bara.store.sqlite import SQLiteStore, chunks_sql
 from store_contract import StoreContract, doc, vecs
 
 
@@ -73,3 +73,20 @@ def test_second_connection_sees_writes(tmp_path):
     writer.write_document(doc("a.txt", ["alpha"]), vecs(1))
     assert len(reader.search(request("alpha", unit(1.0))).candidates) == 1
     reader.close(), writer.close()
+
+
+@pytest.mark.parametrize("owners", [None, 1, 2])
+def test_hits_are_read_by_id_not_by_scanning_their_scope(tmp_path, owners):
+    """A search's handful of hits is looked up by primary key, whatever the knowledge base's size:
+    SQLite's planner, left alone, walked the owner index (every shared chunk) instead."""
+    store = SQLiteStore(tmp_path / "plan.db")
+    try:
+        for n in range(3):
+            store.write_document(doc(f"d{n}.txt", [f"chunk {n} {i}" for i in range(40)]), vecs(40))
+        sql = chunks_sql(4, owners)
+        params = (1, 5, 9, 77, *([""] * (owners or 0)))
+        plan = " | ".join(row[3] for row in store.query("EXPLAIN QUERY PLAN " + sql, params))
+        assert "SEARCH c USING INTEGER PRIMARY KEY" in plan and "chunks_scope" not in plan, plan
+        assert [c.id for c in store.get_chunks([9, 1, 77], owners=None if owners is None else [""] * owners)] == [9, 1, 77]
+    finally:
+        store.close()

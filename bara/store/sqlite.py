@@ -264,13 +264,9 @@ class SQLiteStore:
     def get_chunks(self, ids: Sequence[int], owners: Sequence[str] | None = None) -> list[StoredChunk]:
         if not ids:
             return []
-        sql = (f"SELECT c.id, c.text, d.source, c.section, c.title, c.collection, c.owner, c.ordinal,"
-               f" c.start_char, c.end_char, d.title, d.meta FROM chunks c JOIN documents d ON d.id = c.doc_id"
-               f" WHERE c.id IN ({_marks(ids)})")
-        params: tuple = tuple(int(i) for i in ids)
-        if owners is not None:
-            sql, params = sql + f" AND c.owner IN ({_marks(owners)})", (*params, *owners)
-        by_id = {r[0]: _stored(r) for r in self.query(sql, params)}
+        params: tuple = (*(int(i) for i in ids), *(owners or ()))
+        by_id = {r[0]: _stored(r) for r in self.query(chunks_sql(len(ids), None if owners is None else len(owners)),
+                                                      params)}
         return [by_id[i] for i in ids if i in by_id]
 
     def count_chunks(self, owner: str | None = None, collection: str | None = None) -> int:
@@ -330,6 +326,18 @@ class SQLiteStore:
 
 def _marks(values: Sequence[Any]) -> str:
     return ",".join("?" * len(values))
+
+
+def chunks_sql(n_ids: int, n_owners: int | None) -> str:
+    """The query that reads ``n_ids`` chunks by id, optionally only those of ``n_owners`` owners.
+
+    The owner test is written ``+c.owner`` so that SQLite looks the few ids up by primary key: left
+    to itself, with no statistics, it walks the owner index instead, i.e. every chunk of the shared
+    knowledge base, for each search's handful of hits (0.1 ms at 1,152 chunks, growing with the KB)."""
+    sql = (f"SELECT c.id, c.text, d.source, c.section, c.title, c.collection, c.owner, c.ordinal,"
+           f" c.start_char, c.end_char, d.title, d.meta FROM chunks c JOIN documents d ON d.id = c.doc_id"
+           f" WHERE c.id IN ({','.join('?' * n_ids)})")
+    return sql if n_owners is None else sql + f" AND +c.owner IN ({','.join('?' * n_owners)})"
 
 
 def _stored(r: tuple) -> StoredChunk:
