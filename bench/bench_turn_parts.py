@@ -93,7 +93,7 @@ def free_lexical() -> None:
         return LexicalPrefetch(lexical_key(req), done, req.limit)
 
     sqlite_store.SQLiteStore.prefetch_lexical = prefetch  # type: ignore[method-assign]
-    sqlite_store.SQLiteStore._lexical = lambda store, req, _prefetched: rows(store, req)  # type: ignore[method-assign]
+    sqlite_store.SQLiteStore._lexical = lambda store, req, _prefetched, _matrix: rows(store, req)  # type: ignore[method-assign]
 
 
 def replay(tasks: list[dict], assistants: dict, rounds: int, clock: Clock | None,

@@ -24,7 +24,7 @@ from bara.errors import StoreError
 from bara.store.base import LexicalPrefetch
 from bara.store.migrations import Migration, sqlite_migrations
 from bara.store.sqlite_files import APPLICATION_ID, check_identity, check_integrity, connect_file, exists, file_problem
-from bara.store.sqlite_lexical import LEXICAL_SQL, LexicalWorker, collect, lexical_params, lexical_rows, scope_token
+from bara.store.sqlite_lexical import LexicalWorker, collect, lexical_arm, scope_token
 from bara.text.fusion import weighted_rrf
 from bara.text.lexical import index_text
 from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
@@ -38,9 +38,10 @@ MODES = ("read", "write", "update")
 class _Matrix:
     """Vectors of one search scope, cached with the generations they were read at."""
 
-    def __init__(self, gens: tuple[int, ...], ids: np.ndarray, vectors: np.ndarray):
+    def __init__(self, gens: tuple[int, ...], ids: np.ndarray, vectors: np.ndarray, share: float = 1.0):
         self.gens, self.ids, self.vectors = gens, ids, vectors
         self.row = {int(i): n for n, i in enumerate(ids)}
+        self.share = share  # of all chunks, when read: whether the lexical arm may skip its scope test
 
 
 class SQLiteStore:
@@ -194,27 +195,36 @@ class SQLiteStore:
         """Start ``request``'s lexical arm on the worker connection (issue 16; see ``sqlite_lexical``)."""
         if self._worker is None or not (request.use_lexical and request.terms):
             return None
-        return self._worker.start(request)
+        return self._worker.start(request, lambda run: self._members_as_of(run, request))
 
     def search(self, request: SearchRequest) -> StoreSearchResult:
         return self.search_prefetched(request, None)
 
     def search_prefetched(self, request: SearchRequest, prefetched: LexicalPrefetch | None) -> StoreSearchResult:
         timings: dict[str, float] = {}
+        tm = time.perf_counter()
+        matrix = self._matrix(request.owners, request.collections)  # the dense arm's, read first for the lexical
         t0 = time.perf_counter()
-        lexical = self._lexical(request, prefetched) if request.use_lexical and request.terms else []
+        lexical = self._lexical(request, prefetched, matrix) if request.use_lexical and request.terms else []
         t1 = time.perf_counter()
-        matrix = self._matrix(request.owners, request.collections)
         dense, sims = self._dense(request, matrix)
         t2 = time.perf_counter()
         candidates = self._fuse(request, lexical, dense, sims, matrix)
         t3 = time.perf_counter()
-        timings.update(lexical=(t1 - t0) * 1e3, dense=(t2 - t1) * 1e3, fusion=(t3 - t2) * 1e3)
+        timings.update(lexical=(t1 - t0) * 1e3, dense=(t2 - t1 + t0 - tm) * 1e3, fusion=(t3 - t2) * 1e3)
         return StoreSearchResult(tuple(candidates), len(lexical), len(dense), timings)
 
-    def _lexical(self, req: SearchRequest, prefetched: LexicalPrefetch | None) -> list[tuple[int, float]]:
+    def _lexical(self, req: SearchRequest, prefetched: LexicalPrefetch | None, m: _Matrix) -> list[tuple[int, float]]:
         rows = collect(prefetched, req)
-        return rows if rows is not None else lexical_rows(self.query(LEXICAL_SQL, lexical_params(req)))
+        return rows if rows is not None else lexical_arm(self.query, req, _members(m, req))
+
+    def _members_as_of(self, run: Any, req: SearchRequest) -> dict[int, int] | None:
+        """For the prefetch worker: the scope's ids when the cached matrix is what ``run``'s connection
+        sees (same generations), else None (the scoped query)."""
+        cached = self._matrices.get((tuple(req.owners), tuple(req.collections)))
+        if cached is None or cached.gens != generations(run, req.owners, req.collections):
+            return None
+        return _members(cached, req)
 
     def _dense(self, req: SearchRequest, m: _Matrix) -> tuple[list[tuple[int, float]], np.ndarray | None]:
         if req.vector is None or len(m.ids) == 0:
@@ -240,15 +250,9 @@ class SQLiteStore:
                                  ArmScore(*den.get(cid, (None, None))), sim))
         return out
 
-    def _generations(self, owners: Sequence[str], colls: Sequence[str]) -> tuple[int, ...]:
-        rows = dict(((o, c), g) for o, c, g in self.query(
-            f"SELECT owner, collection, gen FROM scope_generation WHERE owner IN ({_marks(owners)})"
-            f" AND collection IN ({_marks(colls)})", (*owners, *colls)))
-        return tuple(rows.get((o, c), 0) for o in owners for c in colls)
-
     def _matrix(self, owners: Sequence[str], colls: Sequence[str]) -> _Matrix:
         key = (tuple(owners), tuple(colls))
-        gens = self._generations(owners, colls)
+        gens = generations(self.query, owners, colls)
         cached = self._matrices.get(key)
         if cached is not None and cached.gens == gens:
             return cached
@@ -257,7 +261,8 @@ class SQLiteStore:
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         vecs = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
                 if rows else np.zeros((0, 0), dtype=np.float32))
-        self._matrices[key] = _Matrix(gens, ids, vecs)
+        total = int(self.query("SELECT COUNT(*) FROM chunks")[0][0])
+        self._matrices[key] = _Matrix(gens, ids, vecs, len(ids) / total if total else 1.0)
         return self._matrices[key]
 
     # ---------------------------------------------------------------------- reads
@@ -326,6 +331,19 @@ class SQLiteStore:
 
 def _marks(values: Sequence[Any]) -> str:
     return ",".join("?" * len(values))
+
+
+def generations(run: Any, owners: Sequence[str], colls: Sequence[str]) -> tuple[int, ...]:
+    """The write generation of each (owner, collection) scope, as ``run``'s connection sees them."""
+    rows = dict(((o, c), g) for o, c, g in run(
+        f"SELECT owner, collection, gen FROM scope_generation WHERE owner IN ({_marks(owners)})"
+        f" AND collection IN ({_marks(colls)})", (*owners, *colls)))
+    return tuple(rows.get((o, c), 0) for o in owners for c in colls)
+
+
+def _members(m: _Matrix, req: SearchRequest) -> dict[int, int] | None:
+    """The scope's chunk ids when they are most of the table (``unscoped_min_share``), else None."""
+    return m.row if m.share >= req.unscoped_min_share else None
 
 
 def chunks_sql(n_ids: int, n_owners: int | None) -> str:

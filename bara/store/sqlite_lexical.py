@@ -18,7 +18,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Container
 
 from bara.store.base import LexicalPrefetch, lexical_key
 from bara.text.lexical import match_expression
@@ -28,6 +28,32 @@ from bara.types import SearchRequest
 #: (SQLite already returned ties in rowid order; saying so makes it a contract, not an accident).
 LEXICAL_SQL = ("SELECT rowid, bm25(chunks_fts, 1.0, ?, 0.0) AS s FROM chunks_fts WHERE chunks_fts MATCH ? "
                "ORDER BY s, rowid LIMIT ?")
+
+
+#: The same ranking over every chunk, without the scope test: the scope column weighs 0 and holds no
+#: term, so its phrase adds exactly 0.0 to each score, and every other factor (IDF, lengths) is
+#: table-wide either way; only the scope's posting list, long for a big knowledge base, is not read.
+UNSCOPED_SQL = ("SELECT rowid, bm25(chunks_fts, 1.0, ?, 0.0) AS s FROM chunks_fts WHERE chunks_fts MATCH ? "
+                "ORDER BY s, rowid LIMIT ?")
+
+Rows = list[tuple[int, float]]
+Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+def lexical_arm(run: Run, req: SearchRequest, members: Container[int] | None) -> Rows:
+    """``req``'s lexical rows via ``run`` (one connection's query). ``members``: the ids of the
+    scope's chunks when the scope is most of the table; the arm then ranks every chunk (twice the
+    limit) and keeps the scope's rows, which are the scoped ranking's own leading rows, since both
+    follow one total order. When they cannot fill the limit and more rows matched, it runs the scoped
+    query after all."""
+    if members is None:
+        return lexical_rows(run(LEXICAL_SQL, lexical_params(req)))
+    wide = 2 * req.limit
+    ranked = lexical_rows(run(UNSCOPED_SQL, (req.title_weight, match_expression(req.terms), wide)))
+    kept = [row for row in ranked if row[0] in members]
+    if len(kept) >= req.limit or len(ranked) < wide:
+        return kept[:req.limit]
+    return lexical_rows(run(LEXICAL_SQL, lexical_params(req)))
 
 
 @lru_cache(maxsize=4096)
@@ -58,8 +84,10 @@ class LexicalWorker:
         self._closed = False
         self._pid = os.getpid()
 
-    def start(self, req: SearchRequest) -> LexicalPrefetch | None:
-        """Queue the lexical arm of ``req``; None once closed."""
+    def start(self, req: SearchRequest, members: Callable[[Run], Container[int] | None] = lambda run: None,
+              ) -> LexicalPrefetch | None:
+        """Queue the lexical arm of ``req``; None once closed. ``members`` is given this connection's
+        query function and answers :func:`lexical_arm`'s ``members`` as of this connection's view."""
         with self._lock:
             if self._closed:
                 return None
@@ -67,13 +95,17 @@ class LexicalWorker:
                 self._pool, self._conn, self._pid = None, None, os.getpid()
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bara-lexical")
-            rows: Future[list[tuple[int, float]]] = self._pool.submit(self._run, lexical_params(req))
+            rows: Future[list[tuple[int, float]]] = self._pool.submit(self._run, req, members)
         return LexicalPrefetch(lexical_key(req), rows, req.limit)
 
-    def _run(self, params: tuple[Any, ...]) -> list[tuple[int, float]]:
+    def _run(self, req: SearchRequest, members: Callable[[Run], Container[int] | None]) -> Rows:
         if self._conn is None:  # opened in the worker thread, used only there
             self._conn = sqlite3.connect(self.uri, uri=True, check_same_thread=False, timeout=30.0)
-        return lexical_rows(self._conn.execute(LEXICAL_SQL, params).fetchall())
+        conn = self._conn
+
+        def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+            return conn.execute(sql, params).fetchall()
+        return lexical_arm(run, req, members(run))
 
     def close(self) -> None:
         """Finish queued work, stop the thread and close the connection (idempotent)."""

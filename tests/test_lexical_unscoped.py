@@ -1,0 +1,74 @@
+"""SQLite's lexical arm without FTS5's scope test (issue 16): when the searched scopes hold most of the
+chunks, it ranks every chunk and keeps the scope's rows. The rows and scores must be the scoped
+query's own, whether the unscoped ranking fills the limit, runs out of matches, or has to fall back."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from store_contract import doc, request, vecs
+
+from bara.store.sqlite import SQLiteStore
+from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_arm, lexical_params, lexical_rows
+
+KB = [f"retransmission timer {w} backoff" for w in ("alpha", "beta", "gamma", "delta", "epsilon", "zeta")] + \
+     [f"congestion window {w} growth" for w in ("eta", "theta", "iota", "kappa")]
+# A user's notes that match "retransmission" better than any knowledge-base chunk does (short texts).
+MEMORY = ["retransmission retransmission", "retransmission timer", "retransmission noted"]
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SQLiteStore(tmp_path / "unscoped.db")
+    for n, text in enumerate(KB):
+        s.write_document(doc(f"kb{n}.txt", [text, f"filler paragraph {n} about headers"]), vecs(2))
+    s.write_document(doc("notes", MEMORY, owner="alice", collection="notes"), vecs(len(MEMORY)))
+    yield s
+    s.close()
+
+
+def _ran(store: SQLiteStore) -> list[str]:
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)  # the statements SQLite runs on the store's connection
+    return seen
+
+
+@pytest.mark.parametrize("query", ["retransmission backoff", "retransmission", "congestion growth", "timer window"])
+@pytest.mark.parametrize("limit", [1, 2, 3, 6, 40])
+def test_the_arm_returns_the_scoped_rows_whichever_query_it_runs(store, query, limit):
+    req = request(query, None, limit=limit)
+    scoped = lexical_rows(store.query(LEXICAL_SQL, lexical_params(req)))
+    members = {cid for cid, _ in lexical_rows(store.query(
+        "SELECT id, 0.0 FROM chunks WHERE owner='' AND collection='kb'"))}
+    assert lexical_arm(store.query, req, members) == scoped
+    assert lexical_arm(store.query, req, None) == scoped
+
+
+def test_each_path_is_taken_and_agrees(store):
+    members = {cid for (cid,) in store.query("SELECT id FROM chunks WHERE owner='' AND collection='kb'")}
+    seen = _ran(store)
+    filled = request("retransmission backoff", None, limit=2)  # the notes rank first; 2 KB rows follow
+    got = lexical_arm(store.query, filled, members)
+    arms = [s for s in seen if "bm25(" in s]
+    assert len(arms) == 1 and "scope" not in arms[0]  # the unscoped ranking filled the limit by itself
+    assert got == lexical_rows(store.query(LEXICAL_SQL, lexical_params(filled)))
+    seen.clear()
+    crowded = request("retransmission", None, limit=1)  # the top 2 are the user's notes: nothing to keep
+    got = lexical_arm(store.query, crowded, members)
+    arms = [s for s in seen if "bm25(" in s]
+    assert len(arms) == 2 and "scope" not in arms[0] and "scope" in arms[1]  # then the scoped query
+    assert got == lexical_rows(store.query(LEXICAL_SQL, lexical_params(crowded)))
+
+
+@pytest.mark.parametrize("share", [0.0, 1.01])
+def test_searches_and_prefetches_agree_with_and_without_the_shortcut(store, share):
+    for owners, colls in (((("",), ("kb",))), (("alice",), ("notes",)), (("", "alice"), ("kb", "notes"))):
+        for query in ("retransmission backoff", "retransmission", "congestion growth", "filler headers"):
+            base = request(query, None, owners=owners, collections=colls, limit=3)
+            req, never = replace(base, unscoped_min_share=share), replace(base, unscoped_min_share=1.01)
+            expected = store.search(never).candidates
+            assert store.search(req).candidates == expected
+            prefetched = store.prefetch_lexical(req)
+            assert prefetched is not None
+            assert store.search_prefetched(req, prefetched).candidates == expected
