@@ -124,7 +124,7 @@ class SearchRequest:
     weight_dense: float = 1.0
     rrf_k: int = 60
     title_weight: float = 2.0
-    unscoped_min_share: float = 0.75  # Settings.lexical_unscoped_min_share (SQLite's lexical arm)
+    skip_scope_test: bool = True  # Settings.lexical_skip_scope_test (SQLite's lexical arm)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""SQLite's lexical arm without FTS5's scope test (issue 16): when the searched scopes hold most of the
-chunks, it ranks every chunk and keeps the scope's rows. The rows and scores must be the scoped
-query's own, whether the unscoped ranking fills the limit, runs out of matches, or has to fall back."""
+"""SQLite's lexical arm without FTS5's scope test (issue 16): when the searched scopes hold every chunk,
+it ranks without the test and keeps the scope's rows. The rows and scores must be the scoped query's
+own, whether that ranking fills the limit, runs out of matches, or (a write slipped in) falls back."""
 
 from __future__ import annotations
 
@@ -61,14 +61,44 @@ def test_each_path_is_taken_and_agrees(store):
     assert got == lexical_rows(store.query(LEXICAL_SQL, lexical_params(crowded)))
 
 
-@pytest.mark.parametrize("share", [0.0, 1.01])
-def test_searches_and_prefetches_agree_with_and_without_the_shortcut(store, share):
+def _arms(seen: list[str]) -> list[str]:
+    return [s for s in seen if "bm25(" in s]
+
+
+def test_a_store_with_memory_beside_its_knowledge_base_keeps_the_scope_test(store):
     for owners, colls in (((("",), ("kb",))), (("alice",), ("notes",)), (("", "alice"), ("kb", "notes"))):
         for query in ("retransmission backoff", "retransmission", "congestion growth", "filler headers"):
-            base = request(query, None, owners=owners, collections=colls, limit=3)
-            req, never = replace(base, unscoped_min_share=share), replace(base, unscoped_min_share=1.01)
-            expected = store.search(never).candidates
+            req = request(query, None, owners=owners, collections=colls, limit=3)
+            expected = store.search(replace(req, skip_scope_test=False)).candidates
+            seen = _ran(store)
             assert store.search(req).candidates == expected
+            whole = len(owners) == 2  # the knowledge base and alice's notes: every chunk there is
+            assert all(("scope" in arm) is not whole for arm in _arms(seen)), _arms(seen)
             prefetched = store.prefetch_lexical(req)
             assert prefetched is not None
             assert store.search_prefetched(req, prefetched).candidates == expected
+            store._conn.set_trace_callback(None)
+
+
+def test_a_knowledge_base_alone_is_ranked_without_the_scope_test(tmp_path):
+    store = SQLiteStore(tmp_path / "kb-only.db")
+    try:
+        for n, text in enumerate(KB):
+            store.write_document(doc(f"kb{n}.txt", [text, f"filler paragraph {n} about headers"]), vecs(2))
+        for query in ("retransmission backoff", "congestion growth", "timer window", "filler headers"):
+            for limit in (1, 3, 40):
+                req = request(query, None, limit=limit)
+                expected = store.search(replace(req, skip_scope_test=False)).candidates
+                store.search(req)  # reads the matrix: the scope is then known to be the whole table
+                seen = _ran(store)
+                assert store.search(req).candidates == expected
+                assert [("scope" in arm) for arm in _arms(seen)] == [False]  # one query, no scope test
+                store._conn.set_trace_callback(None)
+                prefetched = store.prefetch_lexical(req)
+                assert prefetched is not None and store.search_prefetched(req, prefetched).candidates == expected
+        store.write_document(doc("notes", MEMORY, owner="alice", collection="notes"), vecs(len(MEMORY)))
+        seen = _ran(store)  # a user's memory now sits beside the knowledge base: the scope test is back
+        store.search(request("retransmission", None, limit=2))
+        assert [("scope" in arm) for arm in _arms(seen)] == [True]
+    finally:
+        store.close()

@@ -1,6 +1,6 @@
-"""What a turn learned over HTTP is stored after its response (issue 16's write-behind, for `bara serve`
-with one worker): the answer does not wait for the notes, Q&A pair and episodic record, and they are
-stored without another request. With several workers, or the setting off, they are stored first."""
+"""What a turn learned over HTTP can be stored after its response (`serve_learn_after_response`, one
+worker): the answer does not wait for the notes, Q&A pair and episodic record, and they are stored
+without another request. By default, and always with several workers, they are stored first."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def _notes(runtime, user: str) -> list[str]:
 
 def test_the_response_does_not_wait_for_what_the_turn_learned(tmp_path, embedder):
     gated = GatedEmbedder(embedder)
-    runtime = sqlite_runtime(tmp_path / "later.db", gated)
+    runtime = sqlite_runtime(tmp_path / "later.db", gated, serve_learn_after_response=True)
     key = runtime.keys.create("alice").key
     try:
         with live_server(make_app(runtime)) as url:
@@ -55,8 +55,8 @@ def test_the_response_does_not_wait_for_what_the_turn_learned(tmp_path, embedder
         runtime.close()
 
 
-def test_with_the_setting_off_a_turn_stores_what_it_learned_before_answering(tmp_path, embedder):
-    runtime = sqlite_runtime(tmp_path / "first.db", embedder, serve_learn_after_response=False)
+def test_by_default_a_turn_stores_what_it_learned_before_answering(tmp_path, embedder):
+    runtime = sqlite_runtime(tmp_path / "first.db", embedder)
     key = runtime.keys.create("alice").key
     try:
         with live_server(make_app(runtime)) as url:
@@ -69,7 +69,8 @@ def test_with_the_setting_off_a_turn_stores_what_it_learned_before_answering(tmp
 
 
 def test_serve_with_several_workers_stores_learning_before_responding(serve_calls, monkeypatch):
-    assert load_settings(environ=serve_calls()).serve_learn_after_response is True
+    monkeypatch.setenv("BARA_SERVE_LEARN_AFTER_RESPONSE", "true")
+    assert load_settings(environ=serve_calls()).serve_learn_after_response is True  # one worker: as set
+    monkeypatch.delenv("BARA_SERVE_LEARN_AFTER_RESPONSE")
+    assert load_settings(environ=serve_calls()).serve_learn_after_response is False  # the default
     assert load_settings(environ=serve_calls("--workers", "2")).serve_learn_after_response is False
-    monkeypatch.setenv("BARA_SERVE_LEARN_AFTER_RESPONSE", "true")  # said explicitly: kept
-    assert load_settings(environ=serve_calls("--workers", "2")).serve_learn_after_response is True

@@ -97,8 +97,8 @@ def test_serve_with_several_workers_stores_what_a_turn_learned_before_it_respond
         runtime.close()
 
 
-def test_serve_with_one_worker_leaves_them_for_after_the_response(rfc_kb, embedder):
-    runtime = sqlite_runtime(rfc_kb("wb-serve-later"), embedder)
+def test_serve_can_leave_them_for_after_the_response(rfc_kb, embedder):
+    runtime = sqlite_runtime(rfc_kb("wb-serve-later"), embedder, serve_learn_after_response=True)
     try:
         out = runtime.run_turn("u-serve", QUESTION, None)
         assert out.trace["stored"]["qa"] is True and len(runtime.bara.learning) > 0  # still queued

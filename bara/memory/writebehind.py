@@ -7,9 +7,9 @@ out, all in one transaction per user, by :meth:`WriteBehind.flush`, which runs:
 
 - at the start of the next turn of any conversation (``Assistant.turn``), so a turn always sees
   what the previous one learned in this process;
-- by ``bara serve`` right after the response is sent (``Runtime.learn_later``, one worker), or before
-  it responds (``serve_learn_after_response`` off, the default of ``--workers N`` with N > 1): the queue
-  is per process, and with several workers the next turn may reach another one;
+- by ``bara serve`` before it responds (the default), or right after the response is sent
+  (``serve_learn_after_response``, one worker only: ``Runtime.learn_later``): the queue is per
+  process, and with several workers the next turn may reach another one;
 - when the surface has delivered the answer (``bara chat`` after printing it), i.e. in idle time;
 - before any read or delete of memory outside a turn (``bara memory``, the HTTP memory routes,
   MCP tools, evaluation clean-up), and on ``Bara.close()``.

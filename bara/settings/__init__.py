@@ -76,11 +76,13 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                               "cannot take every worker thread (fairness between users).")
     serve_threads: int = Field(default=16, ge=1, le=256, description="Worker threads per process for sync turns: "
                                "turns wait on the DB or the model, so more threads than cores pays.")
-    serve_learn_after_response: bool = Field(default=True, description="A turn's learning writes (notes, Q&A pair, "
-                                             "episodic record) are stored right after its HTTP response is sent, "
-                                             "not before: one process's next turn flushes them first. With several "
-                                             "workers the next turn may reach another process, so `bara serve "
-                                             "--workers N` (N > 1) turns this off unless it is set.")
+    serve_learn_after_response: bool = Field(default=False, description="A turn's learning writes (notes, Q&A "
+                                             "pair, episodic record) are stored right after its HTTP response is "
+                                             "sent instead of before it: 0.8 ms less per gated answer for one user "
+                                             "who reads between turns, but 4-8% fewer turns/s with 32 concurrent "
+                                             "users (a turn's start flushes every user's queued writes; "
+                                             "docs/benchmarks.md). One worker only: `bara serve --workers N` "
+                                             "(N > 1) turns it off unless it is set.")
 
     # --- agent router (offline tool selection; bara/domains/funds/router*.py) ----------
     router_scheme_min_score: float = Field(default=85.0, ge=0.0, le=100.0, description="rapidfuzz ratio a message "

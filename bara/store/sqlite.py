@@ -38,10 +38,10 @@ MODES = ("read", "write", "update")
 class _Matrix:
     """Vectors of one search scope, cached with the generations they were read at."""
 
-    def __init__(self, gens: tuple[int, ...], ids: np.ndarray, vectors: np.ndarray, share: float = 1.0):
+    def __init__(self, gens: tuple[int, ...], ids: np.ndarray, vectors: np.ndarray, whole: bool = False):
         self.gens, self.ids, self.vectors = gens, ids, vectors
         self.row = {int(i): n for n, i in enumerate(ids)}
-        self.share = share  # of all chunks, when read: whether the lexical arm may skip its scope test
+        self.whole = whole  # the scope held every chunk when read (other scopes' writes do not re-read it)
 
 
 class SQLiteStore:
@@ -216,7 +216,7 @@ class SQLiteStore:
 
     def _lexical(self, req: SearchRequest, prefetched: LexicalPrefetch | None, m: _Matrix) -> list[tuple[int, float]]:
         rows = collect(prefetched, req)
-        return rows if rows is not None else lexical_arm(self.query, req, _members(m, req))
+        return rows if rows is not None else lexical_arm(self.query, req, _members(self.query, m, req))
 
     def _members_as_of(self, run: Any, req: SearchRequest) -> dict[int, int] | None:
         """For the prefetch worker: the scope's ids when the cached matrix is what ``run``'s connection
@@ -224,7 +224,7 @@ class SQLiteStore:
         cached = self._matrices.get((tuple(req.owners), tuple(req.collections)))
         if cached is None or cached.gens != generations(run, req.owners, req.collections):
             return None
-        return _members(cached, req)
+        return _members(run, cached, req)
 
     def _dense(self, req: SearchRequest, m: _Matrix) -> tuple[list[tuple[int, float]], np.ndarray | None]:
         if req.vector is None or len(m.ids) == 0:
@@ -261,8 +261,7 @@ class SQLiteStore:
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         vecs = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
                 if rows else np.zeros((0, 0), dtype=np.float32))
-        total = int(self.query("SELECT COUNT(*) FROM chunks")[0][0])
-        self._matrices[key] = _Matrix(gens, ids, vecs, len(ids) / total if total else 1.0)
+        self._matrices[key] = _Matrix(gens, ids, vecs, len(ids) == _count(self.query))
         return self._matrices[key]
 
     # ---------------------------------------------------------------------- reads
@@ -341,9 +340,19 @@ def generations(run: Any, owners: Sequence[str], colls: Sequence[str]) -> tuple[
     return tuple(rows.get((o, c), 0) for o in owners for c in colls)
 
 
-def _members(m: _Matrix, req: SearchRequest) -> dict[int, int] | None:
-    """The scope's chunk ids when they are most of the table (``unscoped_min_share``), else None."""
-    return m.row if m.share >= req.unscoped_min_share else None
+def _count(run: Any) -> int:
+    return int(run("SELECT COUNT(*) FROM chunks", ())[0][0])
+
+
+def _members(run: Any, m: _Matrix, req: SearchRequest) -> dict[int, int] | None:
+    """The scope's chunk ids when the scope is still the whole table as ``run``'s connection sees it
+    (``skip_scope_test``): the lexical arm may then rank without its scope test. Else None."""
+    if not (req.skip_scope_test and m.whole):
+        return None
+    if _count(run) != len(m.ids):  # another scope has chunks now: not checked again for these vectors
+        m.whole = False
+        return None
+    return m.row
 
 
 def chunks_sql(n_ids: int, n_owners: int | None) -> str:

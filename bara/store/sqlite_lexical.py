@@ -42,10 +42,10 @@ Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 
 def lexical_arm(run: Run, req: SearchRequest, members: Container[int] | None) -> Rows:
     """``req``'s lexical rows via ``run`` (one connection's query). ``members``: the ids of the
-    scope's chunks when the scope is most of the table; the arm then ranks every chunk (twice the
-    limit) and keeps the scope's rows, which are the scoped ranking's own leading rows, since both
-    follow one total order. When they cannot fill the limit and more rows matched, it runs the scoped
-    query after all."""
+    scope's chunks when the scope is the whole table; the arm then ranks without the scope test
+    (twice the limit deep) and keeps the scope's rows, which are the scoped ranking's own leading rows,
+    since both follow one total order. Should a write have slipped in between and they cannot fill
+    the limit while more rows matched, it runs the scoped query after all."""
     if members is None:
         return lexical_rows(run(LEXICAL_SQL, lexical_params(req)))
     wide = 2 * req.limit
