@@ -79,7 +79,7 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     serve_learn_after_response: bool = Field(default=False, description="A turn's learning writes (notes, Q&A "
                                              "pair, episodic record) are stored right after its HTTP response is "
                                              "sent instead of before it: 0.8 ms less per gated answer for one user "
-                                             "who reads between turns, but 4-8% fewer turns/s with 32 concurrent "
+                                             "who reads between turns, but 2-9% fewer turns/s with 32 concurrent "
                                              "users (a turn's start flushes every user's queued writes; "
                                              "docs/benchmarks.md). One worker only: `bara serve --workers N` "
                                              "(N > 1) turns it off unless it is set.")
