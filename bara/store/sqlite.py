@@ -363,8 +363,8 @@ def chunks_sql(n_ids: int, n_owners: int | None) -> str:
     knowledge base, for each search's handful of hits (0.1 ms at 1,152 chunks, growing with the KB)."""
     sql = (f"SELECT c.id, c.text, d.source, c.section, c.title, c.collection, c.owner, c.ordinal,"
            f" c.start_char, c.end_char, d.title, d.meta FROM chunks c JOIN documents d ON d.id = c.doc_id"
-           f" WHERE c.id IN ({','.join('?' * n_ids)})")
-    return sql if n_owners is None else sql + f" AND +c.owner IN ({','.join('?' * n_owners)})"
+           f" WHERE c.id IN ({_marks(range(n_ids))})")
+    return sql if n_owners is None else sql + f" AND +c.owner IN ({_marks(range(n_owners))})"
 
 
 def _stored(r: tuple) -> StoredChunk:
