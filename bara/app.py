@@ -17,6 +17,7 @@ from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
 from bara.memory.writebehind import WriteBehind
+from bara.retrieval.embed_cache import warm_embedder
 from bara.retrieval.embedders import build_embedder
 from bara.retrieval.hybrid import HybridRetriever
 from bara.retrieval.protocol import Embedder
@@ -53,6 +54,14 @@ class Bara:
     @cached_property
     def retriever(self) -> HybridRetriever:
         return HybridRetriever(self.store, self.embedder, self.settings, self.reranker)
+
+    def warm(self) -> None:
+        """Do a first search's one-time work now: load the embedding model, read the shared knowledge
+        base's vector matrix and start its full-text worker (``bara serve`` before its first request,
+        ``bara chat`` while the user types the first message)."""
+        warm_embedder(self.embedder)
+        retriever = self.retriever
+        retriever.search("warm up", k=1, prefetched=retriever.prefetch("warm up", k=1))
 
     @cached_property
     def knowledge(self) -> KnowledgeBase:
