@@ -56,12 +56,14 @@ class Bara:
         return HybridRetriever(self.store, self.embedder, self.settings, self.reranker)
 
     def warm(self) -> None:
-        """Do a first search's one-time work now: load the embedding model, read the shared knowledge
-        base's vector matrix and start its full-text worker (``bara serve`` before its first request,
-        ``bara chat`` while the user types the first message)."""
+        """Do the knowledge base's one-time search work now: load the embedding model, read its vector
+        matrix, start its full-text worker and (at the second search) build its in-memory full-text
+        index (``bara.store.sqlite_bm25``): ``bara serve`` before its first request, ``bara chat``
+        while the user types the first message."""
         warm_embedder(self.embedder)
         retriever = self.retriever
-        retriever.search("warm up", k=1, prefetched=retriever.prefetch("warm up", k=1))
+        for _ in range(2):
+            retriever.search("warm up", k=1, prefetched=retriever.prefetch("warm up", k=1))
 
     @cached_property
     def knowledge(self) -> KnowledgeBase:
