@@ -104,7 +104,7 @@ def test_a_row_whose_tokens_do_not_add_up_gives_no_lexicon(store):
 
 
 def test_the_store_searches_with_it_from_the_second_search_and_after_writes(store):
-    req = request("retransmission timer backoff congestion", None, limit=6)
+    req = request("retransmission timer backoff congestion", None, limit=6, in_memory_min_chunks=0)
     expected = store.search(replace(req, in_memory_lexical=False)).candidates
     seen: list[str] = []
     store._conn.set_trace_callback(seen.append)
@@ -144,3 +144,16 @@ def test_an_empty_scope_and_an_empty_table_match_nothing(tmp_path):
         assert _fts5(s, ("timer",), 2.0, 5) == []
     finally:
         s.close()
+
+
+def test_a_knowledge_base_below_the_size_threshold_stays_with_fts5(store):
+    """Under ``lexical_in_memory_min_chunks`` FTS5 is as fast and leaves the interpreter lock free."""
+    req = request("retransmission timer backoff congestion", None, limit=6)  # the default threshold
+    assert len(store._matrix(("",), ("kb",)).ids) < req.in_memory_min_chunks
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+    for _ in range(3):
+        seen.clear()
+        store.search(req)
+        assert any("bm25(" in q for q in seen)
+    assert store._lexicons.current(("",), ("kb",), store._matrix(("",), ("kb",)).gens) is None

@@ -219,7 +219,7 @@ class SQLiteStore:
 
     def _lexical(self, req: SearchRequest, prefetched: LexicalPrefetch | None, m: _Matrix) -> list[tuple[int, float]]:
         lexicon = self._lexicons.lexicon(self.query, req.owners, req.collections, m.gens) \
-            if req.in_memory_lexical else None
+            if req.in_memory_lexical and len(m.ids) >= req.in_memory_min_chunks else None
         rows = collect(prefetched, req)
         if rows is None and lexicon is not None:
             rows = lexicon.rows(self.query, req.terms, req.title_weight, req.limit)
