@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 import re
-from array import array
 import sqlite3
+from array import array
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
