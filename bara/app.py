@@ -17,6 +17,7 @@ from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
 from bara.memory.writebehind import WriteBehind
+from bara.retrieval.embed_cache import warm_embedder
 from bara.retrieval.embedders import build_embedder
 from bara.retrieval.hybrid import HybridRetriever
 from bara.retrieval.protocol import Embedder
@@ -53,6 +54,16 @@ class Bara:
     @cached_property
     def retriever(self) -> HybridRetriever:
         return HybridRetriever(self.store, self.embedder, self.settings, self.reranker)
+
+    def warm(self) -> None:
+        """Do the knowledge base's one-time search work now: load the embedding model, read its vector
+        matrix, start its full-text worker and (at the second search) build its in-memory full-text
+        index (``bara.store.sqlite_bm25``): ``bara serve`` before its first request, ``bara chat``
+        while the user types the first message."""
+        warm_embedder(self.embedder)
+        retriever = self.retriever
+        for _ in range(2):
+            retriever.search("warm up", k=1, prefetched=retriever.prefetch("warm up", k=1))
 
     @cached_property
     def knowledge(self) -> KnowledgeBase:

@@ -9,6 +9,7 @@ to stderr).
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -131,18 +132,38 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
         fail(f"--mode must be one of {', '.join((*MODES, 'agent'))}, not {mode!r}")
     if script is not None and not script.is_file():
         fail(f"script {script} does not exist: pass a JSON-lines file")
-    bara = _open(db, "write")
+    bara, warming = _open(db, "write"), None
     try:
         bara.check_vectors(write=True, say=err.print)
         assistant = _assistant(bara, mode)
         cid = _conversation(assistant, user, conversation, new, err if json_out else console)
         messages = _scripted(script, json_out) if script else _interactive()
+        warming = None if script else _warm_while_typing(bara)
         for message in messages:
+            if warming is not None:  # the first turn starts once the warm-up is done (one store user at a time)
+                warming.join()
             cid = _one_turn(assistant, user, message, cid, json_out)
     except BaraError as exc:
         fail(str(exc))
     finally:
+        if warming is not None:
+            warming.join()  # never close the store under the warm-up's search
         bara.close()
+
+
+def _warm_while_typing(bara: Bara) -> threading.Thread:
+    """Load the model and the knowledge base's search caches while the user types the first message
+    (the first turn otherwise pays them: ~150 ms on the demo store). A failure is left for that turn
+    to report."""
+    def warm() -> None:
+        try:
+            bara.warm()
+        except BaraError:
+            pass
+
+    thread = threading.Thread(target=warm, name="bara-chat-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 def _one_turn(assistant: Assistant, user: str, message: str, cid: str, json_out: bool) -> str:

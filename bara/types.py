@@ -125,6 +125,8 @@ class SearchRequest:
     rrf_k: int = 60
     title_weight: float = 2.0
     skip_scope_test: bool = True  # Settings.lexical_skip_scope_test (SQLite's lexical arm)
+    in_memory_lexical: bool = True  # Settings.lexical_in_memory (SQLite's lexical arm)
+    in_memory_min_chunks: int = 1000  # Settings.lexical_in_memory_min_chunks
 
 
 @dataclass(frozen=True)

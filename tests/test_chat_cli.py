@@ -154,3 +154,24 @@ def test_demo_script_runs_from_the_cli(db):
 def test_parse_script_line(raw, ok):
     line = parse_script_line(7, raw)
     assert (line.text is not None) == ok and (line.problem == "") == ok
+
+
+def test_chat_loads_the_model_and_search_caches_while_the_first_message_is_typed(db, tmp_path):
+    """`bara chat` (interactive) warms up in the background: the first turn no longer loads the model
+    or reads the knowledge base's vectors (~150 ms on the demo store)."""
+    from bara.app import Bara
+    from bara.cli_chat import _warm_while_typing
+    from bara.settings import Settings
+
+    settings = Settings(db=db, cache_dir=tmp_path / "cache")
+    with Bara(settings) as earlier:  # an earlier session cached the warm-up's own query vector
+        earlier.embedder.embed(["warm up"])
+    with Bara(settings) as bara:  # the CLI's embedder: MiniLM behind the embedding cache
+        inner = bara.embedder.inner  # type: ignore[attr-defined]
+        assert inner._session is None
+        _warm_while_typing(bara).join()
+        assert inner._session is not None  # loaded, though a cache hit never needs the model
+        seen: list[str] = []
+        bara.store._conn.set_trace_callback(seen.append)
+        assert bara.retriever.search("What does the includeSubDomains directive do?").hits
+        assert seen and not any("embedding FROM chunks" in s for s in seen)  # the vectors were read already

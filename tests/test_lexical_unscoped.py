@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from store_contract import doc, request, vecs
+from store_contract import doc, vecs
+from store_contract import request as any_request
 
 from bara.store.sqlite import SQLiteStore
 from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_arm, lexical_params, lexical_rows
@@ -16,6 +17,11 @@ KB = [f"retransmission timer {w} backoff" for w in ("alpha", "beta", "gamma", "d
      [f"congestion window {w} growth" for w in ("eta", "theta", "iota", "kappa")]
 # A user's notes that match "retransmission" better than any knowledge-base chunk does (short texts).
 MEMORY = ["retransmission retransmission", "retransmission timer", "retransmission noted"]
+
+
+def request(*args, **kw):
+    """FTS5's own query is what these tests are about: not the in-memory copy (test_lexical_memory.py)."""
+    return any_request(*args, in_memory_lexical=False, **kw)
 
 
 @pytest.fixture

@@ -187,6 +187,10 @@ class CachedEmbedder:
     def dim(self) -> int:
         return self.inner.dim
 
+    def warm(self) -> None:
+        """Load the model behind the cache (a cache hit never does; see :func:`warm_embedder`)."""
+        warm_embedder(self.inner)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Look up, embed what is missing, store it, and return rows in input order."""
         items = check_texts(texts)
@@ -235,3 +239,11 @@ class CachedEmbedder:
         """Warn once and stop using the cache: slower search beats no search."""
         self.cache_error = exc
         warnings.warn(f"{exc}; embedding continues without the cache", EmbeddingCacheWarning, stacklevel=4)
+
+
+def warm_embedder(embedder: object) -> None:
+    """Load ``embedder``'s model now rather than inside the first request or turn: its ``warm()``
+    when it has one (an embedder without a model to load needs none)."""
+    warm = getattr(embedder, "warm", None)
+    if callable(warm):
+        warm()

@@ -212,6 +212,10 @@ class OnnxMiniLMEmbedder:
             out[rows] = self._run([encodings[i] for i in rows])
         return out
 
+    def warm(self) -> None:
+        """Load the tokenizer and session and run one short encoding (its first run sets up buffers)."""
+        self.embed(["warm up"])
+
     def _ensure_loaded(self) -> None:
         """Load tokenizer and session once per instance, even under concurrent first calls."""
         if self._session is not None:

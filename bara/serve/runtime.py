@@ -130,8 +130,7 @@ class Runtime:
         """Before the first request: build the default assistant, load the embedder, and fill the shared
         knowledge base's search caches (its vector matrix; the full-text worker and its connection)."""
         self.assistant(self.mode)
-        retriever = self.bara.retriever
-        retriever.search("warm up", k=1, prefetched=retriever.prefetch("warm up", k=1))
+        self.bara.warm()
 
     def run_turn(self, user_id: str, message: str, conversation_id: str | None, mode: str | None = None,
                  create: bool = False) -> TurnOutcome:

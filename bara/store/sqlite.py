@@ -24,6 +24,7 @@ from bara.errors import StoreError
 from bara.store.base import LexicalPrefetch
 from bara.store.migrations import Migration, sqlite_migrations
 from bara.store.sqlite_files import APPLICATION_ID, check_identity, check_integrity, connect_file, exists, file_problem
+from bara.store.sqlite_bm25 import Lexicons
 from bara.store.sqlite_lexical import LexicalWorker, collect, lexical_arm, scope_token
 from bara.text.fusion import weighted_rrf
 from bara.text.lexical import index_text
@@ -54,6 +55,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._depth = 0
         self._matrices: dict[tuple, _Matrix] = {}
+        self._lexicons = Lexicons(SHARED)  # the shared scopes' full-text rows, scored in memory
         existed = exists(self.location)
         if not existed and mode != "write":
             raise StoreError(f"no store at {self.location} (create one with `bara ingest PATH --db {self.location}`);"
@@ -195,7 +197,8 @@ class SQLiteStore:
         """Start ``request``'s lexical arm on the worker connection (issue 16; see ``sqlite_lexical``)."""
         if self._worker is None or not (request.use_lexical and request.terms):
             return None
-        return self._worker.start(request, lambda run: self._members_as_of(run, request))
+        return self._worker.start(request, lambda run: self._members_as_of(run, request),
+                                  lambda run: self._in_memory_as_of(run, request))
 
     def search(self, request: SearchRequest) -> StoreSearchResult:
         return self.search_prefetched(request, None)
@@ -215,8 +218,20 @@ class SQLiteStore:
         return StoreSearchResult(tuple(candidates), len(lexical), len(dense), timings)
 
     def _lexical(self, req: SearchRequest, prefetched: LexicalPrefetch | None, m: _Matrix) -> list[tuple[int, float]]:
+        lexicon = self._lexicons.lexicon(self.query, req.owners, req.collections, m.gens) \
+            if req.in_memory_lexical and len(m.ids) >= req.in_memory_min_chunks else None
         rows = collect(prefetched, req)
+        if rows is None and lexicon is not None:
+            rows = lexicon.rows(self.query, req.terms, req.title_weight, req.limit)
         return rows if rows is not None else lexical_arm(self.query, req, _members(self.query, m, req))
+
+    def _in_memory_as_of(self, run: Any, req: SearchRequest) -> list[tuple[int, float]] | None:
+        """For the prefetch worker: the rows of the scope's lexicon when it is current on ``run``'s
+        connection (``bara.store.sqlite_bm25``), else None (FTS5's query)."""
+        if not req.in_memory_lexical:
+            return None
+        lexicon = self._lexicons.current(req.owners, req.collections, generations(run, req.owners, req.collections))
+        return None if lexicon is None else lexicon.rows(run, req.terms, req.title_weight, req.limit)
 
     def _members_as_of(self, run: Any, req: SearchRequest) -> dict[int, int] | None:
         """For the prefetch worker: the scope's ids when the cached matrix is what ``run``'s connection

@@ -85,9 +85,10 @@ class LexicalWorker:
         self._pid = os.getpid()
 
     def start(self, req: SearchRequest, members: Callable[[Run], Container[int] | None] = lambda run: None,
-              ) -> LexicalPrefetch | None:
-        """Queue the lexical arm of ``req``; None once closed. ``members`` is given this connection's
-        query function and answers :func:`lexical_arm`'s ``members`` as of this connection's view."""
+              in_memory: Callable[[Run], Rows | None] = lambda run: None) -> LexicalPrefetch | None:
+        """Queue the lexical arm of ``req``; None once closed. ``members`` and ``in_memory`` are given
+        this connection's query function: ``members`` answers :func:`lexical_arm`'s ``members`` as of
+        this connection's view, ``in_memory`` the same rows scored in memory (None: run FTS5's query)."""
         with self._lock:
             if self._closed:
                 return None
@@ -95,17 +96,19 @@ class LexicalWorker:
                 self._pool, self._conn, self._pid = None, None, os.getpid()
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bara-lexical")
-            rows: Future[list[tuple[int, float]]] = self._pool.submit(self._run, req, members)
+            rows: Future[list[tuple[int, float]]] = self._pool.submit(self._run, req, members, in_memory)
         return LexicalPrefetch(lexical_key(req), rows, req.limit)
 
-    def _run(self, req: SearchRequest, members: Callable[[Run], Container[int] | None]) -> Rows:
+    def _run(self, req: SearchRequest, members: Callable[[Run], Container[int] | None],
+             in_memory: Callable[[Run], Rows | None]) -> Rows:
         if self._conn is None:  # opened in the worker thread, used only there
             self._conn = sqlite3.connect(self.uri, uri=True, check_same_thread=False, timeout=30.0)
         conn = self._conn
 
         def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
             return conn.execute(sql, params).fetchall()
-        return lexical_arm(run, req, members(run))
+        rows = in_memory(run)
+        return rows if rows is not None else lexical_arm(run, req, members(run))
 
     def close(self) -> None:
         """Finish queued work, stop the thread and close the connection (idempotent)."""

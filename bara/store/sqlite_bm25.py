@@ -1,0 +1,220 @@
+"""FTS5's ``bm25()`` computed in memory for one search scope: the same scores, bit for bit, and the same
+order as the store's full-text query (issue 16).
+
+FTS5 scores every row that matches any query term by calling ``bm25()`` on it: ~0.7 µs a row, so a
+rewritten multi-term query over a large knowledge base spends most of its ~1 ms there (counting the
+same matches takes a tenth of it). The scope's term frequencies change only when the scope is
+written, so they are read once (:func:`build_lexicon`) and every query is scored with numpy.
+
+The formula is SQLite's ``fts5Bm25Function`` (ext/fts5/fts5_aux.c), Okapi BM25 (Robertson &
+Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009) with k1 = 1.2, b = 0.75::
+
+    idf(t)   = log((N - n(t) + 0.5) / (n(t) + 0.5)), or 1e-6 when that is <= 0
+    f(t, d)  = the column weights of t's instances in d, added in (column, offset) order
+    score(d) = sum over the query's phrases, in query order, of
+               idf(t) * ((f * (k1 + 1)) / (f + k1 * (1 - b + b * |d| / avgdl)))
+
+N, n(t) and avgdl are table-wide (every scope's rows), |d| counts every column's tokens. So they are
+read fresh for each query (the averages record, and ``fts5vocab`` row counts unless the scope is the
+whole table), while the scope's own frequencies are cached with the scope's write generations.
+Exact agreement needs the same floating-point operations in the same order, and FTS5's own tokens:
+a stored term that is not plain ``[a-z0-9]+`` is tokenised by an in-memory FTS5 table with the same
+tokenizer, every row's token count is checked against FTS5's ``docsize``, and a query with a term
+that is not plain is left to FTS5 (None). ``tests/test_lexical_memory.py`` compares the two.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+from array import array
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+K1, B = 1.2, 0.75  # fts5_aux.c's constants
+PLAIN = re.compile(r"[a-z0-9]+")
+WEIGHTS_BODY, WEIGHT_SCOPE = 1.0, 0.0  # LEXICAL_SQL's column weights besides the heading's
+ROW_COUNTS = "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bara_fts_rows USING fts5vocab(main, 'chunks_fts', 'row')"
+
+Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """One scope's full-text rows: ids (ascending), tokens per row and, per term, its postings in
+    compressed-column form (term ``t``'s rows are ``rows[start[t]:start[t + 1]]``, ascending)."""
+
+    gens: tuple[int, ...]
+    ids: np.ndarray  # int64 chunk ids
+    length: np.ndarray  # float64 tokens per row, every column (FTS5's docsize)
+    terms: dict[str, int]
+    start: np.ndarray  # int64, len(terms) + 1
+    rows_of: np.ndarray  # int32 row positions
+    counts: np.ndarray  # int32 (postings, 3): instances in body, heading, scope
+
+    def posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(row positions, per-column counts) of ``term``; None when no row holds it."""
+        t = self.terms.get(term)
+        if t is None:
+            return None
+        span = slice(int(self.start[t]), int(self.start[t + 1]))
+        return self.rows_of[span], self.counts[span]
+
+    def rows(self, run: Run, terms: Sequence[str], title_weight: float, limit: int) -> list[tuple[int, float]] | None:
+        """The scope's best ``limit`` rows for ``terms`` as (id, score), FTS5's order (score, then id);
+        None when a term is not plain (FTS5 tokenises it; the caller runs the SQL query)."""
+        phrases = list(dict.fromkeys(t for t in terms if t))
+        if not phrases or not all(PLAIN.fullmatch(t) for t in phrases):
+            return None
+        if len(self.ids) == 0:
+            return []  # an empty scope matches nothing
+        n_row, n_token = table_totals(run)
+        hits = self._hits(phrases) if n_row == len(self.ids) else row_counts(run, phrases)
+        avgdl = float(n_token) / float(n_row)
+        score = np.zeros(len(self.ids))
+        matched = np.zeros(len(self.ids), dtype=bool)
+        for term in phrases:
+            posting = self.posting(term)
+            if posting is None:
+                continue
+            at, counts = posting
+            idf = math.log(((n_row - hits.get(term, 0)) + 0.5) / (hits.get(term, 0) + 0.5))
+            freq = frequencies(counts, title_weight)
+            score[at] += (idf if idf > 0.0 else 1e-6) * (
+                (freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * self.length[at] / avgdl)))
+            matched[at] = True
+        found = np.flatnonzero(matched)
+        ranked = -1.0 * score[found]  # what FTS5 returns; ORDER BY s, rowid
+        best = found[np.lexsort((self.ids[found], ranked))[:limit]]
+        return [(int(self.ids[i]), -float(-1.0 * score[i])) for i in best]
+
+    def _hits(self, phrases: list[str]) -> dict[str, int]:
+        """Rows holding each term when the scope is the whole table: its postings, no query."""
+        return {t: int(self.start[i + 1] - self.start[i]) for t in phrases if (i := self.terms.get(t)) is not None}
+
+
+def frequencies(counts: np.ndarray, title_weight: float) -> np.ndarray:
+    """FTS5's weighted frequency: each instance's column weight added in (column, offset) order, so a
+    weight that is not a small binary fraction rounds as FTS5's running sum does."""
+    freq = counts[:, 0] * WEIGHTS_BODY
+    for column, weight in ((1, title_weight), (2, WEIGHT_SCOPE)):
+        for n in range(1, int(counts[:, column].max(initial=0)) + 1):
+            freq = np.where(counts[:, column] >= n, freq + weight, freq)
+    return freq
+
+
+def table_totals(run: Run) -> tuple[int, int]:
+    """(rows, tokens of every column) of the whole full-text table: FTS5's averages record."""
+    found = run("SELECT block FROM chunks_fts_data WHERE id = 1", ())
+    counts = varints(found[0][0] or b"") if found else []
+    return (counts[0], sum(counts[1:])) if counts else (0, 0)
+
+
+def row_counts(run: Run, terms: Sequence[str]) -> dict[str, int]:
+    """How many rows of the whole table hold each term (``fts5vocab``, created once per connection)."""
+    run(ROW_COUNTS, ())
+    return {t: int(n) for t, n in run(f"SELECT term, doc FROM temp.bara_fts_rows WHERE term IN "
+                                      f"({','.join('?' * len(terms))})", tuple(terms))}
+
+
+def varints(blob: bytes) -> list[int]:
+    """SQLite's big-endian varints (7 bits a byte, a 9th byte of 8), as FTS5 stores its sizes."""
+    out, i = [], 0
+    while i < len(blob):
+        value = 0
+        for j in range(9):
+            byte = blob[i]
+            i += 1
+            if j == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out
+
+
+def build_lexicon(run: Run, owners: Sequence[str], colls: Sequence[str], gens: tuple[int, ...]) -> Lexicon | None:
+    """Read the scope's full-text rows; None when a row's tokens do not add up to FTS5's own count."""
+    marks_o, marks_c = ",".join("?" * len(owners)), ",".join("?" * len(colls))
+    rows = run("SELECT c.id, f.body, f.heading, f.scope, d.sz FROM chunks c JOIN chunks_fts f ON f.rowid = c.id"
+               " JOIN chunks_fts_docsize d ON d.id = c.id"
+               f" WHERE c.owner IN ({marks_o}) AND c.collection IN ({marks_c}) ORDER BY c.id", (*owners, *colls))
+    odd = fts5_tokens({t for r in rows for col in r[1:4] for t in (col or "").split() if not PLAIN.fullmatch(t)})
+    terms: dict[str, int] = {}
+    keys = array("q")  # (term, row, column) of every token, as one integer (8 bytes each, not a list's 36)
+    length = np.zeros(len(rows))
+    width = 3 * len(rows)
+    for n, (_, *columns, size) in enumerate(rows):
+        before = len(keys)
+        for col, text in enumerate(columns):
+            words = (text or "").split()
+            tokens = [t for w in words for t in odd.get(w, (w,))] if odd and any(w in odd for w in words) else words
+            keys.extend(terms.setdefault(t, len(terms)) * width + 3 * n + col for t in tokens)
+        length[n] = len(keys) - before
+        if length[n] != sum(varints(size)):
+            return None
+    unique, count = np.unique(np.frombuffer(keys, dtype=np.int64), return_counts=True)  # sorted: term, row, column
+    term_row, column = unique // 3, unique % 3
+    pairs = np.unique(term_row)  # one posting per (term, row)
+    counts = np.zeros((len(pairs), 3), dtype=np.int32)
+    counts[np.searchsorted(pairs, term_row), column] = count
+    term_of = pairs // len(rows) if len(rows) else pairs
+    start = np.searchsorted(term_of, np.arange(len(terms) + 1))
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    return Lexicon(gens, ids, length, terms, start.astype(np.int64), (pairs % max(len(rows), 1)).astype(np.int32),
+                   counts)
+
+
+def fts5_tokens(words: set[str]) -> dict[str, tuple[str, ...]]:
+    """FTS5's unicode61 tokens of each word (diacritics folded, some characters separators), read
+    back from a private in-memory FTS5 table with the store's tokenizer."""
+    if not words:
+        return {}
+    ordered = sorted(words)
+    with closing(sqlite3.connect(":memory:")) as conn:
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5 (x, tokenize = 'unicode61')")
+        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        conn.executemany("INSERT INTO t (rowid, x) VALUES (?, ?)", enumerate(ordered, start=1))
+        found: dict[int, list[str]] = {}
+        for doc, term in conn.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
+            found.setdefault(int(doc), []).append(str(term))
+    return {w: tuple(found.get(n, ())) for n, w in enumerate(ordered, start=1)}
+
+
+class Lexicons:
+    """The lexicons of the shared scopes this process searches, each built at a scope's second search
+    (a one-off ``bara search`` never pays the build: ~0.5 s for 5,000 chunks) and rebuilt after a
+    write to the scope. Memory scopes are left to FTS5: they change every turn and are small."""
+
+    def __init__(self, shared: str, after: int = 2):
+        self.shared, self.after = shared, after
+        self._built: dict[tuple, tuple[tuple[int, ...], Lexicon | None]] = {}
+        self._searches: dict[tuple, int] = {}
+
+    def current(self, owners: tuple[str, ...], colls: tuple[str, ...], gens: tuple[int, ...]) -> Lexicon | None:
+        """The scope's lexicon if it is built and as of ``gens``, else None; never builds (the
+        prefetch worker asks this)."""
+        built = self._built.get((owners, colls))
+        return built[1] if built is not None and built[0] == gens else None
+
+    def lexicon(self, run: Run, owners: tuple[str, ...], colls: tuple[str, ...],
+                gens: tuple[int, ...]) -> Lexicon | None:
+        """The scope's lexicon as of ``gens``, built (with ``run``) once the scope is searched again;
+        None for memory scopes, before that search, and when the build found FTS5's counts differ."""
+        if any(o != self.shared for o in owners):
+            return None
+        key = (owners, colls)
+        built = self._built.get(key)
+        if built is None or built[0] != gens:
+            self._searches[key] = self._searches.get(key, 0) + 1
+            if self._searches[key] < self.after:
+                return None
+            built = (gens, build_lexicon(run, owners, colls, gens))  # None: FTS5 answers until the next write
+            self._built[key] = built
+        return built[1]

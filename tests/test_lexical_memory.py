@@ -1,0 +1,159 @@
+"""The shared knowledge base's full-text arm scored in memory (``bara.store.sqlite_bm25``, issue 16):
+the same rows, scores bit for bit and order as FTS5's own ``bm25()`` query, whatever the title weight,
+limit, ties, other scopes' rows (table-wide statistics), words FTS5 tokenises differently, and writes."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from store_contract import doc, request, vecs
+
+from bara.store.sqlite import SQLiteStore
+from bara.store.sqlite_bm25 import Lexicons, build_lexicon, fts5_tokens, varints
+from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_params, lexical_rows
+from bara.text.lexical import analyze
+
+WORDS = ("retransmission timer backoff congestion window growth header checksum cipher suite certificate "
+         "renegotiation handshake record fragment alert session ticket resumption").split()
+ODD = ["Café naïve façade Straße", "x²y and ½ past the über-proxy", "東京 server 日本語 text", "naïve café timer"]
+
+
+def _texts(rng: random.Random, n: int) -> list[str]:
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 30))) for _ in range(n)]
+
+
+@pytest.fixture
+def store(tmp_path):
+    rng = random.Random(7)
+    s = SQLiteStore(tmp_path / "bm25.db")
+    for n in range(12):  # repeated words: many tied and near-tied scores
+        s.write_document(doc(f"kb{n}.txt", _texts(rng, 4) + ([ODD[n % 4]] if n % 3 == 0 else [])),
+                         vecs(4 + (n % 3 == 0)))
+    s.write_document(doc("notes", _texts(rng, 5), owner="alice", collection="notes"), vecs(5))
+    yield s
+    s.close()
+
+
+def _fts5(store: SQLiteStore, terms: tuple[str, ...], title_weight: float, limit: int) -> list[tuple[int, float]]:
+    req = replace(request("", None, limit=limit), terms=terms, title_weight=title_weight)
+    return lexical_rows(store.query(LEXICAL_SQL, lexical_params(req)))
+
+
+def _lexicon(store: SQLiteStore):
+    gens = store._matrix(("",), ("kb",)).gens
+    lexicon = build_lexicon(store.query, ("",), ("kb",), gens)
+    assert lexicon is not None
+    return lexicon
+
+
+@pytest.mark.parametrize("title_weight", [2.0, 1.0, 0.0, 0.3, 1.7])
+def test_every_query_gets_fts5s_rows_and_scores_bit_for_bit(store, title_weight):
+    lexicon, rng = _lexicon(store), random.Random(title_weight)
+    vocabulary = sorted(set(analyze(" ".join(WORDS))) | {"cafe", "naiv", "tokyo", "past", "x", "uber", "absent"})
+    for _ in range(150):
+        terms = tuple(rng.sample(vocabulary, rng.randint(1, 9)))
+        limit = rng.choice([1, 3, 8, 60])
+        assert lexicon.rows(store.query, terms, title_weight, limit) == _fts5(store, terms, title_weight, limit)
+
+
+def test_the_statistics_are_table_wide_as_fts5s_are(store):
+    """Another user's notes change the knowledge base's IDF and average length in FTS5; so here."""
+    lexicon, terms = _lexicon(store), tuple(analyze("retransmission timer backoff"))
+    before = lexicon.rows(store.query, terms, 2.0, 10)
+    store.write_document(doc("more", ["retransmission " * 40] * 6, owner="bob", collection="notes"), vecs(6))
+    after = lexicon.rows(store.query, terms, 2.0, 10)  # the knowledge base itself did not change
+    assert after == _fts5(store, terms, 2.0, 10) and after != before
+
+
+def test_a_whole_table_scope_counts_its_own_rows(tmp_path):
+    s = SQLiteStore(tmp_path / "whole.db")
+    try:
+        s.write_document(doc("kb.txt", _texts(random.Random(3), 20)), vecs(20))
+        lexicon, seen = _lexicon(s), []
+        s._conn.set_trace_callback(seen.append)
+        terms = tuple(analyze("cipher suite handshake alert"))
+        assert lexicon.rows(s.query, terms, 2.0, 5) == _fts5(s, terms, 2.0, 5)
+        assert not any("bara_fts_rows" in q for q in seen[:-1])  # no row counts read: the postings are them
+    finally:
+        s.close()
+
+
+def test_words_fts5_tokenises_differently_are_counted_with_its_tokens(store):
+    tokens = fts5_tokens({"naïve", "façade"})
+    assert tokens == {"naïve": ("naive",), "façade": ("facade",)}
+    lexicon = _lexicon(store)
+    for query in ("naive cafe", "facade timer", "uber proxy"):
+        terms = tuple(analyze(query))
+        assert lexicon.rows(store.query, terms, 2.0, 10) == _fts5(store, terms, 2.0, 10)
+
+
+def test_a_query_term_fts5_would_tokenise_is_left_to_fts5(store):
+    assert _lexicon(store).rows(store.query, ("café",), 2.0, 5) is None
+    assert _lexicon(store).rows(store.query, (), 2.0, 5) is None
+
+
+def test_a_row_whose_tokens_do_not_add_up_gives_no_lexicon(store):
+    """The check that guards exactness: FTS5's docsize against the tokens read back."""
+    any_id = int(store.query("SELECT id FROM chunks WHERE owner='' LIMIT 1")[0][0])
+    store.query("UPDATE chunks_fts_docsize SET sz = ? WHERE id = ?", (bytes([99, 0, 1]), any_id))
+    assert build_lexicon(store.query, ("",), ("kb",), (1,)) is None
+    assert varints(bytes([0x81, 0x00, 0x05])) == [128, 5]
+
+
+def test_the_store_searches_with_it_from_the_second_search_and_after_writes(store):
+    req = request("retransmission timer backoff congestion", None, limit=6, in_memory_min_chunks=0)
+    expected = store.search(replace(req, in_memory_lexical=False)).candidates
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+    for n in range(3):
+        seen.clear()
+        assert store.search(req).candidates == expected
+        assert any("bm25(" in q for q in seen) is (n == 0)  # the first search is FTS5's; then in memory
+    first = store.prefetch_lexical(req)  # the worker connection, opened now
+    assert first is not None and first.rows.result() == _fts5(store, req.terms, req.title_weight, req.limit)
+    worker: list[str] = []
+    store._worker._conn.set_trace_callback(worker.append)
+    ahead = store.prefetch_lexical(req)  # the worker scores in memory too, on its own connection
+    assert ahead is not None and ahead.rows.result() == _fts5(store, req.terms, req.title_weight, req.limit)
+    assert worker and not any("bm25(" in q for q in worker)
+    assert store.search_prefetched(req, ahead).candidates == expected
+    store.write_document(doc("late.txt", ["retransmission backoff backoff", "timer"]), vecs(2, start=3))
+    fresh = store.search(replace(req, in_memory_lexical=False)).candidates
+    assert store.search(req).candidates == fresh != expected  # rebuilt for the new generation
+
+
+def test_memory_scopes_and_the_setting_off_use_fts5(store):
+    lexicons = Lexicons("")
+    for _ in range(3):
+        assert lexicons.lexicon(store.query, ("alice",), ("notes",), (1,)) is None
+    notes = request("retransmission timer", None, owners=("alice",), collections=("notes",), limit=3)
+    for _ in range(3):
+        assert store.search(notes).candidates == store.search(replace(notes, in_memory_lexical=False)).candidates
+    assert np.all(store._matrix(("alice",), ("notes",)).ids > 0)
+
+
+def test_an_empty_scope_and_an_empty_table_match_nothing(tmp_path):
+    s = SQLiteStore(tmp_path / "empty.db")
+    try:
+        assert build_lexicon(s.query, ("",), ("kb",), (0,)).rows(s.query, ("timer",), 2.0, 5) == []
+        s.write_document(doc("notes", ["timer"], owner="alice", collection="notes"), vecs(1))
+        assert build_lexicon(s.query, ("",), ("kb",), (0,)).rows(s.query, ("timer",), 2.0, 5) == []
+        assert _fts5(s, ("timer",), 2.0, 5) == []
+    finally:
+        s.close()
+
+
+def test_a_knowledge_base_below_the_size_threshold_stays_with_fts5(store):
+    """Under ``lexical_in_memory_min_chunks`` FTS5 is as fast and leaves the interpreter lock free."""
+    req = request("retransmission timer backoff congestion", None, limit=6)  # the default threshold
+    assert len(store._matrix(("",), ("kb",)).ids) < req.in_memory_min_chunks
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+    for _ in range(3):
+        seen.clear()
+        store.search(req)
+        assert any("bm25(" in q for q in seen)
+    assert store._lexicons.current(("",), ("kb",), store._matrix(("",), ("kb",)).gens) is None
