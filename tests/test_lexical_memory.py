@@ -12,7 +12,7 @@ import pytest
 from store_contract import doc, request, vecs
 
 from bara.store.sqlite import SQLiteStore
-from bara.store.sqlite_bm25 import Lexicons, build_lexicon, fts5_tokens, varints
+from bara.store.sqlite_bm25 import Lexicons, agrees_with_fts5, build_lexicon, fts5_tokens, varints
 from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_params, lexical_rows
 from bara.text.lexical import analyze
 
@@ -111,7 +111,8 @@ def test_the_store_searches_with_it_from_the_second_search_and_after_writes(stor
     for n in range(3):
         seen.clear()
         assert store.search(req).candidates == expected
-        assert any("bm25(" in q for q in seen) is (n == 0)  # the first search is FTS5's; then in memory
+        # the first search is FTS5's; the second builds the lexicon (and probes it against FTS5); then memory
+        assert any("bm25(" in q for q in seen) is (n < 2)
     first = store.prefetch_lexical(req)  # the worker connection, opened now
     assert first is not None and first.rows.result() == _fts5(store, req.terms, req.title_weight, req.limit)
     worker: list[str] = []
@@ -157,3 +158,11 @@ def test_a_knowledge_base_below_the_size_threshold_stays_with_fts5(store):
         store.search(req)
         assert any("bm25(" in q for q in seen)
     assert store._lexicons.current(("",), ("kb",), store._matrix(("",), ("kb",)).gens) is None
+
+
+def test_a_lexicon_that_ranks_otherwise_than_fts5_fails_the_probe(store):
+    """Before first use a lexicon must rank three of the scope's terms as FTS5 does; one whose row
+    lengths are off by a token (as if FTS5 counted otherwise) fails it."""
+    lexicon = _lexicon(store)
+    assert agrees_with_fts5(store.query, lexicon, ("",), ("kb",))
+    assert not agrees_with_fts5(store.query, replace(lexicon, length=lexicon.length + 1), ("",), ("kb",))

@@ -19,8 +19,9 @@ read fresh for each query (the averages record, and ``fts5vocab`` row counts unl
 whole table), while the scope's own frequencies are cached with the scope's write generations.
 Exact agreement needs the same floating-point operations in the same order, and FTS5's own tokens:
 a stored term that is not plain ``[a-z0-9]+`` is tokenised by an in-memory FTS5 table with the same
-tokenizer, every row's token count is checked against FTS5's ``docsize``, and a query with a term
-that is not plain is left to FTS5 (None). ``tests/test_lexical_memory.py`` compares the two.
+tokenizer, every row's token count is checked against FTS5's ``docsize``, a new lexicon must rank a
+probe of three terms as FTS5 does (:func:`agrees_with_fts5`), and a query with a term that is not plain
+is left to FTS5 (None). ``tests/test_lexical_memory.py`` compares the two.
 """
 
 from __future__ import annotations
@@ -28,12 +29,16 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
+import warnings
 from array import array
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
+
+from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_params, lexical_rows
+from bara.types import SearchRequest
 
 K1, B = 1.2, 0.75  # fts5_aux.c's constants
 PLAIN = re.compile(r"[a-z0-9]+")
@@ -215,6 +220,25 @@ class Lexicons:
             self._searches[key] = self._searches.get(key, 0) + 1
             if self._searches[key] < self.after:
                 return None
-            built = (gens, build_lexicon(run, owners, colls, gens))  # None: FTS5 answers until the next write
+            lexicon = build_lexicon(run, owners, colls, gens)
+            if lexicon is not None and not agrees_with_fts5(run, lexicon, owners, colls):
+                warnings.warn(f"SQLite {sqlite3.sqlite_version}'s FTS5 ranks the {colls} scope otherwise than "
+                              "bara's in-memory copy: its full-text arm stays with FTS5", RuntimeWarning, stacklevel=2)
+                lexicon = None
+            built = (gens, lexicon)  # None: FTS5 answers until the next write
             self._built[key] = built
         return built[1]
+
+
+def agrees_with_fts5(run: Run, lexicon: Lexicon, owners: Sequence[str], colls: Sequence[str]) -> bool:
+    """A probe before first use: the scope's most common, a middling and its rarest term, ranked by
+    FTS5's query and by ``lexicon``, must give the same rows and scores (an FTS5 that stores or scores
+    otherwise, in some other SQLite, keeps its own query)."""
+    names = list(lexicon.terms)  # in id order
+    by_rows = np.argsort(-np.diff(lexicon.start), kind="stable")
+    picks = sorted({0, len(by_rows) // 2, len(by_rows) - 1}) if len(by_rows) else []
+    probe = tuple(t for t in (names[int(by_rows[i])] for i in picks) if PLAIN.fullmatch(t))
+    if not probe:
+        return True
+    req = SearchRequest(terms=probe, vector=None, limit=20, owners=tuple(owners), collections=tuple(colls))
+    return lexicon.rows(run, probe, req.title_weight, req.limit) == lexical_rows(run(LEXICAL_SQL, lexical_params(req)))
