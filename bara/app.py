@@ -57,13 +57,16 @@ class Bara:
 
     def warm(self) -> None:
         """Do the knowledge base's one-time search work now: load the embedding model, read its vector
-        matrix, start its full-text worker and (at the second search) build its in-memory full-text
-        index (``bara.store.sqlite_bm25``): ``bara serve`` before its first request, ``bara chat``
-        while the user types the first message."""
+        matrix, start its full-text worker and build its in-memory full-text index
+        (``bara.store.sqlite_bm25``): ``bara serve`` before its first request, ``bara chat`` while the
+        user types the first message."""
         warm_embedder(self.embedder)
-        retriever = self.retriever
-        for _ in range(2):
-            retriever.search("warm up", k=1, prefetched=retriever.prefetch("warm up", k=1))
+        eager = HybridRetriever(self.store, self.embedder, self.settings.override(lexical_in_memory_after_searches=1),
+                                self.reranker)  # its first search starts the index build
+        eager.search("warm up", k=1, prefetched=eager.prefetch("warm up", k=1))
+        wait = getattr(self.store, "wait_for_indexes", None)  # SQLite builds its index on another thread
+        if callable(wait):
+            wait()
 
     @cached_property
     def knowledge(self) -> KnowledgeBase:

@@ -127,6 +127,7 @@ class SearchRequest:
     skip_scope_test: bool = True  # Settings.lexical_skip_scope_test (SQLite's lexical arm)
     in_memory_lexical: bool = True  # Settings.lexical_in_memory (SQLite's lexical arm)
     in_memory_min_chunks: int = 1000  # Settings.lexical_in_memory_min_chunks
+    in_memory_after: int = 20  # Settings.lexical_in_memory_after_searches
 
 
 @dataclass(frozen=True)

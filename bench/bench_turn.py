@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         db = Path(scratch) / "turn.db"
         shutil.copy(cached_index(root, settings), db)
         assistants = build_assistants(db, settings)
+        assistants["gated"][0].bara.warm()  # one Bara for both modes: model, matrix, in-memory full-text index
         for mode in MODES:  # warm-up: model load, regex and matrix caches
             run_task(*assistants[mode][:1], assistants[mode][1], f"warm-{mode}", tasks[0])
         rows: dict[str, list[dict]] = {m: [] for m in MODES}

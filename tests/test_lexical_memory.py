@@ -103,16 +103,20 @@ def test_a_row_whose_tokens_do_not_add_up_gives_no_lexicon(store):
     assert varints(bytes([0x81, 0x00, 0x05])) == [128, 5]
 
 
-def test_the_store_searches_with_it_from_the_second_search_and_after_writes(store):
-    req = request("retransmission timer backoff congestion", None, limit=6, in_memory_min_chunks=0)
+def test_the_store_searches_with_it_once_built_in_the_background_and_after_writes(store):
+    req = request("retransmission timer backoff congestion", None, limit=6, in_memory_min_chunks=0,
+                  in_memory_after=2)
     expected = store.search(replace(req, in_memory_lexical=False)).candidates
     seen: list[str] = []
     store._conn.set_trace_callback(seen.append)
-    for n in range(3):
+    for _ in range(2):  # FTS5 answers the first two; the second starts the build on its own thread
         seen.clear()
         assert store.search(req).candidates == expected
-        # the first search is FTS5's; the second builds the lexicon (and probes it against FTS5); then memory
-        assert any("bm25(" in q for q in seen) is (n < 2)
+        assert any("bm25(" in q for q in seen)
+    store.wait_for_indexes()
+    seen.clear()
+    assert store.search(req).candidates == expected
+    assert seen and not any("bm25(" in q for q in seen)  # scored in memory
     first = store.prefetch_lexical(req)  # the worker connection, opened now
     assert first is not None and first.rows.result() == _fts5(store, req.terms, req.title_weight, req.limit)
     worker: list[str] = []
@@ -123,13 +127,29 @@ def test_the_store_searches_with_it_from_the_second_search_and_after_writes(stor
     assert store.search_prefetched(req, ahead).candidates == expected
     store.write_document(doc("late.txt", ["retransmission backoff backoff", "timer"]), vecs(2, start=3))
     fresh = store.search(replace(req, in_memory_lexical=False)).candidates
-    assert store.search(req).candidates == fresh != expected  # rebuilt for the new generation
+    assert store.search(req).candidates == fresh != expected  # FTS5 while the new generation is built
+    store.wait_for_indexes()
+    seen.clear()
+    assert store.search(req).candidates == fresh and not any("bm25(" in q for q in seen)
+
+
+def test_an_in_memory_database_is_never_indexed(tmp_path):
+    s = SQLiteStore(":memory:")
+    try:
+        s.write_document(doc("kb.txt", _texts(random.Random(5), 8)), vecs(8))
+        req = request("cipher suite handshake", None, limit=4, in_memory_min_chunks=0, in_memory_after=1)
+        for _ in range(3):
+            assert s.search(req).candidates == s.search(replace(req, in_memory_lexical=False)).candidates
+        s.wait_for_indexes()
+        assert s._lexicons.current(("",), ("kb",), s._matrix(("",), ("kb",)).gens) is None
+    finally:
+        s.close()
 
 
 def test_memory_scopes_and_the_setting_off_use_fts5(store):
-    lexicons = Lexicons("")
+    lexicons = Lexicons("", None)
     for _ in range(3):
-        assert lexicons.lexicon(store.query, ("alice",), ("notes",), (1,)) is None
+        assert lexicons.lexicon(("alice",), ("notes",), (1,), lambda run: (1,), after=1) is None
     notes = request("retransmission timer", None, owners=("alice",), collections=("notes",), limit=3)
     for _ in range(3):
         assert store.search(notes).candidates == store.search(replace(notes, in_memory_lexical=False)).candidates
@@ -149,15 +169,19 @@ def test_an_empty_scope_and_an_empty_table_match_nothing(tmp_path):
 
 def test_a_knowledge_base_below_the_size_threshold_stays_with_fts5(store):
     """Under ``lexical_in_memory_min_chunks`` FTS5 is as fast and leaves the interpreter lock free."""
-    req = request("retransmission timer backoff congestion", None, limit=6)  # the default threshold
+    req = request("retransmission timer backoff congestion", None, limit=6, in_memory_after=1)  # default size
     assert len(store._matrix(("",), ("kb",)).ids) < req.in_memory_min_chunks
     seen: list[str] = []
     store._conn.set_trace_callback(seen.append)
     for _ in range(3):
         seen.clear()
         store.search(req)
+        store.wait_for_indexes()
         assert any("bm25(" in q for q in seen)
     assert store._lexicons.current(("",), ("kb",), store._matrix(("",), ("kb",)).gens) is None
+    store.search(replace(req, in_memory_min_chunks=len(store._matrix(("",), ("kb",)).ids)))
+    store.wait_for_indexes()  # at the threshold it is built
+    assert store._lexicons.current(("",), ("kb",), store._matrix(("",), ("kb",)).gens) is not None
 
 
 def test_a_lexicon_that_ranks_otherwise_than_fts5_fails_the_probe(store):

@@ -137,7 +137,8 @@ class HybridRetriever:
                              weight_lexical=s.weight_lexical, weight_dense=s.weight_dense,
                              rrf_k=s.rrf_k, title_weight=s.lexical_title_weight,
                              skip_scope_test=s.lexical_skip_scope_test, in_memory_lexical=s.lexical_in_memory,
-                             in_memory_min_chunks=s.lexical_in_memory_min_chunks)
+                             in_memory_min_chunks=s.lexical_in_memory_min_chunks,
+                             in_memory_after=s.lexical_in_memory_after_searches)
 
     def _hits(self, candidates: Sequence, owners: Sequence[str]) -> tuple[Hit, ...]:
         chunks = {c.id: c for c in self.store.get_chunks([c.chunk_id for c in candidates], owners)}

@@ -77,14 +77,19 @@ class CoreSettings(BaseModel):
         "full-text arm ranks without FTS5's scope test, which reads one posting per chunk: the same rows and "
         "scores, 0.3-0.7 ms less per query on the 56-RFC store."))
     lexical_in_memory: bool = Field(default=True, description=(
-        "SQLite: from its second search in a process, a shared knowledge base's full-text arm is scored in "
-        "memory (bara.store.sqlite_bm25), with FTS5's own formula, tokens and table-wide statistics: the same "
+        "SQLite: once a process has searched a shared knowledge base often enough (below), its full-text "
+        "arm is scored in memory (bara.store.sqlite_bm25), with FTS5's own formula, tokens and table-wide "
+        "statistics: the same "
         "scores and order, 3-7x faster per query on knowledge bases of 1,000-8,000 chunks."))
     lexical_in_memory_min_chunks: int = Field(default=1000, ge=0, description=(
         "Only knowledge bases of at least this many chunks are scored in memory: FTS5 costs ~0.7 us per "
         "matching row, the in-memory arm ~0.1 ms a query and holds the interpreter lock while it scores, so "
         "on a small knowledge base FTS5 is as fast and leaves the lock to concurrent requests (156 chunks: "
         "-5% turns/s at 32 users in memory)."))
+    lexical_in_memory_after_searches: int = Field(default=20, ge=1, description=(
+        "A knowledge base's in-memory full-text index is built (on a background thread, ~0.1-0.4 s of CPU) "
+        "once a process has searched it this many times: a short script or one-off command never pays for "
+        "it; `bara serve` and interactive `bara chat` build it while warming up."))
     max_query_chars: int = Field(default=2000, ge=10,
                                  description="Longer queries are cut for retrieval (reason code query_truncated).")
     search_floor: float = Field(default=0.30, ge=-1.0, le=1.0,

@@ -55,13 +55,14 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._depth = 0
         self._matrices: dict[tuple, _Matrix] = {}
-        self._lexicons = Lexicons(SHARED)  # the shared scopes' full-text rows, scored in memory
         existed = exists(self.location)
         if not existed and mode != "write":
             raise StoreError(f"no store at {self.location} (create one with `bara ingest PATH --db {self.location}`);"
                              " check the --db path")
         self._conn, self.read_only = connect_file(self.location, mode)
         self._worker = LexicalWorker(self.location) if self.location != ":memory:" else None
+        # the shared scopes' full-text rows, scored in memory (built on their own read-only connection)
+        self._lexicons = Lexicons(SHARED, self._worker.uri if self._worker is not None else None)
         with self._translated():
             check_identity(self._conn, self.location)
             if existed and mode != "read":
@@ -218,7 +219,8 @@ class SQLiteStore:
         return StoreSearchResult(tuple(candidates), len(lexical), len(dense), timings)
 
     def _lexical(self, req: SearchRequest, prefetched: LexicalPrefetch | None, m: _Matrix) -> list[tuple[int, float]]:
-        lexicon = self._lexicons.lexicon(self.query, req.owners, req.collections, m.gens) \
+        lexicon = self._lexicons.lexicon(req.owners, req.collections, m.gens,
+                                         lambda run: generations(run, req.owners, req.collections), req.in_memory_after) \
             if req.in_memory_lexical and len(m.ids) >= req.in_memory_min_chunks else None
         rows = collect(prefetched, req)
         if rows is None and lexicon is not None:
@@ -296,7 +298,12 @@ class SQLiteStore:
             sql, params = sql + " AND collection=?", params + [collection]
         return int(self.query(sql, params)[0][0])
 
+    def wait_for_indexes(self) -> None:
+        """Until the in-memory full-text indexes being built are ready (``Bara.warm``)."""
+        self._lexicons.wait()
+
     def close(self) -> None:
+        self._lexicons.close()
         if self._worker is not None:
             self._worker.close()
         with self._lock:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
+import threading
 import warnings
 from array import array
 from contextlib import closing
@@ -193,42 +194,83 @@ def fts5_tokens(words: set[str]) -> dict[str, tuple[str, ...]]:
 
 
 class Lexicons:
-    """The lexicons of the shared scopes this process searches, each built at a scope's second search
-    (a one-off ``bara search`` never pays the build: ~0.1 s for 1,152 chunks, ~0.4 s for 5,000-8,000) and rebuilt after a
-    write to the scope. Memory scopes are left to FTS5: they change every turn and are small."""
+    """The lexicons of the shared scopes this process searches. A scope's lexicon is built on a
+    background thread with its own read-only connection, started once the scope has been searched
+    ``after`` times (``lexical_in_memory_after_searches``: a short script never pays the ~0.1 s of CPU
+    for 1,152 chunks, ~0.4 s for 5,000-8,000) and again after a write to the scope; FTS5 answers until
+    it is ready. Memory scopes
+    are left to FTS5: they change every turn and are small. ``uri`` None (an in-memory database,
+    which a second connection cannot open): never built."""
 
-    def __init__(self, shared: str, after: int = 2):
-        self.shared, self.after = shared, after
+    def __init__(self, shared: str, uri: str | None):
+        self.shared, self.uri = shared, uri
         self._built: dict[tuple, tuple[tuple[int, ...], Lexicon | None]] = {}
         self._searches: dict[tuple, int] = {}
+        self._building: dict[tuple, threading.Thread] = {}
+        self._lock = threading.Lock()
+        self._closed = False
 
     def current(self, owners: tuple[str, ...], colls: tuple[str, ...], gens: tuple[int, ...]) -> Lexicon | None:
-        """The scope's lexicon if it is built and as of ``gens``, else None; never builds (the
-        prefetch worker asks this)."""
+        """The scope's lexicon if it is built and as of ``gens``, else None."""
         built = self._built.get((owners, colls))
         return built[1] if built is not None and built[0] == gens else None
 
-    def lexicon(self, run: Run, owners: tuple[str, ...], colls: tuple[str, ...],
-                gens: tuple[int, ...]) -> Lexicon | None:
-        """The scope's lexicon as of ``gens``, built (with ``run``) once the scope is searched again;
-        None for memory scopes, before that search, and when the build found FTS5's counts differ or the
-        probe (:func:`agrees_with_fts5`) ranked otherwise."""
+    def lexicon(self, owners: tuple[str, ...], colls: tuple[str, ...], gens: tuple[int, ...],
+                generations: Callable[[Run], tuple[int, ...]], after: int) -> Lexicon | None:
+        """The scope's lexicon as of ``gens``; None (FTS5 answers) for memory scopes, before the scope's
+        ``after``-th search, while it is being built and when the build found FTS5's counts differ or the
+        probe (:func:`agrees_with_fts5`) ranked otherwise. ``generations`` reads the scope's write
+        generations on the builder's connection."""
         if any(o != self.shared for o in owners):
             return None
         key = (owners, colls)
         built = self._built.get(key)
-        if built is None or built[0] != gens:
-            self._searches[key] = self._searches.get(key, 0) + 1
-            if self._searches[key] < self.after:
-                return None
-            lexicon = build_lexicon(run, owners, colls, gens)
-            if lexicon is not None and not agrees_with_fts5(run, lexicon, owners, colls):
-                warnings.warn(f"SQLite {sqlite3.sqlite_version}'s FTS5 ranks the {colls} scope otherwise than "
-                              "bara's in-memory copy: its full-text arm stays with FTS5", RuntimeWarning, stacklevel=2)
-                lexicon = None
-            built = (gens, lexicon)  # None: FTS5 answers until the next write
-            self._built[key] = built
-        return built[1]
+        if built is not None and built[0] == gens:
+            return built[1]
+        self._searches[key] = self._searches.get(key, 0) + 1
+        if self._searches[key] >= after:
+            self._start(key, generations)
+        return None
+
+    def _start(self, key: tuple, generations: Callable[[Run], tuple[int, ...]]) -> None:
+        with self._lock:
+            running = self._building.get(key)
+            if self.uri is None or self._closed or (running is not None and running.is_alive()):
+                return
+            thread = threading.Thread(target=self._build, args=(key, generations), name="bara-lexicon", daemon=True)
+            self._building[key] = thread
+            thread.start()
+
+    def _build(self, key: tuple, generations: Callable[[Run], tuple[int, ...]]) -> None:
+        owners, colls = key
+        assert self.uri is not None  # _start checked
+        with closing(sqlite3.connect(self.uri, uri=True, check_same_thread=False, timeout=30.0)) as conn:
+            def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+                return conn.execute(sql, params).fetchall()
+            try:
+                gens = generations(run)  # read before the rows: a write in between only means a rebuild
+                lexicon = build_lexicon(run, owners, colls, gens)
+                if lexicon is not None and not agrees_with_fts5(run, lexicon, owners, colls):
+                    warnings.warn(f"SQLite {sqlite3.sqlite_version}'s FTS5 ranks the {colls} scope otherwise than "
+                                  "bara's in-memory copy: its full-text arm stays with FTS5", RuntimeWarning,
+                                  stacklevel=2)
+                    lexicon = None
+            except sqlite3.Error:
+                return  # FTS5 answers; the next search of the scope tries again
+        self._built[key] = (gens, lexicon)  # None: FTS5 answers until the next write
+
+    def wait(self) -> None:
+        """Until every build under way has finished (``Bara.warm``, close, tests)."""
+        with self._lock:
+            threads = list(self._building.values())
+        for thread in threads:
+            thread.join()
+
+    def close(self) -> None:
+        """Start no more builds and wait for those under way (they hold their own connections)."""
+        with self._lock:
+            self._closed = True
+        self.wait()
 
 
 def agrees_with_fts5(run: Run, lexicon: Lexicon, owners: Sequence[str], colls: Sequence[str]) -> bool:
