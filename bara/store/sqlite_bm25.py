@@ -198,9 +198,8 @@ class Lexicons:
     background thread with its own read-only connection, started once the scope has been searched
     ``after`` times (``lexical_in_memory_after_searches``: a short script never pays the ~0.1 s of CPU
     for 1,152 chunks, ~0.4 s for 5,000-8,000) and again after a write to the scope; FTS5 answers until
-    it is ready. Memory scopes
-    are left to FTS5: they change every turn and are small. ``uri`` None (an in-memory database,
-    which a second connection cannot open): never built."""
+    it is ready. Memory scopes are left to FTS5: they change every turn and are small. ``uri`` None
+    (an in-memory database, which a second connection cannot open): never built."""
 
     def __init__(self, shared: str, uri: str | None):
         self.shared, self.uri = shared, uri
