@@ -79,8 +79,8 @@ class CoreSettings(BaseModel):
     lexical_in_memory: bool = Field(default=True, description=(
         "SQLite: once a process has searched a shared knowledge base often enough (below), its full-text "
         "arm is scored in memory (bara.store.sqlite_bm25), with FTS5's own formula, tokens and table-wide "
-        "statistics: the same "
-        "scores and order, 3-7x faster per query on knowledge bases of 1,000-8,000 chunks."))
+        "statistics: the same scores and order, 3-7x faster per query on knowledge bases of 1,000-8,000 "
+        "chunks."))
     lexical_in_memory_min_chunks: int = Field(default=1000, ge=0, description=(
         "Only knowledge bases of at least this many chunks are scored in memory: FTS5 costs ~0.7 us per "
         "matching row, the in-memory arm ~0.1 ms a query and holds the interpreter lock while it scores, so "
