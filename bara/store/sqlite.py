@@ -198,8 +198,7 @@ class SQLiteStore:
         """Start ``request``'s lexical arm on the worker connection (issue 16; see ``sqlite_lexical``)."""
         if self._worker is None or not (request.use_lexical and request.terms):
             return None
-        return self._worker.start(request, lambda run: self._members_as_of(run, request),
-                                  lambda run: self._in_memory_as_of(run, request))
+        return self._worker.start(request, lambda run: self._ahead(run, request))
 
     def search(self, request: SearchRequest) -> StoreSearchResult:
         return self.search_prefetched(request, None)
@@ -227,21 +226,18 @@ class SQLiteStore:
             rows = lexicon.rows(self.query, req.terms, req.title_weight, req.limit)
         return rows if rows is not None else lexical_arm(self.query, req, _members(self.query, m, req))
 
-    def _in_memory_as_of(self, run: Any, req: SearchRequest) -> list[tuple[int, float]] | None:
-        """For the prefetch worker: the rows of the scope's lexicon when it is current on ``run``'s
-        connection (``bara.store.sqlite_bm25``), else None (FTS5's query)."""
-        if not req.in_memory_lexical:
-            return None
-        lexicon = self._lexicons.current(req.owners, req.collections, generations(run, req.owners, req.collections))
-        return None if lexicon is None else lexicon.rows(run, req.terms, req.title_weight, req.limit)
-
-    def _members_as_of(self, run: Any, req: SearchRequest) -> dict[int, int] | None:
-        """For the prefetch worker: the scope's ids when the cached matrix is what ``run``'s connection
-        sees (same generations), else None (the scoped query)."""
-        cached = self._matrices.get((tuple(req.owners), tuple(req.collections)))
-        if cached is None or cached.gens != generations(run, req.owners, req.collections):
-            return None
-        return _members(run, cached, req)
+    def _ahead(self, run: Any, req: SearchRequest) -> list[tuple[int, float]]:
+        """The prefetch worker's lexical arm, as of ``run``'s connection (one read of the scope's
+        generations): the scope's in-memory lexicon when it is current (``bara.store.sqlite_bm25``),
+        else FTS5's query, without the scope test when the cached matrix is current and whole."""
+        gens = generations(run, req.owners, req.collections)
+        key = (tuple(req.owners), tuple(req.collections))
+        lexicon = self._lexicons.current(*key, gens) if req.in_memory_lexical else None
+        rows = None if lexicon is None else lexicon.rows(run, req.terms, req.title_weight, req.limit)
+        if rows is not None:
+            return rows
+        cached = self._matrices.get(key)
+        return lexical_arm(run, req, None if cached is None or cached.gens != gens else _members(run, cached, req))
 
     def _dense(self, req: SearchRequest, m: _Matrix) -> tuple[list[tuple[int, float]], np.ndarray | None]:
         if req.vector is None or len(m.ids) == 0:

@@ -121,10 +121,14 @@ def table_totals(run: Run) -> tuple[int, int]:
 
 
 def row_counts(run: Run, terms: Sequence[str]) -> dict[str, int]:
-    """How many rows of the whole table hold each term (``fts5vocab``, created once per connection)."""
-    run(ROW_COUNTS, ())
-    return {t: int(n) for t, n in run(f"SELECT term, doc FROM temp.bara_fts_rows WHERE term IN "
-                                      f"({','.join('?' * len(terms))})", tuple(terms))}
+    """How many rows of the whole table hold each term (``fts5vocab``, created on a connection's first ask)."""
+    sql = f"SELECT term, doc FROM temp.bara_fts_rows WHERE term IN ({','.join('?' * len(terms))})"
+    try:
+        found = run(sql, tuple(terms))
+    except sqlite3.OperationalError:  # no such table yet on this connection
+        run(ROW_COUNTS, ())
+        found = run(sql, tuple(terms))
+    return {t: int(n) for t, n in found}
 
 
 def varints(blob: bytes) -> list[int]:

@@ -84,11 +84,9 @@ class LexicalWorker:
         self._closed = False
         self._pid = os.getpid()
 
-    def start(self, req: SearchRequest, members: Callable[[Run], Container[int] | None] = lambda run: None,
-              in_memory: Callable[[Run], Rows | None] = lambda run: None) -> LexicalPrefetch | None:
-        """Queue the lexical arm of ``req``; None once closed. ``members`` and ``in_memory`` are given
-        this connection's query function: ``members`` answers :func:`lexical_arm`'s ``members`` as of
-        this connection's view, ``in_memory`` the same rows scored in memory (None: run FTS5's query)."""
+    def start(self, req: SearchRequest, arm: Callable[[Run], Rows] | None = None) -> LexicalPrefetch | None:
+        """Queue the lexical arm of ``req``; None once closed. ``arm`` is given this connection's query
+        function and returns ``req``'s rows as of this connection's view (default: FTS5's scoped query)."""
         with self._lock:
             if self._closed:
                 return None
@@ -96,19 +94,17 @@ class LexicalWorker:
                 self._pool, self._conn, self._pid = None, None, os.getpid()
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bara-lexical")
-            rows: Future[list[tuple[int, float]]] = self._pool.submit(self._run, req, members, in_memory)
+            rows: Future[list[tuple[int, float]]] = self._pool.submit(self._run, req, arm)
         return LexicalPrefetch(lexical_key(req), rows, req.limit)
 
-    def _run(self, req: SearchRequest, members: Callable[[Run], Container[int] | None],
-             in_memory: Callable[[Run], Rows | None]) -> Rows:
+    def _run(self, req: SearchRequest, arm: Callable[[Run], Rows] | None) -> Rows:
         if self._conn is None:  # opened in the worker thread, used only there
             self._conn = sqlite3.connect(self.uri, uri=True, check_same_thread=False, timeout=30.0)
         conn = self._conn
 
         def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
             return conn.execute(sql, params).fetchall()
-        rows = in_memory(run)
-        return rows if rows is not None else lexical_arm(run, req, members(run))
+        return arm(run) if arm is not None else lexical_arm(run, req, None)
 
     def close(self) -> None:
         """Finish queued work, stop the thread and close the connection (idempotent)."""
