@@ -15,8 +15,10 @@ Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009) with k
                idf(t) * ((f * (k1 + 1)) / (f + k1 * (1 - b + b * |d| / avgdl)))
 
 N, n(t) and avgdl are table-wide (every scope's rows), |d| counts every column's tokens. So they are
-read fresh for each query (the averages record, and ``fts5vocab`` row counts unless the scope is the
-whole table), while the scope's own frequencies are cached with the scope's write generations.
+read fresh for each query, in one statement and so one snapshot (the averages record, and ``fts5vocab``
+row counts unless the scope is the whole table), while the scope's own frequencies are cached with the
+scope's write generations. A query's phrases are scored in one numpy pass; ``np.bincount`` adds each
+row's contributions in phrase order from 0.0, as FTS5's loop does.
 Exact agreement needs the same floating-point operations in the same order, and FTS5's own tokens:
 a stored term that is not plain ``[a-z0-9]+`` is tokenised by an in-memory FTS5 table with the same
 tokenizer, every row's token count is checked against FTS5's ``docsize``, a new lexicon must rank a
