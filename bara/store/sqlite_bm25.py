@@ -99,7 +99,9 @@ class Lexicon:
         idf = np.repeat([idf_of(n_row, hits.get(t, 0)) for t, _, _ in spans], [b - a for _, a, b in spans])
         part = idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * self.length[at] / avgdl)))
         score = np.bincount(at, weights=part, minlength=len(self.ids))
-        found = np.unique(at)
+        matched = np.zeros(len(self.ids), dtype=bool)
+        matched[at] = True
+        found = np.flatnonzero(matched)
         ranked = -1.0 * score[found]  # what FTS5 returns; ORDER BY s, rowid
         best = found[np.lexsort((self.ids[found], ranked))[:limit]]
         return [(int(self.ids[i]), -float(-1.0 * score[i])) for i in best]
