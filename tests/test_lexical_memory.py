@@ -93,6 +93,20 @@ def test_a_query_reads_the_table_wide_statistics_in_one_statement(store):
     assert len(reads) == 1 and "chunks_fts_data" in reads[0] and "bara_fts_rows" in reads[0]
 
 
+def test_a_query_the_scope_cannot_match_reads_no_statistics(store):
+    """Only another user's notes hold "zebra": the knowledge base matches nothing, as in FTS5, and its
+    statistics are not read; a phrase the scope lacks is not counted either."""
+    store.write_document(doc("zoo", ["zebra zebra okapi"], owner="bob", collection="notes"), vecs(1))
+    lexicon, seen = _lexicon(store), []
+    lexicon.rows(store.query, ("cipher",), 2.0, 5)  # the connection's first ask creates the fts5vocab table
+    store._conn.set_trace_callback(seen.append)
+    assert lexicon.rows(store.query, ("zebra", "okapi"), 2.0, 5) == [] == _fts5(store, ("zebra", "okapi"), 2.0, 5)
+    assert not any("chunks_fts_data" in q for q in seen[:-1])
+    expected, seen[:] = _fts5(store, ("zebra", "cipher"), 2.0, 5), []
+    assert lexicon.rows(store.query, ("zebra", "cipher"), 2.0, 5) == expected
+    assert any("bara_fts_rows" in q for q in seen) and not any("zebra" in q for q in seen)
+
+
 def test_a_whole_table_scope_that_stops_being_whole_counts_rows_table_wide(tmp_path):
     s = SQLiteStore(tmp_path / "grows.db")
     try:

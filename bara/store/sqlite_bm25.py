@@ -81,17 +81,18 @@ class Lexicon:
             return None
         if len(self.ids) == 0:
             return []  # an empty scope matches nothing
-        asked = () if self.hint.whole else phrases
+        spans = [(t, int(self.start[i]), int(self.start[i + 1])) for t in phrases if (i := self.terms.get(t)) is not None]
+        if not spans:
+            return []  # no phrase occurs in the scope: nothing matches, no statistics needed
+        held = [t for t, _, _ in spans]  # a phrase the scope lacks scores nothing: its count is not read
+        asked = () if self.hint.whole else held
         n_row, n_token, hits = table_stats(run, asked)
         self.hint.whole = n_row == len(self.ids)
         if self.hint.whole:  # the scope is the whole table: its postings are the counts
-            hits = self._hits(phrases)
+            hits = self._hits(held)
         elif not asked:  # the table has grown since the last query: the counts in a second statement
-            hits = table_stats(run, phrases)[2]
+            hits = table_stats(run, held)[2]
         avgdl = float(n_token) / float(n_row)
-        spans = [(t, int(self.start[i]), int(self.start[i + 1])) for t in phrases if (i := self.terms.get(t)) is not None]
-        if not spans:
-            return []
         # Every phrase's postings in query order, scored in one pass: each element gets the operations
         # the per-phrase loop gave it, and bincount adds each row's contributions in this order, from 0.0.
         at = np.concatenate([self.rows_of[a:b] for _, a, b in spans])
