@@ -81,6 +81,45 @@ def test_a_whole_table_scope_counts_its_own_rows(tmp_path):
         s.close()
 
 
+def test_a_query_reads_the_table_wide_statistics_in_one_statement(store):
+    """The averages record and the row counts come from one statement, so from one snapshot: a write
+    by another process cannot fall between them."""
+    lexicon, seen = _lexicon(store), []
+    terms = tuple(analyze("cipher suite handshake"))
+    lexicon.rows(store.query, terms, 2.0, 5)  # the connection's first ask creates the fts5vocab table
+    store._conn.set_trace_callback(seen.append)
+    assert lexicon.rows(store.query, terms, 2.0, 5) == _fts5(store, terms, 2.0, 5)
+    reads = [q for q in seen[:-1] if "chunks_fts_data" in q or "bara_fts_rows" in q]
+    assert len(reads) == 1 and "chunks_fts_data" in reads[0] and "bara_fts_rows" in reads[0]
+
+
+def test_a_query_the_scope_cannot_match_reads_no_statistics(store):
+    """Only another user's notes hold "zebra": the knowledge base matches nothing, as in FTS5, and its
+    statistics are not read; a phrase the scope lacks is not counted either."""
+    store.write_document(doc("zoo", ["zebra zebra okapi"], owner="bob", collection="notes"), vecs(1))
+    lexicon, seen = _lexicon(store), []
+    lexicon.rows(store.query, ("cipher",), 2.0, 5)  # the connection's first ask creates the fts5vocab table
+    store._conn.set_trace_callback(seen.append)
+    assert lexicon.rows(store.query, ("zebra", "okapi"), 2.0, 5) == [] == _fts5(store, ("zebra", "okapi"), 2.0, 5)
+    assert not any("chunks_fts_data" in q for q in seen[:-1])
+    expected, seen[:] = _fts5(store, ("zebra", "cipher"), 2.0, 5), []
+    assert lexicon.rows(store.query, ("zebra", "cipher"), 2.0, 5) == expected
+    assert any("bara_fts_rows" in q for q in seen) and not any("zebra" in q for q in seen)
+
+
+def test_a_whole_table_scope_that_stops_being_whole_counts_rows_table_wide(tmp_path):
+    s = SQLiteStore(tmp_path / "grows.db")
+    try:
+        s.write_document(doc("kb.txt", _texts(random.Random(5), 20)), vecs(20))
+        lexicon, terms = _lexicon(s), tuple(analyze("cipher suite handshake alert"))
+        assert lexicon.rows(s.query, terms, 2.0, 5) == _fts5(s, terms, 2.0, 5)
+        s.write_document(doc("notes", ["cipher cipher alert"] * 7, owner="bob", collection="notes"), vecs(7))
+        for _ in range(2):  # the first query finds the table grown, the next asks for the counts at once
+            assert lexicon.rows(s.query, terms, 2.0, 5) == _fts5(s, terms, 2.0, 5)
+    finally:
+        s.close()
+
+
 def test_words_fts5_tokenises_differently_are_counted_with_its_tokens(store):
     tokens = fts5_tokens({"naïve", "façade"})
     assert tokens == {"naïve": ("naive",), "façade": ("facade",)}

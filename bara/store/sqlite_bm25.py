@@ -15,8 +15,10 @@ Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009) with k
                idf(t) * ((f * (k1 + 1)) / (f + k1 * (1 - b + b * |d| / avgdl)))
 
 N, n(t) and avgdl are table-wide (every scope's rows), |d| counts every column's tokens. So they are
-read fresh for each query (the averages record, and ``fts5vocab`` row counts unless the scope is the
-whole table), while the scope's own frequencies are cached with the scope's write generations.
+read fresh for each query, in one statement and so one snapshot (the averages record, and ``fts5vocab``
+row counts unless the scope is the whole table), while the scope's own frequencies are cached with the
+scope's write generations. A query's phrases are scored in one numpy pass; ``np.bincount`` adds each
+row's contributions in phrase order from 0.0, as FTS5's loop does.
 Exact agreement needs the same floating-point operations in the same order, and FTS5's own tokens:
 a stored term that is not plain ``[a-z0-9]+`` is tokenised by an in-memory FTS5 table with the same
 tokenizer, every row's token count is checked against FTS5's ``docsize``, a new lexicon must rank a
@@ -33,7 +35,7 @@ import threading
 import warnings
 from array import array
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -49,6 +51,14 @@ ROW_COUNTS = "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bara_fts_rows USING fts5vo
 Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 
 
+@dataclass
+class WholeHint:
+    """Whether the scope was the whole table at the last query: then the next one reads only the
+    averages record (no row counts: the scope's postings are them), else both in one statement."""
+
+    whole: bool = False
+
+
 @dataclass(frozen=True)
 class Lexicon:
     """One scope's full-text rows: ids (ascending), tokens per row and, per term, its postings in
@@ -61,14 +71,7 @@ class Lexicon:
     start: np.ndarray  # int64, len(terms) + 1
     rows_of: np.ndarray  # int32 row positions
     counts: np.ndarray  # int32 (postings, 3): instances in body, heading, scope
-
-    def posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """(row positions, per-column counts) of ``term``; None when no row holds it."""
-        t = self.terms.get(term)
-        if t is None:
-            return None
-        span = slice(int(self.start[t]), int(self.start[t + 1]))
-        return self.rows_of[span], self.counts[span]
+    hint: WholeHint = field(default_factory=WholeHint, compare=False)  # the one mutable part
 
     def rows(self, run: Run, terms: Sequence[str], title_weight: float, limit: int) -> list[tuple[int, float]] | None:
         """The scope's best ``limit`` rows for ``terms`` as (id, score), FTS5's order (score, then id);
@@ -78,21 +81,27 @@ class Lexicon:
             return None
         if len(self.ids) == 0:
             return []  # an empty scope matches nothing
-        n_row, n_token = table_totals(run)
-        hits = self._hits(phrases) if n_row == len(self.ids) else row_counts(run, phrases)
+        spans = [(t, int(self.start[i]), int(self.start[i + 1])) for t in phrases if (i := self.terms.get(t)) is not None]
+        if not spans:
+            return []  # no phrase occurs in the scope: nothing matches, no statistics needed
+        held = [t for t, _, _ in spans]  # a phrase the scope lacks scores nothing: its count is not read
+        asked = () if self.hint.whole else held
+        n_row, n_token, hits = table_stats(run, asked)
+        self.hint.whole = n_row == len(self.ids)
+        if self.hint.whole:  # the scope is the whole table: its postings are the counts
+            hits = self._hits(held)
+        elif not asked:  # the table has grown since the last query: the counts in a second statement
+            hits = table_stats(run, held)[2]
         avgdl = float(n_token) / float(n_row)
-        score = np.zeros(len(self.ids))
+        # Every phrase's postings in query order, scored in one pass: each element gets the operations
+        # the per-phrase loop gave it, and bincount adds each row's contributions in this order, from 0.0.
+        at = np.concatenate([self.rows_of[a:b] for _, a, b in spans])
+        freq = frequencies(np.concatenate([self.counts[a:b] for _, a, b in spans]), title_weight)
+        idf = np.repeat([idf_of(n_row, hits.get(t, 0)) for t, _, _ in spans], [b - a for _, a, b in spans])
+        part = idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * self.length[at] / avgdl)))
+        score = np.bincount(at, weights=part, minlength=len(self.ids))
         matched = np.zeros(len(self.ids), dtype=bool)
-        for term in phrases:
-            posting = self.posting(term)
-            if posting is None:
-                continue
-            at, counts = posting
-            idf = math.log(((n_row - hits.get(term, 0)) + 0.5) / (hits.get(term, 0) + 0.5))
-            freq = frequencies(counts, title_weight)
-            score[at] += (idf if idf > 0.0 else 1e-6) * (
-                (freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * self.length[at] / avgdl)))
-            matched[at] = True
+        matched[at] = True
         found = np.flatnonzero(matched)
         ranked = -1.0 * score[found]  # what FTS5 returns; ORDER BY s, rowid
         best = found[np.lexsort((self.ids[found], ranked))[:limit]]
@@ -113,22 +122,28 @@ def frequencies(counts: np.ndarray, title_weight: float) -> np.ndarray:
     return freq
 
 
-def table_totals(run: Run) -> tuple[int, int]:
-    """(rows, tokens of every column) of the whole full-text table: FTS5's averages record."""
-    found = run("SELECT block FROM chunks_fts_data WHERE id = 1", ())
-    counts = varints(found[0][0] or b"") if found else []
-    return (counts[0], sum(counts[1:])) if counts else (0, 0)
+def idf_of(n_row: int, n_hit: int) -> float:
+    """FTS5's IDF of a phrase that ``n_hit`` of the table's ``n_row`` rows hold (1e-6 when not positive)."""
+    idf = math.log(((n_row - n_hit) + 0.5) / (n_hit + 0.5))
+    return idf if idf > 0.0 else 1e-6
 
 
-def row_counts(run: Run, terms: Sequence[str]) -> dict[str, int]:
-    """How many rows of the whole table hold each term (``fts5vocab``, created on a connection's first ask)."""
-    sql = f"SELECT term, doc FROM temp.bara_fts_rows WHERE term IN ({','.join('?' * len(terms))})"
+def table_stats(run: Run, terms: Sequence[str]) -> tuple[int, int, dict[str, int]]:
+    """(rows, tokens of every column, rows holding each of ``terms``) of the whole full-text table, in
+    one statement, so one snapshot: FTS5's averages record and ``fts5vocab``'s row counts (its table
+    is created on a connection's first ask)."""
+    sql = "SELECT NULL, block FROM chunks_fts_data WHERE id = 1"
+    if terms:
+        sql += f" UNION ALL SELECT term, doc FROM temp.bara_fts_rows WHERE term IN ({','.join('?' * len(terms))})"
     try:
         found = run(sql, tuple(terms))
     except sqlite3.OperationalError:  # no such table yet on this connection
         run(ROW_COUNTS, ())
         found = run(sql, tuple(terms))
-    return {t: int(n) for t, n in found}
+    sizes = [varints(b or b"") for t, b in found if t is None]
+    counts = sizes[0] if sizes else []
+    n_row, n_token = (counts[0], sum(counts[1:])) if counts else (0, 0)
+    return n_row, n_token, {str(t): int(n) for t, n in found if t is not None}
 
 
 def varints(blob: bytes) -> list[int]:
@@ -178,7 +193,7 @@ def build_lexicon(run: Run, owners: Sequence[str], colls: Sequence[str], gens: t
     start = np.searchsorted(term_of, np.arange(len(terms) + 1))
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     return Lexicon(gens, ids, length, terms, start.astype(np.int64), (pairs % max(len(rows), 1)).astype(np.int32),
-                   counts)
+                   counts, WholeHint(table_stats(run, ())[0] == len(rows)))
 
 
 def fts5_tokens(words: set[str]) -> dict[str, tuple[str, ...]]:
