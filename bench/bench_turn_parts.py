@@ -12,7 +12,13 @@ each other, not with ``bench_turn.py``.
 a first pass that is not reported): the turn ratio it gives is the lower bound of any faster lexical
 arm, e.g. an in-memory BM25 that reproduces FTS5's scores (docs/benchmarks.md, issue 16 round 6).
 
+``--prefetch`` chooses which turns start the lexical prefetch (``both``, the default and the product;
+``gated``, ``always``, ``none``; ``wait``: both start it and the gated turn waits for its rows before
+encoding). With the parts it also reports the ONNX call of the two modes paired: for each final message
+the gated call minus the always call, median over the pairs (docs/benchmarks.md, issue 16 round 8).
+
 Usage:  python bench/bench_turn_parts.py [--data ../shared/data] [--tasks 100] [--free-lexical]
+                                         [--prefetch both|gated|always|none|wait]
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import bench_turn as bt  # noqa: E402 - the sibling bench's task replay
 
 import bara.pipeline as pipeline  # noqa: E402
 from bara.memory.conversations import Conversations  # noqa: E402
+from bara.retrieval.embedders import OnnxMiniLMEmbedder  # noqa: E402
 from bara.retrieval.hybrid import HybridRetriever  # noqa: E402
 from bara.store import sqlite as sqlite_store  # noqa: E402
 from bara.store.base import LexicalPrefetch, lexical_key  # noqa: E402
@@ -50,7 +57,9 @@ PARTS: tuple[tuple[Any, str, str], ...] = (
     (pipeline.Assistant, "_persist", "persist"), (Conversations, "record_turn", "record turn"),
     (pipeline, "user_meta", "message meta"), (pipeline.Assistant, "_trace", "trace"),
     (pipeline, "gate_summary", "gate summary"), (pipeline, "retrieval_summary", "retrieval summary"),
+    (OnnxMiniLMEmbedder, "_run", "onnx call"),
 )
+PREFETCH = ("both", "gated", "always", "none", "wait")
 
 
 class Clock:
@@ -96,6 +105,30 @@ def free_lexical() -> None:
     sqlite_store.SQLiteStore._lexical = lambda store, req, _prefetched, _matrix: rows(store, req)  # type: ignore[method-assign]
 
 
+def prefetch_only(choice: str) -> None:
+    """Let only the turns ``choice`` names start the lexical prefetch (``wait``: both start it, and the
+    gated turn waits for its rows before it encodes)."""
+    if choice == "both":
+        return
+    inner, turning = HybridRetriever.prefetch, {"mode": ""}
+    for mode, method in (("gated", "_gated"), ("always", "_always")):
+        body = getattr(pipeline.Assistant, method)
+
+        def marked(self: Any, *args: Any, __body: Callable = body, __mode: str = mode, **kwargs: Any) -> Any:
+            turning["mode"] = __mode
+            return __body(self, *args, **kwargs)
+        setattr(pipeline.Assistant, method, marked)
+
+    def prefetch(self: HybridRetriever, *args: Any, **kwargs: Any) -> LexicalPrefetch | None:
+        if choice not in ("wait", turning["mode"]):
+            return None
+        started = inner(self, *args, **kwargs)
+        if choice == "wait" and turning["mode"] == "gated" and started is not None:
+            started.rows.result()
+        return started
+    HybridRetriever.prefetch = prefetch  # type: ignore[method-assign]
+
+
 def replay(tasks: list[dict], assistants: dict, rounds: int, clock: Clock | None,
            report: Callable[[str, float, dict[str, float]], None]) -> None:
     for n, (r, i) in enumerate((r, i) for r in range(rounds) for i in range(len(tasks))):
@@ -125,8 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = bt.task_parser((__doc__ or "").splitlines()[0])
     ap.add_argument("--free-lexical", action="store_true", help="the bound of a lexical arm that costs nothing")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--prefetch", choices=PREFETCH, default="both", help="which turns start the lexical prefetch")
     args = ap.parse_args(argv)
     settings, root, tasks = bt.tasks_of(args)
+    prefetch_only(args.prefetch)
     clock = None if args.free_lexical else Clock()
     if args.free_lexical:
         free_lexical()
@@ -152,8 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     p50 = {m: statistics.median(walls[m]) for m in bt.MODES}
     print(f"{len(tasks)} tasks x {args.rounds} rounds; turn p50 gated {p50['gated']:.3f} ms, always "
           f"{p50['always']:.3f} ms, ratio {p50['gated'] / p50['always']:.2f}x"
-          + (" (lexical arm free)" if args.free_lexical else " (with timers)"))
+          + (" (lexical arm free)" if args.free_lexical else " (with timers)") + f"; prefetch: {args.prefetch}")
     if not args.free_lexical:
+        paired = [g - a for g, a in zip(*(parts[m]["onnx call"] for m in bt.MODES), strict=True)]
+        print(f"one ONNX call, gated - always, paired by message: median {statistics.median(paired):+.3f} ms "
+              f"over {len(paired)} pairs")
         print(f"{'part':<20} {'gated p50 ms':>13} {'always p50 ms':>14}")
         for _, _, label in PARTS:
             gated, always = (statistics.median(parts[m][label]) for m in bt.MODES)
