@@ -36,19 +36,17 @@ import warnings
 from array import array
 from contextlib import closing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_params, lexical_rows
+from bara.store.sqlite_lexical import LEXICAL_SQL, Run, lexical_params, lexical_rows, runner
 from bara.types import SearchRequest
 
 K1, B = 1.2, 0.75  # fts5_aux.c's constants
 PLAIN = re.compile(r"[a-z0-9]+")
 WEIGHTS_BODY, WEIGHT_SCOPE = 1.0, 0.0  # LEXICAL_SQL's column weights besides the heading's
 ROW_COUNTS = "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bara_fts_rows USING fts5vocab(main, 'chunks_fts', 'row')"
-
-Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 
 
 @dataclass
@@ -263,8 +261,7 @@ class Lexicons:
         owners, colls = key
         assert self.uri is not None  # _start checked
         with closing(sqlite3.connect(self.uri, uri=True, check_same_thread=False, timeout=30.0)) as conn:
-            def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-                return conn.execute(sql, params).fetchall()
+            run = runner(conn)
             try:
                 gens = generations(run)  # read before the rows: a write in between only means a rebuild
                 lexicon = build_lexicon(run, owners, colls, gens)

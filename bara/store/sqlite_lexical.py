@@ -30,14 +30,15 @@ LEXICAL_SQL = ("SELECT rowid, bm25(chunks_fts, 1.0, ?, 0.0) AS s FROM chunks_fts
                "ORDER BY s, rowid LIMIT ?")
 
 
-#: The same ranking over every chunk, without the scope test: the scope column weighs 0 and holds no
-#: term, so its phrase adds exactly 0.0 to each score, and every other factor (IDF, lengths) is
-#: table-wide either way; only the scope's posting list, long for a big knowledge base, is not read.
-UNSCOPED_SQL = ("SELECT rowid, bm25(chunks_fts, 1.0, ?, 0.0) AS s FROM chunks_fts WHERE chunks_fts MATCH ? "
-                "ORDER BY s, rowid LIMIT ?")
-
 Rows = list[tuple[int, float]]
 Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+def runner(conn: sqlite3.Connection) -> Run:
+    """``conn``'s query function: a statement's rows, fetched."""
+    def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return conn.execute(sql, params).fetchall()
+    return run
 
 
 def lexical_arm(run: Run, req: SearchRequest, members: Container[int] | None) -> Rows:
@@ -45,11 +46,15 @@ def lexical_arm(run: Run, req: SearchRequest, members: Container[int] | None) ->
     scope's chunks when the scope is the whole table; the arm then ranks without the scope test
     (twice the limit deep) and keeps the scope's rows, which are the scoped ranking's own leading rows,
     since both follow one total order. Should a write have slipped in between and they cannot fill
-    the limit while more rows matched, it runs the scoped query after all."""
+    the limit while more rows matched, it runs the scoped query after all.
+
+    Without the scope test the ranking is the same: the scope column weighs 0 and holds no query term,
+    so its phrase adds exactly 0.0 to each score, and every other factor (IDF, lengths) is table-wide
+    either way; only the scope's posting list, long for a big knowledge base, is not read."""
     if members is None:
         return lexical_rows(run(LEXICAL_SQL, lexical_params(req)))
     wide = 2 * req.limit
-    ranked = lexical_rows(run(UNSCOPED_SQL, (req.title_weight, match_expression(req.terms), wide)))
+    ranked = lexical_rows(run(LEXICAL_SQL, (req.title_weight, match_expression(req.terms), wide)))
     kept = [row for row in ranked if row[0] in members]
     if len(kept) >= req.limit or len(ranked) < wide:
         return kept[:req.limit]
@@ -100,10 +105,7 @@ class LexicalWorker:
     def _run(self, req: SearchRequest, arm: Callable[[Run], Rows] | None) -> Rows:
         if self._conn is None:  # opened in the worker thread, used only there
             self._conn = sqlite3.connect(self.uri, uri=True, check_same_thread=False, timeout=30.0)
-        conn = self._conn
-
-        def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-            return conn.execute(sql, params).fetchall()
+        run = runner(self._conn)
         return arm(run) if arm is not None else lexical_arm(run, req, None)
 
     def close(self) -> None:
