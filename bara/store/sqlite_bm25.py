@@ -263,9 +263,9 @@ class Lexicons:
         with closing(sqlite3.connect(self.uri, uri=True, check_same_thread=False, timeout=30.0)) as conn:
             run = runner(conn)
             try:
-                with read_snapshot(conn):  # the generations, rows and probe as of one moment: a learning
-                    # write committed meanwhile would change the table-wide statistics between the
-                    # probe's two rankings and fail it (issue 16, round 9)
+                # The generations, rows and probe as of one moment: a learning write committed meanwhile
+                # would change the table-wide statistics between the probe's two rankings and fail it.
+                with read_snapshot(conn):
                     gens = generations(run)
                     lexicon = build_lexicon(run, owners, colls, gens)
                     agrees = lexicon is None or agrees_with_fts5(run, lexicon, owners, colls)
