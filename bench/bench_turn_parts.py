@@ -173,12 +173,14 @@ def prefetch_only(choice: str) -> None:
 
 
 def replay(tasks: list[dict], assistants: dict, rounds: int, clock: Clock | None,
-           report: Callable[[str, float, dict[str, float]], None]) -> None:
+           report: Callable[[str, float, dict[str, float]], None], users: str = "") -> None:
+    """``rounds`` passes over ``tasks``, final turns timed; ``users`` prefixes the user ids, so that an
+    untimed pass's users do not come back in the timed ones (a returning user opens the episodic tier)."""
     for n, (r, i) in enumerate((r, i) for r in range(rounds) for i in range(len(tasks))):
         for mode in (bt.MODES if n % 2 == 0 else bt.MODES[::-1]):
             assistant, generator = assistants[mode]
             pairs, final = bt.exchanges(tasks[i])
-            user = f"{mode}-{r}-{i}"
+            user = f"{users}{mode}-{r}-{i}"
             cid = assistant.open_conversation(user)
             for n_turn, (question, reply) in enumerate(pairs):
                 Turn.enter(i, n_turn)
@@ -231,9 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         db = Path(scratch) / "turn.db"
         shutil.copy(bt.cached_index(root, settings), db)
         assistants = bt.build_assistants(db, settings)
-        replay(tasks[:10], assistants, 1, None, lambda *_: None)  # warm-up (and the memo's first pass)
+        replay(tasks[:10], assistants, 1, None, lambda *_: None, users="warm-")  # warm-up
         if clock is None:  # the memo's first pass; bare: the same pass, so the harness is the same
-            replay(tasks, assistants, 1, None, lambda *_: None)
+            replay(tasks, assistants, 1, None, lambda *_: None, users="first-")
         replay(tasks, assistants, args.rounds, clock, keep)
     p50 = {m: statistics.median(walls[m]) for m in bt.MODES}
     print(f"{len(tasks)} tasks x {args.rounds} rounds; turn p50 gated {p50['gated']:.3f} ms, always "
