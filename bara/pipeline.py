@@ -372,7 +372,7 @@ class Assistant:
         vector = self._embed(t.clean.query, rec)
         kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
             t.clean.query, k=self.settings.k, floor=0.0, vector=vector, prefetched=prefetched))
-        retrieved = Retrieved(t.clean.query, False, kb, vector=vector)
+        retrieved = Retrieved(t.clean.query, False, kb, vector=vector, searched=True)  # its message is a topic
         self._tier_reasons(retrieved, rec)
         with rec.stage("assemble"):
             inputs = PromptInputs(message=t.clean.text, user_id=t.user_id, route="always_rag", kb_opened=True,

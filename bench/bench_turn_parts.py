@@ -1,4 +1,4 @@
-"""Where the gated turn's extra time goes: in-turn p50 of each part, and the bound of a free lexical arm.
+"""Where the gated turn's extra time goes: in-turn p50 of each part, and the bounds of a free lexical arm and gate.
 
 Same turns as ``bench_turn.py`` (the final turn of the first N MTRAG-UN dev tasks, earlier turns
 replayed untimed, modes alternating). Two measurements, each in one process:
@@ -12,12 +12,18 @@ each other, not with ``bench_turn.py``.
 a first pass that is not reported): the turn ratio it gives is the lower bound of any faster lexical
 arm, e.g. an in-memory BM25 that reproduces FTS5's scores (docs/benchmarks.md, issue 16 round 6).
 
+``--free-gate`` answers the gate's own decision from memory: the message's features, the rules, the
+rewrite, the decision, the topic dependence and the history topic, each computed once per distinct
+input in a first pass that is not reported (the encoding, the prefetch, the search, persistence and
+the trace still run). The turn ratio it gives is the lower bound of any faster gate, however it were
+written (docs/benchmarks.md, issue 16 round 9).
+
 ``--prefetch`` chooses which turns start the lexical prefetch (``both``, the default and the product;
 ``gated``, ``always``, ``none``; ``wait``: both start it and the gated turn waits for its rows before
 encoding). With the parts it also reports the ONNX call of the two modes paired: for each final message
 the gated call minus the always call, median over the pairs (docs/benchmarks.md, issue 16 round 8).
 
-Usage:  python bench/bench_turn_parts.py [--data ../shared/data] [--tasks 100] [--free-lexical]
+Usage:  python bench/bench_turn_parts.py [--data ../shared/data] [--tasks 100] [--free-lexical] [--free-gate]
                                          [--prefetch both|gated|always|none|wait]
 """
 
@@ -39,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_turn as bt  # noqa: E402 - the sibling bench's task replay
 
 import bara.pipeline as pipeline  # noqa: E402
+import bara.pipeline_steps as pipeline_steps  # noqa: E402
 from bara.memory.conversations import Conversations  # noqa: E402
 from bara.retrieval.embedders import OnnxMiniLMEmbedder  # noqa: E402
 from bara.retrieval.hybrid import HybridRetriever  # noqa: E402
@@ -105,6 +112,42 @@ def free_lexical() -> None:
     sqlite_store.SQLiteStore._lexical = lambda store, req, _prefetched, _matrix: rows(store, req)  # type: ignore[method-assign]
 
 
+#: (module, function): the gate's pure steps that ``--free-gate`` answers from memory.
+GATE_STEPS: tuple[tuple[Any, str], ...] = (
+    (pipeline, "compute_features"), (pipeline, "apply_rules"), (pipeline_steps, "rewrite_for"),
+    (pipeline, "decide"), (pipeline, "topic_dependence"), (pipeline, "history_topic"),
+)
+
+
+class Turn:
+    """Which turn of which task is running (set by ``replay``), and how often each gate step has been
+    called in it: ``--free-gate`` answers by these."""
+
+    key: tuple[int, int] = (-1, -1)
+    calls: dict[str, int] = defaultdict(int)
+
+    @classmethod
+    def enter(cls, task: int, turn: int) -> None:
+        cls.key, cls.calls = (task, turn), defaultdict(int)
+
+
+def free_gate() -> None:
+    """Serve the gate's pure steps (``GATE_STEPS``) from a memo of their own answers, filled on first use
+    and keyed by the task, the turn and the call's place in it (the same turn of the same task has the
+    same inputs in every round, whichever user replays it): a key costs a tuple, not a walk of the
+    arguments, so the bound is not blurred by the memo's own work."""
+    memo: dict[tuple, Any] = {}
+    for module, name in GATE_STEPS:
+        def step(*args: Any, __inner: Callable = getattr(module, name), __name: str = name, **kwargs: Any) -> Any:
+            nth = Turn.calls[__name]
+            Turn.calls[__name] = nth + 1
+            key = (__name, Turn.key, nth)
+            if key not in memo:
+                memo[key] = __inner(*args, **kwargs)
+            return memo[key]
+        setattr(module, name, step)
+
+
 def prefetch_only(choice: str) -> None:
     """Let only the turns ``choice`` names start the lexical prefetch (``wait``: both start it, and the
     gated turn waits for its rows before it encodes)."""
@@ -130,18 +173,22 @@ def prefetch_only(choice: str) -> None:
 
 
 def replay(tasks: list[dict], assistants: dict, rounds: int, clock: Clock | None,
-           report: Callable[[str, float, dict[str, float]], None]) -> None:
+           report: Callable[[str, float, dict[str, float]], None], users: str = "") -> None:
+    """``rounds`` passes over ``tasks``, final turns timed; ``users`` prefixes the user ids, so that an
+    untimed pass's users do not come back in the timed ones (a returning user opens the episodic tier)."""
     for n, (r, i) in enumerate((r, i) for r in range(rounds) for i in range(len(tasks))):
         for mode in (bt.MODES if n % 2 == 0 else bt.MODES[::-1]):
             assistant, generator = assistants[mode]
             pairs, final = bt.exchanges(tasks[i])
-            user = f"{mode}-{r}-{i}"
+            user = f"{users}{mode}-{r}-{i}"
             cid = assistant.open_conversation(user)
-            for question, reply in pairs:
+            for n_turn, (question, reply) in enumerate(pairs):
+                Turn.enter(i, n_turn)
                 generator.replies = [reply]
                 assistant.turn(user, question, cid)
             generator.replies = []
             assistant.bara.flush()
+            Turn.enter(i, len(pairs))
             if clock is not None:
                 clock.turn.clear()
                 clock.on = True
@@ -157,15 +204,21 @@ def replay(tasks: list[dict], assistants: dict, rounds: int, clock: Clock | None
 def main(argv: list[str] | None = None) -> int:
     ap = bt.task_parser((__doc__ or "").splitlines()[0])
     ap.add_argument("--free-lexical", action="store_true", help="the bound of a lexical arm that costs nothing")
+    ap.add_argument("--free-gate", action="store_true", help="the bound of a gate decision that costs nothing")
+    ap.add_argument("--bare", action="store_true", help="no timers and nothing free: the turns as they are, "
+                                                         "to compare a bound with in the same harness")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--prefetch", choices=PREFETCH, default="both", help="which turns start the lexical prefetch")
     args = ap.parse_args(argv)
     settings, root, tasks = bt.tasks_of(args)
     prefetch_only(args.prefetch)
-    clock = None if args.free_lexical else Clock()
+    free = args.free_lexical or args.free_gate
+    clock = None if free or args.bare else Clock()
     if args.free_lexical:
         free_lexical()
-    else:
+    if args.free_gate:
+        free_gate()
+    if clock is not None:
         for owner, name, label in PARTS:
             clock.wrap(owner, name, label)  # type: ignore[union-attr]
     walls: dict[str, list[float]] = defaultdict(list)
@@ -180,15 +233,16 @@ def main(argv: list[str] | None = None) -> int:
         db = Path(scratch) / "turn.db"
         shutil.copy(bt.cached_index(root, settings), db)
         assistants = bt.build_assistants(db, settings)
-        replay(tasks[:10], assistants, 1, None, lambda *_: None)  # warm-up (and the memo's first pass)
-        if args.free_lexical:
-            replay(tasks, assistants, 1, None, lambda *_: None)
+        replay(tasks[:10], assistants, 1, None, lambda *_: None, users="warm-")  # warm-up
+        if clock is None:  # the memo's first pass; bare: the same pass, so the harness is the same
+            replay(tasks, assistants, 1, None, lambda *_: None, users="first-")
         replay(tasks, assistants, args.rounds, clock, keep)
     p50 = {m: statistics.median(walls[m]) for m in bt.MODES}
     print(f"{len(tasks)} tasks x {args.rounds} rounds; turn p50 gated {p50['gated']:.3f} ms, always "
           f"{p50['always']:.3f} ms, ratio {p50['gated'] / p50['always']:.2f}x"
-          + (" (lexical arm free)" if args.free_lexical else " (with timers)") + f"; prefetch: {args.prefetch}")
-    if not args.free_lexical:
+          + (" (lexical arm free)" if args.free_lexical else "") + (" (gate decision free)" if args.free_gate else "")
+          + ("" if clock is None else " (with timers)") + f"; prefetch: {args.prefetch}")
+    if clock is not None:
         paired = [g - a for g, a in zip(*(parts[m]["onnx call"] for m in bt.MODES), strict=True)]
         print(f"one ONNX call, gated - always, paired by message: median {statistics.median(paired):+.3f} ms "
               f"over {len(paired)} pairs")

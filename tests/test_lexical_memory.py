@@ -5,6 +5,7 @@ limit, ties, other scopes' rows (table-wide statistics), words FTS5 tokenises di
 from __future__ import annotations
 
 import random
+import sqlite3
 from dataclasses import replace
 
 import numpy as np
@@ -13,7 +14,7 @@ from store_contract import doc, request, vecs
 
 from bara.store.sqlite import SQLiteStore
 from bara.store.sqlite_bm25 import Lexicons, agrees_with_fts5, build_lexicon, fts5_tokens, varints
-from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_params, lexical_rows
+from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_params, lexical_rows, read_snapshot, runner
 from bara.text.lexical import analyze
 
 WORDS = ("retransmission timer backoff congestion window growth header checksum cipher suite certificate "
@@ -229,3 +230,30 @@ def test_a_lexicon_that_ranks_otherwise_than_fts5_fails_the_probe(store):
     lexicon = _lexicon(store)
     assert agrees_with_fts5(store.query, lexicon, ("",), ("kb",))
     assert not agrees_with_fts5(store.query, replace(lexicon, length=lexicon.length + 1), ("",), ("kb",))
+
+
+@pytest.mark.parametrize("snapshot", [True, False])
+def test_the_probe_reads_one_snapshot_while_another_connection_commits(store, tmp_path, snapshot):
+    """A lexicon is built and probed on its own connection while turns go on writing: a learning write
+    (another user's notes) committed between the probe's two rankings changes the table-wide statistics
+    under one of them. Inside one read snapshot both rank as of the same moment and agree; outside
+    one they disagree, which is why the build reads in one (a false alarm left FTS5 answering)."""
+    lexicon = _lexicon(store)
+    reader = sqlite3.connect(tmp_path / "bm25.db", check_same_thread=False)
+    run, wrote = runner(reader), []
+
+    def interleaved(sql: str, params: tuple) -> list[tuple]:
+        if "bm25(" in sql and not wrote:  # the in-memory ranking is read; FTS5's is next: a turn's write commits
+            store.write_document(doc("later", ["retransmission " * 40] * 6, owner="bob", collection="notes"),
+                                 vecs(6))
+            wrote.append(sql)
+        return run(sql, params)
+    try:
+        if snapshot:
+            with read_snapshot(reader):
+                assert agrees_with_fts5(interleaved, lexicon, ("",), ("kb",))
+        else:
+            assert not agrees_with_fts5(interleaved, lexicon, ("",), ("kb",))
+        assert wrote and not reader.in_transaction
+    finally:
+        reader.close()

@@ -363,6 +363,18 @@ def test_always_mode_keeps_the_last_n_messages(bara, user):
     assert [m.text for m in model.calls[-1].messages[1:-1]] == ["What is max-age?", "two"]
 
 
+def test_a_gated_turn_after_an_always_turn_carries_its_topic(bara, user):
+    """A conversation may switch modes between turns (``POST /api/turns`` takes ``mode`` per request). The
+    always turn searched, so its message is a topic for the gated follow-up, not small talk; it stored no
+    vectors, so the follow-up encodes it."""
+    gated, always = Assistant(bara), Assistant(bara, mode="always")
+    cid = always.turn(user, "What is HTTP Strict Transport Security?").conversation_id
+    follow = gated.turn(user, "What about its max-age directive?", cid).trace
+    assert "topic:no_history" not in follow.reasons and "rewrite:applied" in follow.reasons
+    assert "topic:history_encoded:1" in follow.reasons
+    assert "Strict Transport Security" in follow.retrieval_query
+
+
 # --- the demo script ------------------------------------------------------------------
 
 def test_demo_script_shows_every_gate(assistant, user):

@@ -40,7 +40,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from bara.store.sqlite_lexical import LEXICAL_SQL, Run, lexical_params, lexical_rows, runner
+from bara.store.sqlite_lexical import LEXICAL_SQL, Run, lexical_params, lexical_rows, read_snapshot, runner
 from bara.types import SearchRequest
 
 K1, B = 1.2, 0.75  # fts5_aux.c's constants
@@ -263,9 +263,13 @@ class Lexicons:
         with closing(sqlite3.connect(self.uri, uri=True, check_same_thread=False, timeout=30.0)) as conn:
             run = runner(conn)
             try:
-                gens = generations(run)  # read before the rows: a write in between only means a rebuild
-                lexicon = build_lexicon(run, owners, colls, gens)
-                if lexicon is not None and not agrees_with_fts5(run, lexicon, owners, colls):
+                # The generations, rows and probe as of one moment: a learning write committed meanwhile
+                # would change the table-wide statistics between the probe's two rankings and fail it.
+                with read_snapshot(conn):
+                    gens = generations(run)
+                    lexicon = build_lexicon(run, owners, colls, gens)
+                    agrees = lexicon is None or agrees_with_fts5(run, lexicon, owners, colls)
+                if not agrees:
                     warnings.warn(f"SQLite {sqlite3.sqlite_version}'s FTS5 ranks the {colls} scope otherwise than "
                                   "bara's in-memory copy: its full-text arm stays with FTS5", RuntimeWarning,
                                   stacklevel=2)

@@ -16,9 +16,10 @@ import os
 import sqlite3
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Container
+from typing import Any, Callable, Container, Iterator
 
 from bara.store.base import LexicalPrefetch, lexical_key
 from bara.text.lexical import match_expression
@@ -39,6 +40,20 @@ def runner(conn: sqlite3.Connection) -> Run:
     def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         return conn.execute(sql, params).fetchall()
     return run
+
+
+@contextmanager
+def read_snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """Every statement on ``conn`` inside reads the same snapshot of the database: one read transaction.
+
+    Outside one, each statement is its own transaction, so a commit by another connection can fall
+    between two of them; in WAL mode (every file store) writers go on meanwhile, and the snapshot ends
+    when the block does."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.rollback()  # it only read
 
 
 def lexical_arm(run: Run, req: SearchRequest, members: Container[int] | None) -> Rows:
