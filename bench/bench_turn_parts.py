@@ -1,7 +1,7 @@
 """Where the gated turn's extra time goes: in-turn p50 of each part, and the bounds of a free lexical arm and gate.
 
 Same turns as ``bench_turn.py`` (the final turn of the first N MTRAG-UN dev tasks, earlier turns
-replayed untimed, modes alternating). Two measurements, each in one process:
+replayed untimed, modes alternating). Each measurement runs in one process:
 
 ``--parts`` (default) wraps the functions a turn calls (``PARTS``) with a timer and reports, per mode,
 the p50 of each over the timed turns (0 where a mode never calls it: the always turn has no gate and
@@ -13,18 +13,19 @@ a first pass that is not reported): the turn ratio it gives is the lower bound o
 arm, e.g. an in-memory BM25 that reproduces FTS5's scores (docs/benchmarks.md, issue 16 round 6).
 
 ``--free-gate`` answers the gate's own decision from memory: the message's features, the rules, the
-rewrite, the decision, the topic dependence and the history topic, each computed once per distinct
-input in a first pass that is not reported (the encoding, the prefetch, the search, persistence and
-the trace still run). The turn ratio it gives is the lower bound of any faster gate, however it were
-written (docs/benchmarks.md, issue 16 round 9).
+rewrite, the decision, the topic dependence and the history topic, each computed once per turn of each
+task in a first pass that is not reported (the encoding, the prefetch, the search, persistence and the
+trace still run): the turn ratio it gives is the lower bound of any faster gate, however it were
+written (docs/benchmarks.md, issue 16 round 9). ``--bare`` runs the same passes with nothing free and
+no timers, the figure to compare a bound with.
 
 ``--prefetch`` chooses which turns start the lexical prefetch (``both``, the default and the product;
 ``gated``, ``always``, ``none``; ``wait``: both start it and the gated turn waits for its rows before
 encoding). With the parts it also reports the ONNX call of the two modes paired: for each final message
 the gated call minus the always call, median over the pairs (docs/benchmarks.md, issue 16 round 8).
 
-Usage:  python bench/bench_turn_parts.py [--data ../shared/data] [--tasks 100] [--free-lexical] [--free-gate]
-                                         [--prefetch both|gated|always|none|wait]
+Usage:  python bench/bench_turn_parts.py [--data ../shared/data] [--tasks 100] [--free-lexical]
+                                         [--free-gate] [--bare] [--prefetch both|gated|always|none|wait]
 """
 
 from __future__ import annotations

@@ -207,7 +207,7 @@ class EpisodicMemory:
         The gate asks on every turn of a returning user, and every chat turn stores a session, so the
         rows grow with the user's history: ``DISTINCT`` lets the database fold the repeated lists
         (most chat turns: one speaker, no names) before any is decoded here. Still one index range
-        per call (~0.15 ms at 1,000 stored turns, ~0.7 ms at 5,000: ``bench/bench_episodic_names.py``)."""
+        per call (~0.14 ms at 1,000 stored turns, ~0.6 ms at 5,000: ``bench/bench_episodic_names.py``)."""
         rows = self.store.query("SELECT DISTINCT speakers, mentions FROM episodic_sessions WHERE user_id=?"
                                 " AND conversation_id<>?", (user_id, exclude_conversation))
         return frozenset(n for a, b in rows for n in [*json.loads(a or "[]"), *json.loads(b or "[]")])
