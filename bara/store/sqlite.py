@@ -145,7 +145,8 @@ class SQLiteStore:
             ids = np.array([self._insert_chunk(doc_id, doc, chunk, vec)
                             for chunk, vec in zip(doc.chunks, vecs, strict=False)], dtype=np.int64)
             gen = self._bump(doc.owner, doc.collection)
-            if not replaced:  # only added rows: the cached matrices of the scope take them at commit
+            if not replaced and doc.owner != SHARED:  # a user's tier, only added rows: its cached
+                # matrices take them at commit (a knowledge base, written by ingest, is read again)
                 self._matrices.appended(Appended(doc.owner, doc.collection, gen, ids, vecs[:len(ids)]))
         return doc_id
 

@@ -6,13 +6,15 @@ written on most turns (a turn's Q&A pair, notes and episode, after its answer), 
 grew with the user's history: every row's vector, ~2 ms at 1,000 Q&A pairs and ~10 ms at 5,000, on
 the next turn's critical path.
 
-This connection's own inserts therefore extend the matrices in place: ``write_document`` reports the
-chunks it added to a scope it did not otherwise change (``appended``), and when the outermost
+This connection's own inserts therefore extend the matrices: ``write_document`` reports the chunks
+it added to a user's scope it did not otherwise change (``appended``), and when the outermost
 transaction commits, every cached matrix of that scope whose generation was the one just before
 the insert takes the new rows and the new generation. A generation moved any other way (a delete, a
 replaced document, a rolled-back savepoint, another connection's or process's write) does not
 match, so that matrix is read again, as before. New chunk ids are larger than every id in the table
-(SQLite's rowid), so appended rows keep the matrix in id order, exactly as a fresh read orders it.
+(SQLite's rowid), so appended rows keep the matrix in id order, exactly as a fresh read orders it. An extension copies
+the matrix (readers on other threads keep a consistent one), so the shared knowledge base, large and
+written only by ingest, is not extended: it is read again on its next search, once.
 """
 
 from __future__ import annotations
