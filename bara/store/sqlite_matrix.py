@@ -60,6 +60,7 @@ class Matrices:
 
     def __init__(self) -> None:
         self._cache: dict[tuple[tuple[str, ...], tuple[str, ...]], Matrix] = {}
+        self._keys: dict[tuple[str, str], set[tuple[tuple[str, ...], tuple[str, ...]]]] = {}  # by scope
         self._pending: list[Appended] = []
 
     def get(self, key: tuple[tuple[str, ...], tuple[str, ...]]) -> Matrix | None:
@@ -67,6 +68,8 @@ class Matrices:
 
     def put(self, key: tuple[tuple[str, ...], tuple[str, ...]], matrix: Matrix) -> None:
         self._cache[key] = matrix
+        for scope in ((o, c) for o in key[0] for c in key[1]):
+            self._keys.setdefault(scope, set()).add(key)
 
     def mark(self) -> int:
         """Where a transaction level starts in the pending appends."""
@@ -83,10 +86,8 @@ class Matrices:
         """The outermost transaction committed: extend each matrix the appends continue, in order."""
         pending, self._pending = self._pending, []
         for append in pending:
-            for key, matrix in list(self._cache.items()):
-                owners, colls = key
-                if append.owner not in owners or append.collection not in colls:
-                    continue
+            for key in list(self._keys.get((append.owner, append.collection), ())):
+                matrix, (owners, colls) = self._cache[key], key
                 position = owners.index(append.owner) * len(colls) + colls.index(append.collection)
                 fits = matrix.vectors.shape[1:] in ((0,), append.vectors.shape[1:])  # empty, or the same width
                 if fits and matrix.gens[position] == append.gen - 1:
