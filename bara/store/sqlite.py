@@ -26,6 +26,7 @@ from bara.store.migrations import Migration, sqlite_migrations
 from bara.store.sqlite_files import APPLICATION_ID, check_identity, check_integrity, connect_file, exists, file_problem
 from bara.store.sqlite_bm25 import Lexicons
 from bara.store.sqlite_lexical import LexicalWorker, collect, lexical_arm, scope_token
+from bara.store.sqlite_matrix import Appended, Matrices, Matrix
 from bara.text.fusion import weighted_rrf
 from bara.text.lexical import index_text
 from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
@@ -34,15 +35,6 @@ from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, St
 #: How a command opens a store: ``read`` needs an existing file and works on a read-only one;
 #: ``write`` may create the file; ``update`` writes but never creates (e.g. deleting memory).
 MODES = ("read", "write", "update")
-
-
-class _Matrix:
-    """Vectors of one search scope, cached with the generations they were read at."""
-
-    def __init__(self, gens: tuple[int, ...], ids: np.ndarray, vectors: np.ndarray, whole: bool = False):
-        self.gens, self.ids, self.vectors = gens, ids, vectors
-        self.row = {int(i): n for n, i in enumerate(ids)}
-        self.whole = whole  # the scope held every chunk when read (other scopes' writes do not re-read it)
 
 
 class SQLiteStore:
@@ -54,7 +46,7 @@ class SQLiteStore:
         self.location = str(path)
         self._lock = threading.RLock()
         self._depth = 0
-        self._matrices: dict[tuple, _Matrix] = {}
+        self._matrices = Matrices()  # the dense arm's scope vectors (bara.store.sqlite_matrix)
         existed = exists(self.location)
         if not existed and mode != "write":
             raise StoreError(f"no store at {self.location} (create one with `bara ingest PATH --db {self.location}`);"
@@ -102,16 +94,24 @@ class SQLiteStore:
             outer = self._depth == 0
             self._conn.execute("BEGIN IMMEDIATE" if outer else f"SAVEPOINT sp{self._depth}")
             self._depth += 1
+            mark = self._matrices.mark()
             try:
                 yield
             except BaseException:
                 self._depth -= 1
+                self._matrices.rolled_back(mark)
                 self._conn.execute("ROLLBACK" if outer else f"ROLLBACK TO sp{self._depth}")
                 if not outer:
                     self._conn.execute(f"RELEASE sp{self._depth}")
                 raise
             self._depth -= 1
-            self._conn.execute("COMMIT" if outer else f"RELEASE sp{self._depth}")
+            try:
+                self._conn.execute("COMMIT" if outer else f"RELEASE sp{self._depth}")
+            except BaseException:
+                self._matrices.rolled_back(mark)
+                raise
+            if outer:
+                self._matrices.committed()
 
     @contextmanager
     def scoped(self, owners: Sequence[str]) -> Iterator[None]:
@@ -134,7 +134,7 @@ class SQLiteStore:
             raise ValueError(f"{len(doc.chunks)} chunks but {len(vectors)} vectors for {doc.source}")
         vecs = np.ascontiguousarray(vectors, dtype=np.float32)
         with self.transaction():
-            self._delete(doc.source, doc.owner, doc.collection)
+            replaced = self._delete(doc.source, doc.owner, doc.collection)
             cur = self._conn.execute(
                 "INSERT INTO documents (owner, collection, source, title, content_hash, meta, updated_at)"
                 " VALUES (?,?,?,?,?,?,?)",
@@ -142,12 +142,15 @@ class SQLiteStore:
                  json.dumps(dict(doc.meta)), time.time()))
             assert cur.lastrowid is not None  # an INSERT always sets it
             doc_id = int(cur.lastrowid)
-            for chunk, vec in zip(doc.chunks, vecs, strict=False):
-                self._insert_chunk(doc_id, doc, chunk, vec)
-            self._bump(doc.owner, doc.collection)
+            ids = np.array([self._insert_chunk(doc_id, doc, chunk, vec)
+                            for chunk, vec in zip(doc.chunks, vecs, strict=False)], dtype=np.int64)
+            gen = self._bump(doc.owner, doc.collection)
+            if not replaced and doc.owner != SHARED:  # a user's tier, only added rows: its cached
+                # matrices take them at commit (a knowledge base, written by ingest, is read again)
+                self._matrices.appended(Appended(doc.owner, doc.collection, gen, ids, vecs[:len(ids)]))
         return doc_id
 
-    def _insert_chunk(self, doc_id: int, doc: Document, chunk: Any, vec: np.ndarray) -> None:
+    def _insert_chunk(self, doc_id: int, doc: Document, chunk: Any, vec: np.ndarray) -> int:
         cur = self._conn.execute(
             "INSERT INTO chunks (doc_id, owner, collection, ordinal, text, section, title, start_char,"
             " end_char, content_hash, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -157,6 +160,7 @@ class SQLiteStore:
         self._conn.execute("INSERT INTO chunks_fts (rowid, body, heading, scope) VALUES (?,?,?,?)",
                            (cur.lastrowid, index_text(chunk.text), index_text(heading),
                             scope_token(doc.owner, doc.collection)))
+        return int(cur.lastrowid or 0)
 
     def delete_document(self, source: str, owner: str = SHARED, collection: str = "kb") -> bool:
         with self.transaction():
@@ -188,10 +192,13 @@ class SQLiteStore:
         self._conn.execute("DELETE FROM documents WHERE id=?", (row[0],))
         return True
 
-    def _bump(self, owner: str, collection: str) -> None:
+    def _bump(self, owner: str, collection: str) -> int:
+        """Advance the scope's write generation; returns the new one."""
         self._conn.execute(
             "INSERT INTO scope_generation (owner, collection, gen) VALUES (?,?,1)"
             " ON CONFLICT (owner, collection) DO UPDATE SET gen = gen + 1", (owner, collection))
+        return int(self._conn.execute("SELECT gen FROM scope_generation WHERE owner=? AND collection=?",
+                                      (owner, collection)).fetchone()[0])
 
     # --------------------------------------------------------------------- search
     def prefetch_lexical(self, request: SearchRequest) -> LexicalPrefetch | None:
@@ -217,7 +224,7 @@ class SQLiteStore:
         timings.update(lexical=(t1 - t0) * 1e3, dense=(t2 - t1 + t0 - tm) * 1e3, fusion=(t3 - t2) * 1e3)
         return StoreSearchResult(tuple(candidates), len(lexical), len(dense), timings)
 
-    def _lexical(self, req: SearchRequest, prefetched: LexicalPrefetch | None, m: _Matrix) -> list[tuple[int, float]]:
+    def _lexical(self, req: SearchRequest, prefetched: LexicalPrefetch | None, m: Matrix) -> list[tuple[int, float]]:
         lexicon = self._lexicons.lexicon(req.owners, req.collections, m.gens,
                                          lambda run: generations(run, req.owners, req.collections), req.in_memory_after) \
             if req.in_memory_lexical and len(m.ids) >= req.in_memory_min_chunks else None
@@ -239,7 +246,7 @@ class SQLiteStore:
         cached = self._matrices.get(key)
         return lexical_arm(run, req, None if cached is None or cached.gens != gens else _members(run, cached, req))
 
-    def _dense(self, req: SearchRequest, m: _Matrix) -> tuple[list[tuple[int, float]], np.ndarray | None]:
+    def _dense(self, req: SearchRequest, m: Matrix) -> tuple[list[tuple[int, float]], np.ndarray | None]:
         if req.vector is None or len(m.ids) == 0:
             return [], None
         sims = m.vectors @ np.asarray(req.vector, dtype=np.float32)
@@ -251,7 +258,7 @@ class SQLiteStore:
         return [(int(m.ids[i]), float(sims[i])) for i in top], sims
 
     def _fuse(self, req: SearchRequest, lexical: list, dense: list, sims: np.ndarray | None,
-              m: _Matrix) -> list[Candidate]:
+              m: Matrix) -> list[Candidate]:
         lex = {cid: (rank, score) for rank, (cid, score) in enumerate(lexical, start=1)}
         den = {cid: (rank, score) for rank, (cid, score) in enumerate(dense, start=1)}
         fused = weighted_rrf([[c for c, _ in lexical], [c for c, _ in dense]],
@@ -263,7 +270,7 @@ class SQLiteStore:
                                  ArmScore(*den.get(cid, (None, None))), sim))
         return out
 
-    def _matrix(self, owners: Sequence[str], colls: Sequence[str]) -> _Matrix:
+    def _matrix(self, owners: Sequence[str], colls: Sequence[str]) -> Matrix:
         key = (tuple(owners), tuple(colls))
         gens = generations(self.query, owners, colls)
         cached = self._matrices.get(key)
@@ -274,8 +281,9 @@ class SQLiteStore:
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         vecs = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
                 if rows else np.zeros((0, 0), dtype=np.float32))
-        self._matrices[key] = _Matrix(gens, ids, vecs, len(ids) == _count(self.query))
-        return self._matrices[key]
+        matrix = Matrix(gens, ids, vecs, len(ids) == _count(self.query))
+        self._matrices.put(key, matrix)
+        return matrix
 
     # ---------------------------------------------------------------------- reads
     def get_chunks(self, ids: Sequence[int], owners: Sequence[str] | None = None) -> list[StoredChunk]:
@@ -362,7 +370,7 @@ def _count(run: Any) -> int:
     return int(run("SELECT COUNT(*) FROM chunks", ())[0][0])
 
 
-def _members(run: Any, m: _Matrix, req: SearchRequest) -> dict[int, int] | None:
+def _members(run: Any, m: Matrix, req: SearchRequest) -> dict[int, int] | None:
     """The scope's chunk ids when the scope is still the whole table as ``run``'s connection sees it
     (``skip_scope_test``): the lexical arm may then rank without its scope test. Else None."""
     if not (req.skip_scope_test and m.whole):

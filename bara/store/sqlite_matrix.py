@@ -1,0 +1,94 @@
+"""The dense arm's vectors of each search scope, held in memory between searches (SQLite store).
+
+A scope's matrix is read once and kept with the write generations of its ``(owner, collection)``
+scopes (``scope_generation``); a search whose generations differ reads it again. Memory tiers are
+written on most turns (a turn's Q&A pair, notes and episode, after its answer), so that re-read
+grew with the user's history: every row's vector, ~2 ms at 1,000 Q&A pairs and ~10 ms at 5,000, on
+the next turn's critical path.
+
+This connection's own inserts therefore extend the matrices: ``write_document`` reports the chunks
+it added to a user's scope it did not otherwise change (``appended``), and when the outermost
+transaction commits, every cached matrix of that scope whose generation was the one just before
+the insert takes the new rows and the new generation. A generation moved any other way (a delete, a
+replaced document, a rolled-back savepoint, another connection's or process's write) does not
+match, so that matrix is read again, as before. New chunk ids are larger than every id in the table
+(SQLite's rowid), so appended rows keep the matrix in id order, exactly as a fresh read orders it. An extension copies
+the matrix (readers on other threads keep a consistent one), so the shared knowledge base, large and
+written only by ingest, is not extended: it is read again on its next search, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class Matrix:
+    """Vectors of one search scope, cached with the generations they were read at."""
+
+    def __init__(self, gens: tuple[int, ...], ids: np.ndarray, vectors: np.ndarray, whole: bool = False,
+                 row: dict[int, int] | None = None):
+        self.gens, self.ids, self.vectors = gens, ids, vectors
+        self.row = {int(i): n for n, i in enumerate(ids)} if row is None else row
+        self.whole = whole  # the scope held every chunk when read (other scopes' writes do not re-read it)
+
+    def extended(self, position: int, gen: int, ids: np.ndarray, vectors: np.ndarray) -> "Matrix":
+        """A new matrix with ``ids`` / ``vectors`` after these rows and scope ``position`` at ``gen``."""
+        gens = self.gens[:position] + (gen,) + self.gens[position + 1:]
+        row = dict(self.row)
+        row.update((int(i), len(self.ids) + n) for n, i in enumerate(ids))
+        stacked = vectors if len(self.ids) == 0 else np.concatenate([self.vectors, vectors])
+        return Matrix(gens, np.concatenate([self.ids, ids]), stacked, self.whole, row)
+
+
+@dataclass(frozen=True)
+class Appended:
+    """Chunks one write added to scope ``(owner, collection)``, which it left at generation ``gen``."""
+
+    owner: str
+    collection: str
+    gen: int
+    ids: np.ndarray  # int64, ascending
+    vectors: np.ndarray  # float32, one row per id
+
+
+class Matrices:
+    """The cached matrices by ``(owners, collections)`` key, and the appends of the transaction under
+    way (applied when it commits, dropped with what a rollback undoes). The store calls ``mark``,
+    ``appended``, ``rolled_back`` and ``committed`` under its own lock."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[tuple[str, ...], tuple[str, ...]], Matrix] = {}
+        self._keys: dict[tuple[str, str], set[tuple[tuple[str, ...], tuple[str, ...]]]] = {}  # by scope
+        self._pending: list[Appended] = []
+
+    def get(self, key: tuple[tuple[str, ...], tuple[str, ...]]) -> Matrix | None:
+        return self._cache.get(key)
+
+    def put(self, key: tuple[tuple[str, ...], tuple[str, ...]], matrix: Matrix) -> None:
+        self._cache[key] = matrix
+        for scope in ((o, c) for o in key[0] for c in key[1]):
+            self._keys.setdefault(scope, set()).add(key)
+
+    def mark(self) -> int:
+        """Where a transaction level starts in the pending appends."""
+        return len(self._pending)
+
+    def appended(self, append: Appended) -> None:
+        self._pending.append(append)
+
+    def rolled_back(self, mark: int) -> None:
+        """Forget the appends made since ``mark`` (their rows are gone)."""
+        del self._pending[mark:]
+
+    def committed(self) -> None:
+        """The outermost transaction committed: extend each matrix the appends continue, in order."""
+        pending, self._pending = self._pending, []
+        for append in pending:
+            for key in list(self._keys.get((append.owner, append.collection), ())):
+                matrix, (owners, colls) = self._cache[key], key
+                position = owners.index(append.owner) * len(colls) + colls.index(append.collection)
+                fits = matrix.vectors.shape[1:] in ((0,), append.vectors.shape[1:])  # empty, or the same width
+                if fits and matrix.gens[position] == append.gen - 1:
+                    self._cache[key] = matrix.extended(position, append.gen, append.ids, append.vectors)

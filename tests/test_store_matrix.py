@@ -1,0 +1,140 @@
+"""The SQLite store's cached scope matrices (``bara.store.sqlite_matrix``): this connection's own
+inserts extend them at commit instead of a re-read of every vector, and whatever else moves a
+scope's generation (a rollback, a replaced or deleted document, another connection's write) still
+re-reads. Each case compares the cache with a fresh store's read of the same file, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from store_contract import doc, vecs
+
+from bara.store.sqlite import SQLiteStore
+
+SCOPES = [(("alice",), ("qa",)), (("", "alice"), ("kb", "qa")), (("alice", "bob"), ("notes", "qa"))]
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SQLiteStore(tmp_path / "m.db")
+    s.write_document(doc("kb.txt", ["a knowledge base chunk", "another one"]), vecs(2))
+    s.write_document(doc("qa:c:1", ["first question"], owner="alice", collection="qa"), vecs(1, start=3))
+    s.write_document(doc("n:1", ["a note"], owner="bob", collection="notes"), vecs(1, start=5))
+    yield s
+    s.close()
+
+
+def _reads(store: SQLiteStore) -> list[str]:
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+    return seen
+
+
+def _same_as_fresh(store: SQLiteStore, owners: tuple, colls: tuple) -> None:
+    cached = store._matrix(owners, colls)
+    fresh = SQLiteStore(store.location, mode="read")
+    try:
+        read = fresh._matrix(owners, colls)
+        assert cached.gens == read.gens and np.array_equal(cached.ids, read.ids)
+        assert cached.vectors.tobytes() == read.vectors.tobytes() and cached.vectors.shape == read.vectors.shape
+        assert cached.row == read.row
+    finally:
+        fresh.close()
+
+
+def _vector_reads(seen: list[str]) -> int:
+    return sum("SELECT id, embedding" in q for q in seen)
+
+
+@pytest.mark.parametrize("owners, colls", SCOPES)
+def test_own_inserts_extend_the_cached_matrix_at_commit(store, owners, colls):
+    store._matrix(owners, colls)
+    store.write_document(doc("qa:c:2", ["second question"], owner="alice", collection="qa"), vecs(1, start=7))
+    with store.transaction():  # two documents in one transaction, one of them in another scope
+        store.write_document(doc("qa:c:3", ["third", "fourth"], owner="alice", collection="qa"), vecs(2, start=9))
+        store.write_document(doc("n:2", ["bob's note"], owner="bob", collection="notes"), vecs(1, start=11))
+    seen = _reads(store)
+    _same_as_fresh(store, owners, colls)
+    assert _vector_reads(seen) == 0  # extended in memory, never read again
+
+
+def test_an_empty_scope_is_extended_too(store):
+    store._matrix(("carol",), ("qa",))
+    store.write_document(doc("qa:c:1", ["carol asks"], owner="carol", collection="qa"), vecs(1, start=2))
+    seen = _reads(store)
+    _same_as_fresh(store, ("carol",), ("qa",))
+    assert _vector_reads(seen) == 0
+
+
+def test_a_rolled_back_insert_leaves_no_row_behind(store):
+    store._matrix(("alice",), ("qa",))
+    with pytest.raises(RuntimeError), store.transaction():
+        store.write_document(doc("qa:c:9", ["never stored"], owner="alice", collection="qa"), vecs(1, start=4))
+        raise RuntimeError("the turn failed")
+    _same_as_fresh(store, ("alice",), ("qa",))
+    store.write_document(doc("qa:c:2", ["the next turn's"], owner="alice", collection="qa"), vecs(1, start=5))
+    _same_as_fresh(store, ("alice",), ("qa",))  # the undone insert is not applied with the next commit
+    assert store._matrix(("alice",), ("qa",)).ids.size == 2
+
+
+def test_a_rolled_back_savepoint_keeps_only_what_its_transaction_committed(store):
+    store._matrix(("alice",), ("qa",))
+    with store.transaction():
+        store.write_document(doc("qa:c:2", ["kept"], owner="alice", collection="qa"), vecs(1, start=6))
+        with pytest.raises(RuntimeError), store.transaction():
+            store.write_document(doc("qa:c:3", ["undone"], owner="alice", collection="qa"), vecs(1, start=8))
+            raise RuntimeError("one write failed")
+    _same_as_fresh(store, ("alice",), ("qa",))
+    assert store.count_chunks("alice", "qa") == store._matrix(("alice",), ("qa",)).ids.size == 2
+
+
+@pytest.mark.parametrize("change", ["replace", "delete", "other connection", "knowledge base"])
+def test_any_other_change_reads_the_scope_again(store, change):
+    scope = (("",), ("kb",)) if change == "knowledge base" else (("alice",), ("qa",))
+    store._matrix(*scope)
+    if change == "knowledge base":  # large and written by ingest only: read again once, not copied per file
+        store.write_document(doc("kb2.txt", ["a new knowledge base file"]), vecs(1, start=15))
+    elif change == "replace":
+        store.write_document(doc("qa:c:1", ["first question, reworded"], owner="alice", collection="qa"),
+                             vecs(1, start=12))
+    elif change == "delete":
+        store.delete_document("qa:c:1", owner="alice", collection="qa")
+    else:
+        other = SQLiteStore(store.location)
+        try:
+            other.write_document(doc("qa:c:2", ["from another process"], owner="alice", collection="qa"),
+                                 vecs(1, start=13))
+        finally:
+            other.close()
+    seen = _reads(store)
+    _same_as_fresh(store, *scope)
+    assert _vector_reads(seen) == 1
+
+
+def test_search_after_appends_ranks_as_a_fresh_store_does(store):
+    store._matrix(("alice",), ("qa",))
+    for n in range(2, 8):
+        store.write_document(doc(f"qa:c:{n}", [f"question {n}"], owner="alice", collection="qa"), vecs(1, start=n))
+    fresh = SQLiteStore(store.location, mode="read")
+    try:
+        from store_contract import request
+
+        req = request("question", vecs(1, start=4)[0], owners=("alice",), collections=("qa",), limit=5)
+        assert store.search(req).candidates == fresh.search(req).candidates
+    finally:
+        fresh.close()
+
+
+def test_an_own_insert_after_another_connections_write_reads_again(store):
+    """The generation before this connection's insert is not the cached one: another process wrote in
+    between, and its rows must not be missed by extending the old matrix."""
+    store._matrix(("alice",), ("qa",))
+    other = SQLiteStore(store.location)
+    try:
+        other.write_document(doc("qa:c:2", ["another worker's turn"], owner="alice", collection="qa"),
+                             vecs(1, start=13))
+    finally:
+        other.close()
+    store.write_document(doc("qa:c:3", ["this worker's turn"], owner="alice", collection="qa"), vecs(1, start=14))
+    _same_as_fresh(store, ("alice",), ("qa",))
+    assert store._matrix(("alice",), ("qa",)).ids.size == 3
