@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from store_contract import doc, vecs
+from store_contract import doc, request, vecs
 
 from bara.store.sqlite import SQLiteStore
 
@@ -44,6 +44,15 @@ def _same_as_fresh(store: SQLiteStore, owners: tuple, colls: tuple) -> None:
 
 def _vector_reads(seen: list[str]) -> int:
     return sum("SELECT id, embedding" in q for q in seen)
+
+
+def _another_process_writes(store: SQLiteStore, source: str, start: int) -> None:
+    other = SQLiteStore(store.location)
+    try:
+        other.write_document(doc(source, [f"written elsewhere ({source})"], owner="alice", collection="qa"),
+                             vecs(1, start=start))
+    finally:
+        other.close()
 
 
 @pytest.mark.parametrize("owners, colls", SCOPES)
@@ -100,12 +109,7 @@ def test_any_other_change_reads_the_scope_again(store, change):
     elif change == "delete":
         store.delete_document("qa:c:1", owner="alice", collection="qa")
     else:
-        other = SQLiteStore(store.location)
-        try:
-            other.write_document(doc("qa:c:2", ["from another process"], owner="alice", collection="qa"),
-                                 vecs(1, start=13))
-        finally:
-            other.close()
+        _another_process_writes(store, "qa:c:2", 13)
     seen = _reads(store)
     _same_as_fresh(store, *scope)
     assert _vector_reads(seen) == 1
@@ -117,8 +121,6 @@ def test_search_after_appends_ranks_as_a_fresh_store_does(store):
         store.write_document(doc(f"qa:c:{n}", [f"question {n}"], owner="alice", collection="qa"), vecs(1, start=n))
     fresh = SQLiteStore(store.location, mode="read")
     try:
-        from store_contract import request
-
         req = request("question", vecs(1, start=4)[0], owners=("alice",), collections=("qa",), limit=5)
         assert store.search(req).candidates == fresh.search(req).candidates
     finally:
@@ -129,12 +131,7 @@ def test_an_own_insert_after_another_connections_write_reads_again(store):
     """The generation before this connection's insert is not the cached one: another process wrote in
     between, and its rows must not be missed by extending the old matrix."""
     store._matrix(("alice",), ("qa",))
-    other = SQLiteStore(store.location)
-    try:
-        other.write_document(doc("qa:c:2", ["another worker's turn"], owner="alice", collection="qa"),
-                             vecs(1, start=13))
-    finally:
-        other.close()
+    _another_process_writes(store, "qa:c:2", 13)
     store.write_document(doc("qa:c:3", ["this worker's turn"], owner="alice", collection="qa"), vecs(1, start=14))
     _same_as_fresh(store, ("alice",), ("qa",))
     assert store._matrix(("alice",), ("qa",)).ids.size == 3

@@ -12,9 +12,10 @@ transaction commits, every cached matrix of that scope whose generation was the 
 the insert takes the new rows and the new generation. A generation moved any other way (a delete, a
 replaced document, a rolled-back savepoint, another connection's or process's write) does not
 match, so that matrix is read again, as before. New chunk ids are larger than every id in the table
-(SQLite's rowid), so appended rows keep the matrix in id order, exactly as a fresh read orders it. An extension copies
-the matrix (readers on other threads keep a consistent one), so the shared knowledge base, large and
-written only by ingest, is not extended: it is read again on its next search, once.
+(SQLite's rowid), so appended rows keep the matrix in id order, exactly as a fresh read orders it.
+An extension copies the matrix (readers on other threads keep a consistent one), so the shared
+knowledge base, large and written only by ingest, is not extended: it is read again on its next
+search, once.
 """
 
 from __future__ import annotations
