@@ -41,7 +41,7 @@ class Bara:
 
     @cached_property
     def store(self) -> Store:
-        return open_store(self.settings.db)
+        return open_store(self.settings.db, settings=self.settings)
 
     @cached_property
     def embedder(self) -> Embedder:

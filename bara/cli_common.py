@@ -54,7 +54,7 @@ def open_bara(db: Optional[str], mode: str = "read", **overrides: Any) -> Bara:
 
     try:
         settings = load_settings(db=db, **overrides)
-        return Bara(settings, store=open_store(settings.db, mode=mode))
+        return Bara(settings, store=open_store(settings.db, mode=mode, settings=settings))
     except BaraError as exc:
         fail(str(exc))
 

@@ -135,3 +135,32 @@ def test_an_own_insert_after_another_connections_write_reads_again(store):
     store.write_document(doc("qa:c:3", ["this worker's turn"], owner="alice", collection="qa"), vecs(1, start=14))
     _same_as_fresh(store, ("alice",), ("qa",))
     assert store._matrix(("alice",), ("qa",)).ids.size == 3
+
+
+def test_the_cache_keeps_the_most_recently_searched_scopes(tmp_path):
+    """A server searches one scope per user tier: at most ``store_matrix_cache_scopes`` stay in memory,
+    the least recently searched dropped first, and a dropped scope is read again, whole and current."""
+    s = SQLiteStore(tmp_path / "lru.db", matrix_scopes=2)
+    try:
+        for n, user in enumerate(("ann", "ben", "cy")):
+            s.write_document(doc(f"qa:{user}", [f"{user} asks"], owner=user, collection="qa"), vecs(1, start=n))
+        s._matrix(("ann",), ("qa",))
+        s._matrix(("ben",), ("qa",))
+        s._matrix(("ann",), ("qa",))  # ann is now the more recent
+        s._matrix(("cy",), ("qa",))  # drops ben
+        assert len(s._matrices) == 2
+        assert s._matrices.get((("ben",), ("qa",))) is None and s._matrices.get((("ann",), ("qa",))) is not None
+        s.write_document(doc("qa:ben:2", ["ben again"], owner="ben", collection="qa"), vecs(1, start=7))
+        seen = _reads(s)
+        _same_as_fresh(s, ("ben",), ("qa",))  # its append found no cached matrix: read again, with the new row
+        assert _vector_reads(seen) == 1 and s._matrix(("ben",), ("qa",)).ids.size == 2
+    finally:
+        s.close()
+
+
+def test_a_bara_store_takes_its_bound_from_settings(tmp_path):
+    from bara.app import Bara
+    from bara.settings import Settings
+
+    with Bara(Settings().override(db=str(tmp_path / "b.db"), store_matrix_cache_scopes=3)) as bara:
+        assert bara.store._matrices.capacity == 3

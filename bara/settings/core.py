@@ -90,6 +90,11 @@ class CoreSettings(BaseModel):
         "A knowledge base's in-memory full-text index is built (on a background thread, ~0.1-0.4 s of CPU) "
         "once a process has searched it this many times: a short script or one-off command never pays for "
         "it; `bara serve` and interactive `bara chat` build it while warming up."))
+    store_matrix_cache_scopes: int = Field(default=1024, ge=1, description=(
+        "SQLite: how many search scopes' vectors a process keeps in memory between searches (the knowledge "
+        "base is one scope; each user's Q&A, notes and episodes are one each), least recently searched "
+        "dropped first: a server's memory no longer grows with every user it has served. A dropped "
+        "scope is read again on its next search (~0.3 ms at 100 rows, ~2 ms at 1,000)."))
     max_query_chars: int = Field(default=2000, ge=10,
                                  description="Longer queries are cut for retrieval (reason code query_truncated).")
     search_floor: float = Field(default=0.30, ge=-1.0, le=1.0,

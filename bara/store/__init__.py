@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bara.errors import ConfigError
 from bara.store.base import SqlRunner, Store
+
+if TYPE_CHECKING:
+    from bara.settings import Settings
 
 __all__ = ["Store", "SqlRunner", "open_store"]
 
 
-def open_store(location: str, mode: str = "write") -> Store:
+def open_store(location: str, mode: str = "write", settings: Settings | None = None) -> Store:
     """A ``postgresql://`` URL opens PostgreSQL (pg_* settings from BARA_PG_* / bara.toml);
     a SQLite file path (or ``:memory:``) opens the embedded store. ``mode`` (SQLite): ``read`` needs
-    an existing store and accepts a read-only file, ``write`` may create one, ``update`` may not."""
+    an existing store and accepts a read-only file, ``write`` may create one, ``update`` may not.
+    ``settings`` (SQLite): the store's own bounds (``store_matrix_cache_scopes``; default: the defaults)."""
     if location.startswith(("postgresql://", "postgres://")):
         return _open_postgres(location)
     from bara.store.sqlite import SQLiteStore
 
-    return SQLiteStore(location, mode=mode)
+    if settings is None:
+        return SQLiteStore(location, mode=mode)
+    return SQLiteStore(location, mode=mode, matrix_scopes=settings.store_matrix_cache_scopes)
 
 
 def _open_postgres(url: str) -> Store:

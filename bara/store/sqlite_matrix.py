@@ -20,9 +20,15 @@ search, once.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+
+from bara.settings import Settings
+
+#: ``Settings.store_matrix_cache_scopes``: a bare ``SQLiteStore`` gets the same bound.
+DEFAULT_SCOPES: int = Settings.model_fields["store_matrix_cache_scopes"].default
 
 
 class Matrix:
@@ -55,22 +61,40 @@ class Appended:
 
 
 class Matrices:
-    """The cached matrices by ``(owners, collections)`` key, and the appends of the transaction under
-    way (applied when it commits, dropped with what a rollback undoes). The store calls ``mark``,
-    ``appended``, ``rolled_back`` and ``committed`` under its own lock."""
+    """The cached matrices by ``(owners, collections)`` key, at most ``capacity`` of them (the least
+    recently used is dropped first), and the appends of the transaction under way (applied when it
+    commits, dropped with what a rollback undoes). The store calls ``mark``, ``appended``,
+    ``rolled_back`` and ``committed`` under its own lock."""
 
-    def __init__(self) -> None:
-        self._cache: dict[tuple[tuple[str, ...], tuple[str, ...]], Matrix] = {}
+    def __init__(self, capacity: int = DEFAULT_SCOPES) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity={capacity}: a store caches at least one scope's vectors")
+        self.capacity = capacity
+        self._cache: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], Matrix] = OrderedDict()
         self._keys: dict[tuple[str, str], set[tuple[tuple[str, ...], tuple[str, ...]]]] = {}  # by scope
         self._pending: list[Appended] = []
 
+    def __len__(self) -> int:
+        return len(self._cache)
+
     def get(self, key: tuple[tuple[str, ...], tuple[str, ...]]) -> Matrix | None:
-        return self._cache.get(key)
+        matrix = self._cache.get(key)
+        if matrix is not None:
+            try:
+                self._cache.move_to_end(key)
+            except KeyError:  # dropped by another thread meanwhile: still a consistent matrix to search
+                pass
+        return matrix
 
     def put(self, key: tuple[tuple[str, ...], tuple[str, ...]], matrix: Matrix) -> None:
         self._cache[key] = matrix
-        for scope in ((o, c) for o in key[0] for c in key[1]):
+        self._cache.move_to_end(key)
+        for scope in _scopes(key):
             self._keys.setdefault(scope, set()).add(key)
+        while len(self._cache) > self.capacity:
+            old, _ = self._cache.popitem(last=False)
+            for scope in _scopes(old):
+                self._keys.get(scope, set()).discard(old)
 
     def mark(self) -> int:
         """Where a transaction level starts in the pending appends."""
@@ -88,8 +112,14 @@ class Matrices:
         pending, self._pending = self._pending, []
         for append in pending:
             for key in list(self._keys.get((append.owner, append.collection), ())):
-                matrix, (owners, colls) = self._cache[key], key
+                matrix, (owners, colls) = self._cache.get(key), key
+                if matrix is None:
+                    continue
                 position = owners.index(append.owner) * len(colls) + colls.index(append.collection)
                 fits = matrix.vectors.shape[1:] in ((0,), append.vectors.shape[1:])  # empty, or the same width
-                if fits and matrix.gens[position] == append.gen - 1:
+                if fits and matrix.gens[position] == append.gen - 1 and key in self._cache:
                     self._cache[key] = matrix.extended(position, append.gen, append.ids, append.vectors)
+
+
+def _scopes(key: tuple[tuple[str, ...], tuple[str, ...]]) -> list[tuple[str, str]]:
+    return [(o, c) for o in key[0] for c in key[1]]
