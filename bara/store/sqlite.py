@@ -301,6 +301,10 @@ class SQLiteStore:
             sql, params = sql + " AND collection=?", params + [collection]
         return int(self.query(sql, params)[0][0])
 
+    def has_chunks(self, owner: str, collection: str) -> bool:
+        return bool(self.query("SELECT EXISTS (SELECT 1 FROM chunks WHERE owner=? AND collection=?)",
+                               (owner, collection))[0][0])
+
     def wait_for_indexes(self) -> None:
         """Until the in-memory full-text indexes being built are ready (``Bara.warm``)."""
         self._lexicons.wait()
