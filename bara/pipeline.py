@@ -237,7 +237,7 @@ class Assistant:
         empty tier costs a search and can never add context."""
         if not policy.injects(tier):
             return False
-        if self.bara.store.count_chunks(owner=t.user_id, collection=tier) == 0:
+        if not self.bara.store.has_chunks(t.user_id, tier):
             rec.reason(f"{tier}:skipped_empty_tier")
             return False
         return True

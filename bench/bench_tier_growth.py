@@ -7,7 +7,10 @@ fills one user's Q&A tier (``QAMemory.add``, vectors given, nothing encoded), th
 times, in the same run:
 
 - the search right after one more pair is stored (the cached matrix takes the new row at commit),
-- the same search after the cache is dropped (every vector read again: the path before).
+- the same search after the cache is dropped (every vector read again: the path before);
+
+and, before each search, the turn's check that the tier holds anything at all (``Store.has_chunks``,
+one index probe) against counting its rows (``count_chunks``, the check before round 10).
 
 Usage:  python bench/bench_tier_growth.py [--sizes 100,1000,5000] [--repeat 20]
 """
@@ -50,7 +53,7 @@ def main() -> None:
         encoder = RandomEncoder()
         with Bara(Settings().override(db=str(Path(tmp) / "tiers.db")), embedder=encoder) as bara:
             store, qa, query = bara.store, bara.qa, encoder.embed(["a question"])[0]
-            stored = 0
+            stored, checks = 0, []
             print("stored pairs | search after a write p50 ms | after a full re-read p50 ms | ratio")
             for size in sorted(int(s) for s in args.sizes.split(",")):
                 with store.transaction():
@@ -59,7 +62,15 @@ def main() -> None:
                 stored = size
                 qa.search("u", "question", vector=query)
                 kept, reread = [], []
+                probe, count = [], []
                 for n in range(args.repeat):
+                    start = time.perf_counter()
+                    held = store.has_chunks("u", "qa")
+                    probe.append((time.perf_counter() - start) * 1e3)
+                    start = time.perf_counter()
+                    counted = store.count_chunks(owner="u", collection="qa")
+                    count.append((time.perf_counter() - start) * 1e3)
+                    assert held and counted >= size
                     qa.add("u", "now", f"new question {n}", "new answer")
                     start = time.perf_counter()
                     first = qa.search("u", "question", vector=query)
@@ -72,6 +83,10 @@ def main() -> None:
                 stored += args.repeat
                 a, b = statistics.median(kept), statistics.median(reread)
                 print(f"{size:>12} | {a:>27.3f} | {b:>27.3f} | {b / a:.1f}x")
+                checks.append((size, statistics.median(probe), statistics.median(count)))
+            print("\nstored pairs | has_chunks p50 ms | count_chunks p50 ms | ratio")
+            for size, a, b in checks:
+                print(f"{size:>12} | {a:>17.4f} | {b:>19.4f} | {b / a:.1f}x")
 
 
 if __name__ == "__main__":

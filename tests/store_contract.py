@@ -119,6 +119,16 @@ class StoreContract:
         assert store.delete_owner("u1") == 2
         assert store.count_chunks() == 0
 
+    def test_has_chunks_answers_per_scope(self, store):
+        assert not store.has_chunks("u1", "notes")  # an empty store
+        store.write_document(doc("n1", ["note"], owner="u1", collection="notes"), vecs(1))
+        store.write_document(doc("a.txt", ["one"]), vecs(1))
+        assert store.has_chunks("u1", "notes") and store.has_chunks(SHARED, "kb")
+        assert not store.has_chunks("u1", "qa") and not store.has_chunks("u2", "notes")
+        assert not store.has_chunks(SHARED, "notes")  # another owner's collection of the same name
+        store.delete_owner("u1")
+        assert not store.has_chunks("u1", "notes") and store.has_chunks(SHARED, "kb")
+
     def test_search_sees_writes_after_cache(self, store):
         store.write_document(doc("a.txt", ["alpha"]), vecs(1))
         assert len(store.search(request("zzz", unit(1.0))).candidates) == 1

@@ -183,6 +183,12 @@ def test_decision_is_answered_from_notes(assistant, user):
     assert recap.tiers["notes"] == 1 and "We decided: Let's go with HSTS" in results[1].answer
 
 
+def test_an_opened_tier_that_holds_nothing_is_not_searched(assistant, user):
+    (recap,) = converse(assistant, user, "What did we decide about HSTS?")  # this user has no notes yet
+    assert "overlay:notes_request" in recap.trace.reasons
+    assert "notes:skipped_empty_tier" in recap.trace.reasons and recap.trace.latency_ms["retrieve_notes"] == 0.0
+
+
 def test_knowledge_answers_are_remembered_as_qa_and_reused(assistant, user):
     first, again = converse(assistant, user, "What does the includeSubDomains directive do?",
                             "What does the includeSubDomains directive do?")

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from store_contract import doc, request, vecs
+from store_contract import DIM, doc, request, vecs
 
 from bara.store.sqlite import SQLiteStore
+from bara.store.sqlite_matrix import ROW_INDEX_BYTES
 
 SCOPES = [(("alice",), ("qa",)), (("", "alice"), ("kb", "qa")), (("alice", "bob"), ("notes", "qa"))]
 
@@ -164,3 +165,42 @@ def test_a_bara_store_takes_its_bound_from_settings(tmp_path):
 
     with Bara(Settings().override(db=str(tmp_path / "b.db"), store_matrix_cache_scopes=3)) as bara:
         assert bara.store._matrices.capacity == 3
+
+
+def _sizes(s: SQLiteStore) -> int:
+    return sum(m.nbytes for m in s._matrices._cache.values())
+
+
+def test_the_cache_keeps_within_its_byte_budget(tmp_path):
+    """However few the scopes, their vectors stay within ``store_matrix_cache_mb``: the least recently
+    searched go first, the byte count follows puts, extensions and drops, and one scope larger than the
+    whole budget is still kept, alone."""
+    row = DIM * 4 + 8 + ROW_INDEX_BYTES  # one row's vector, id and index entry
+    s = SQLiteStore(tmp_path / "mb.db", matrix_scopes=100, matrix_mb=3.5 * row / 2**20)  # room for 3 rows
+    try:
+        for n, user in enumerate(("ann", "ben", "cy")):
+            s.write_document(doc(f"qa:{user}", [f"{user} asks"], owner=user, collection="qa"), vecs(1, start=n))
+        for user in ("ann", "ben", "cy"):
+            s._matrix((user,), ("qa",))
+        assert len(s._matrices) == 3 and s._matrices.nbytes == _sizes(s) <= s._matrices.budget
+        s.write_document(doc("qa:ann:2", ["ann again"], owner="ann", collection="qa"), vecs(1, start=5))
+        s._matrix(("ann",), ("qa",))  # extended to 2 rows at commit: now 4 rows cached, ben (oldest) goes
+        assert s._matrices.get((("ben",), ("qa",))) is None
+        assert s._matrices.nbytes == _sizes(s) <= s._matrices.budget and len(s._matrices) == 2
+        _same_as_fresh(s, ("ann",), ("qa",))
+        for n in range(4):  # a scope of 5 rows: over the whole budget on its own
+            s.write_document(doc(f"qa:dan:{n}", ["dan asks"], owner="dan", collection="qa"), vecs(1, start=6 + n))
+        s.write_document(doc("qa:dan:4", ["dan asks"], owner="dan", collection="qa"), vecs(1, start=11))
+        big = s._matrix(("dan",), ("qa",))
+        assert list(s._matrices._cache) == [(("dan",), ("qa",))] and s._matrices.nbytes == big.nbytes
+        assert s._matrix(("dan",), ("qa",)) is big  # kept: the next search reads nothing again
+    finally:
+        s.close()
+
+
+def test_a_bara_store_takes_its_byte_budget_from_settings(tmp_path):
+    from bara.app import Bara
+    from bara.settings import Settings
+
+    with Bara(Settings().override(db=str(tmp_path / "b.db"), store_matrix_cache_mb=64)) as bara:
+        assert bara.store._matrices.budget == 64 * 2**20

@@ -95,6 +95,11 @@ class CoreSettings(BaseModel):
         "base is one scope; each user's Q&A, notes and episodes are one each), least recently searched "
         "dropped first: a server's memory no longer grows with every user it has served. A dropped "
         "scope is read again on its next search (~0.3 ms at 100 rows, ~2 ms at 1,000)."))
+    store_matrix_cache_mb: float = Field(default=512.0, gt=0, description=(
+        "SQLite: at most this many MiB of cached scope vectors (each row ~1.6 KB at 384 dimensions, with "
+        "its id and row index), least recently searched dropped first, whatever the scope count: a few "
+        "thousand users with large tiers fit `store_matrix_cache_scopes` but not the memory. A single "
+        "scope larger than the budget is still cached, alone (a 100,000-chunk knowledge base is ~160 MiB)."))
     max_query_chars: int = Field(default=2000, ge=10,
                                  description="Longer queries are cut for retrieval (reason code query_truncated).")
     search_floor: float = Field(default=0.30, ge=-1.0, le=1.0,

@@ -17,14 +17,16 @@ def open_store(location: str, mode: str = "write", settings: Settings | None = N
     """A ``postgresql://`` URL opens PostgreSQL (pg_* settings from BARA_PG_* / bara.toml);
     a SQLite file path (or ``:memory:``) opens the embedded store. ``mode`` (SQLite): ``read`` needs
     an existing store and accepts a read-only file, ``write`` may create one, ``update`` may not.
-    ``settings`` (SQLite): the store's own bounds (``store_matrix_cache_scopes``; default: the defaults)."""
+    ``settings`` (SQLite): the store's own bounds (``store_matrix_cache_scopes`` and ``_mb``; default: the
+    defaults)."""
     if location.startswith(("postgresql://", "postgres://")):
         return _open_postgres(location)
     from bara.store.sqlite import SQLiteStore
 
     if settings is None:
         return SQLiteStore(location, mode=mode)
-    return SQLiteStore(location, mode=mode, matrix_scopes=settings.store_matrix_cache_scopes)
+    return SQLiteStore(location, mode=mode, matrix_scopes=settings.store_matrix_cache_scopes,
+                       matrix_mb=settings.store_matrix_cache_mb)
 
 
 def _open_postgres(url: str) -> Store:

@@ -68,6 +68,11 @@ class Store(SqlRunner, Protocol):
 
     def count_chunks(self, owner: str | None = None, collection: str | None = None) -> int: ...
 
+    def has_chunks(self, owner: str, collection: str) -> bool:
+        """Whether the scope holds any chunk: one index probe, whatever the scope's size (a turn asks
+        it before searching a user's tier; ``count_chunks`` would count every row)."""
+        ...
+
     def scoped(self, owners: Sequence[str]) -> AbstractContextManager[None]:
         """Generic SQL run inside may only see rows of ``owners`` where the backend can enforce it
         (PostgreSQL: row-level security). SQLite has no such mechanism and relies on the WHERE

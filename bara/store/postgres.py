@@ -226,6 +226,10 @@ class PostgresStore:
             sql, params = sql + " AND collection=%s", params + [collection]
         return int(self._run(sql, params, _scope(None if owner is None else [owner]), fetch=True)[0][0])
 
+    def has_chunks(self, owner: str, collection: str) -> bool:
+        return bool(self._run("SELECT EXISTS (SELECT 1 FROM chunks WHERE owner=%s AND collection=%s)",
+                              [owner, collection], _scope([owner]), fetch=True)[0][0])
+
     def close(self) -> None:
         self._pool.close()
 

@@ -26,7 +26,7 @@ from bara.store.migrations import Migration, sqlite_migrations
 from bara.store.sqlite_files import APPLICATION_ID, check_identity, check_integrity, connect_file, exists, file_problem
 from bara.store.sqlite_bm25 import Lexicons
 from bara.store.sqlite_lexical import LexicalWorker, collect, lexical_arm, scope_token
-from bara.store.sqlite_matrix import DEFAULT_SCOPES, Appended, Matrices, Matrix
+from bara.store.sqlite_matrix import DEFAULT_MB, DEFAULT_SCOPES, Appended, Matrices, Matrix
 from bara.text.fusion import weighted_rrf
 from bara.text.lexical import index_text
 from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
@@ -41,13 +41,13 @@ class SQLiteStore:
     """Store protocol over one SQLite file (or ``:memory:``)."""
 
     def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None, *, mode: str = "write",
-                 matrix_scopes: int = DEFAULT_SCOPES):
+                 matrix_scopes: int = DEFAULT_SCOPES, matrix_mb: float = DEFAULT_MB):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.location = str(path)
         self._lock = threading.RLock()
         self._depth = 0
-        self._matrices = Matrices(matrix_scopes)  # the dense arm's scope vectors (bara.store.sqlite_matrix)
+        self._matrices = Matrices(matrix_scopes, matrix_mb)  # the dense arm's scope vectors (sqlite_matrix)
         existed = exists(self.location)
         if not existed and mode != "write":
             raise StoreError(f"no store at {self.location} (create one with `bara ingest PATH --db {self.location}`);"
@@ -300,6 +300,10 @@ class SQLiteStore:
         if collection is not None:
             sql, params = sql + " AND collection=?", params + [collection]
         return int(self.query(sql, params)[0][0])
+
+    def has_chunks(self, owner: str, collection: str) -> bool:
+        return bool(self.query("SELECT EXISTS (SELECT 1 FROM chunks WHERE owner=? AND collection=?)",
+                               (owner, collection))[0][0])
 
     def wait_for_indexes(self) -> None:
         """Until the in-memory full-text indexes being built are ready (``Bara.warm``)."""

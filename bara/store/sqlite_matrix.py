@@ -16,10 +16,15 @@ match, so that matrix is read again, as before. New chunk ids are larger than ev
 An extension copies the matrix (readers on other threads keep a consistent one), so the shared
 knowledge base, large and written only by ingest, is not extended: it is read again on its next
 search, once.
+
+The cache holds at most ``store_matrix_cache_scopes`` scopes and ``store_matrix_cache_mb`` of them
+(``Matrix.nbytes``: vectors, ids and the row index), the least recently searched dropped first; a
+scope larger than the whole budget is still kept, alone, since its search is using it anyway.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -29,6 +34,10 @@ from bara.settings import Settings
 
 #: ``Settings.store_matrix_cache_scopes``: a bare ``SQLiteStore`` gets the same bound.
 DEFAULT_SCOPES: int = Settings.model_fields["store_matrix_cache_scopes"].default
+#: ``Settings.store_matrix_cache_mb``, likewise.
+DEFAULT_MB: float = Settings.model_fields["store_matrix_cache_mb"].default
+#: A row's share of ``Matrix.row`` (a dict entry and two int objects; tracemalloc: ~88 bytes).
+ROW_INDEX_BYTES = 88
 
 
 class Matrix:
@@ -39,6 +48,11 @@ class Matrix:
         self.gens, self.ids, self.vectors = gens, ids, vectors
         self.row = {int(i): n for n, i in enumerate(ids)} if row is None else row
         self.whole = whole  # the scope held every chunk when read (other scopes' writes do not re-read it)
+
+    @property
+    def nbytes(self) -> int:
+        """What the matrix holds in memory: vectors, ids and the row index (estimated per row)."""
+        return int(self.vectors.nbytes + self.ids.nbytes + ROW_INDEX_BYTES * len(self.row))
 
     def extended(self, position: int, gen: int, ids: np.ndarray, vectors: np.ndarray) -> "Matrix":
         """A new matrix with ``ids`` / ``vectors`` after these rows and scope ``position`` at ``gen``."""
@@ -61,38 +75,52 @@ class Appended:
 
 
 class Matrices:
-    """The cached matrices by ``(owners, collections)`` key, at most ``capacity`` of them (the least
-    recently used is dropped first), and the appends of the transaction under way (applied when it
-    commits, dropped with what a rollback undoes). The store calls ``mark``, ``appended``,
-    ``rolled_back`` and ``committed`` under its own lock."""
+    """The cached matrices by ``(owners, collections)`` key, at most ``capacity`` of them and ``budget_mb``
+    MiB (the least recently used is dropped first), and the appends of the transaction under way
+    (applied when it commits, dropped with what a rollback undoes). The store calls ``mark``,
+    ``appended``, ``rolled_back`` and ``committed`` under its own lock; searches on several threads
+    ``get`` and ``put``, so the cache and its byte count change under this object's lock."""
 
-    def __init__(self, capacity: int = DEFAULT_SCOPES) -> None:
+    def __init__(self, capacity: int = DEFAULT_SCOPES, budget_mb: float = DEFAULT_MB) -> None:
         if capacity < 1:
             raise ValueError(f"capacity={capacity}: a store caches at least one scope's vectors")
-        self.capacity = capacity
+        if budget_mb <= 0:
+            raise ValueError(f"budget_mb={budget_mb}: the vector cache needs a positive budget")
+        self.capacity, self.budget = capacity, int(budget_mb * 2**20)
+        self.nbytes = 0  # of every cached matrix
         self._cache: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], Matrix] = OrderedDict()
         self._keys: dict[tuple[str, str], set[tuple[tuple[str, ...], tuple[str, ...]]]] = {}  # by scope
         self._pending: list[Appended] = []
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._cache)
 
     def get(self, key: tuple[tuple[str, ...], tuple[str, ...]]) -> Matrix | None:
-        matrix = self._cache.get(key)
-        if matrix is not None:
-            try:
+        with self._lock:
+            matrix = self._cache.get(key)
+            if matrix is not None:
                 self._cache.move_to_end(key)
-            except KeyError:  # dropped by another thread meanwhile: still a consistent matrix to search
-                pass
-        return matrix
+            return matrix
 
     def put(self, key: tuple[tuple[str, ...], tuple[str, ...]], matrix: Matrix) -> None:
+        with self._lock:
+            self._set(key, matrix)
+            self._cache.move_to_end(key)
+            for scope in _scopes(key):
+                self._keys.setdefault(scope, set()).add(key)
+            self._evict()
+
+    def _set(self, key: tuple[tuple[str, ...], tuple[str, ...]], matrix: Matrix) -> None:
+        old = self._cache.get(key)
+        self.nbytes += matrix.nbytes - (old.nbytes if old is not None else 0)
         self._cache[key] = matrix
-        self._cache.move_to_end(key)
-        for scope in _scopes(key):
-            self._keys.setdefault(scope, set()).add(key)
-        while len(self._cache) > self.capacity:
-            old, _ = self._cache.popitem(last=False)
+
+    def _evict(self) -> None:
+        """Drop the least recently used until both bounds hold (the most recent stays, whatever its size)."""
+        while len(self._cache) > self.capacity or (self.nbytes > self.budget and len(self._cache) > 1):
+            old, matrix = self._cache.popitem(last=False)
+            self.nbytes -= matrix.nbytes
             for scope in _scopes(old):
                 self._keys.get(scope, set()).discard(old)
 
@@ -110,15 +138,17 @@ class Matrices:
     def committed(self) -> None:
         """The outermost transaction committed: extend each matrix the appends continue, in order."""
         pending, self._pending = self._pending, []
-        for append in pending:
-            for key in list(self._keys.get((append.owner, append.collection), ())):
-                matrix, (owners, colls) = self._cache.get(key), key
-                if matrix is None:
-                    continue
-                position = owners.index(append.owner) * len(colls) + colls.index(append.collection)
-                fits = matrix.vectors.shape[1:] in ((0,), append.vectors.shape[1:])  # empty, or the same width
-                if fits and matrix.gens[position] == append.gen - 1 and key in self._cache:
-                    self._cache[key] = matrix.extended(position, append.gen, append.ids, append.vectors)
+        with self._lock:
+            for append in pending:
+                for key in list(self._keys.get((append.owner, append.collection), ())):
+                    matrix, (owners, colls) = self._cache.get(key), key
+                    if matrix is None:
+                        continue
+                    position = owners.index(append.owner) * len(colls) + colls.index(append.collection)
+                    fits = matrix.vectors.shape[1:] in ((0,), append.vectors.shape[1:])  # empty, or the same width
+                    if fits and matrix.gens[position] == append.gen - 1:
+                        self._set(key, matrix.extended(position, append.gen, append.ids, append.vectors))
+            self._evict()
 
 
 def _scopes(key: tuple[tuple[str, ...], tuple[str, ...]]) -> list[tuple[str, str]]:
