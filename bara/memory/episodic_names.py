@@ -38,8 +38,8 @@ _TABLE = """CREATE TABLE episodic_names (
 
 _KEY = "lower(substr({}, 1, 2))"  # the lookup key; the same expression on insert, backfill and lookup
 
-#: Part 0 of the step (portable SQL): the table and its lookup index.
-TABLE = [_TABLE, "CREATE INDEX episodic_names_prefix ON episodic_names (user_id, prefix)"]
+#: Part 0 of the step (portable SQL): the table and its lookup index, covering (a lookup reads no row).
+TABLE = [_TABLE, "CREATE INDEX episodic_names_prefix ON episodic_names (user_id, prefix, name, conversation_id)"]
 
 # One row per (session, name) from both JSON lists (UNION: a name a session lists twice counts once),
 # then counted per conversation. ``NULLIF``: an empty text is an empty list, as ``json.loads(x or "[]")``.
@@ -104,12 +104,16 @@ def every_name(runner: SqlRunner, user_id: str, exclude_conversation: str) -> fr
 
 def candidates(runner: SqlRunner, user_id: str, exclude_conversation: str, words: Sequence[str]) -> frozenset[str]:
     """The user's names outside ``exclude_conversation`` that equal or start with one of ``words``
-    (case-insensitively): every name the gate's rule could match, and few others. One indexed query."""
+    (case-insensitively): every name the gate's rule could match, and few others. One indexed query.
+
+    ``DISTINCT prefix, name``, the index's own order, not ``DISTINCT name``: for that SQLite would walk
+    the primary key (ordered by name) over all the user's rows rather than the prefix index. The index
+    still holds one entry per conversation naming a name of those keys; the database folds them."""
     heads = sorted({w[:2] for w in words if w})
     if not heads:
         return frozenset()
     keys = ", ".join([_KEY.format("?")] * len(heads))
-    rows = runner.query(f"SELECT DISTINCT name FROM episodic_names WHERE user_id=? AND prefix IN ({keys})"
+    rows = runner.query(f"SELECT DISTINCT prefix, name FROM episodic_names WHERE user_id=? AND prefix IN ({keys})"
                         " AND conversation_id<>?", (user_id, *heads, exclude_conversation))
     folded = {w.lower() for w in words if w}
-    return frozenset(name for (name,) in rows if any(name.lower().startswith(w) for w in folded))
+    return frozenset(name for _, name in rows if any(name.lower().startswith(w) for w in folded))
