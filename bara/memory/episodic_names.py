@@ -12,8 +12,13 @@ a turn reads only the names under its words' keys, one indexed range each.
 
 The key is computed by the database's ``lower()`` on insert, in the backfill and on lookup alike (the
 same expression ``lower(substr(x, 1, 2))`` everywhere), so the three agree on each backend whatever
-its case rules; the caller re-checks the few candidates with the gate's own rule
-(:func:`bara.decide.policy.episodic_signals`).
+its case rules; the few candidates are re-checked in Python, and the gate applies its own rule
+(:func:`bara.decide.policy.episodic_signals`) to them. One gap, in theory only: Python's ``lower()``
+folds a handful of non-ASCII letters to ASCII ones (the Kelvin sign to ``k``), which a database's
+``lower()`` may not, so a name starting with one would no longer be found by a word spelt in ASCII.
+
+The step's SQL is pinned (tests/test_store_registry.py): ``_KEY`` is shared with the runtime statements,
+and changing it would edit a released step.
 
 Upkeep runs in the transaction that writes ``episodic_sessions``: a stored session adds its names, a
 replaced one swaps its old names for its new ones (a name leaves the conversation's row only when no
