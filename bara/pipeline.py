@@ -27,7 +27,7 @@ from bara.hooks import HookContext, Hooks, PersistPlan
 from bara.llm.base import Model
 from bara.llm.errors import LLMError
 from bara.llm.offline import Generator, ModelGenerator, OfflineGenerator
-from bara.decide.policy import apply_episodic
+from bara.decide.policy import apply_episodic, capitalised_words
 from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
 from bara.pipeline_persist import learn_profile, learning_writes, next_turn_preparation, user_meta
@@ -155,9 +155,9 @@ class Assistant:
         """Issue 14: open the episodic tier for personal / "when did" questions (see ``apply_episodic``)."""
         if not self.episodic.holds_other(t.user_id, t.conversation_id):  # this conversation is its history
             return gate
-        with rec.stage("gate"):
-            policy = apply_episodic(gate.policy, t.clean.query, self.episodic.names(t.user_id, t.conversation_id),
-                                    self.settings)
+        with rec.stage("gate"):  # only the stored names the message's capitalised words may name
+            known = self.episodic.known_names(t.user_id, t.conversation_id, capitalised_words(t.clean.query))
+            policy = apply_episodic(gate.policy, t.clean.query, known, self.settings)
         if policy is gate.policy:
             return gate
         added = policy.reasons[len(gate.policy.reasons):]

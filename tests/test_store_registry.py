@@ -20,22 +20,34 @@ from bara.store import registry
 from bara.store.migrations import postgres_migrations, sqlite_migrations
 from bara.store.sqlite import SQLiteStore
 
-SQLITE_NAMES = ["0001_core", "0002_memory", "0010_episodic", "0101_funds_schemes_navs",
+SQLITE_NAMES = ["0001_core", "0002_memory", "0010_episodic", "0015_episodic_names", "0101_funds_schemes_navs",
                 "0102_funds_users_transactions", "0201_store_meta", "0005_owner_keys"]
-PG_NAMES = ["0001_core", "0002_memory", "0010_episodic", "0101_funds_schemes_navs", "0102_funds_users_transactions",
-            "0201_store_meta", "0003_pg_memory_rls", "0011_pg_episodic_rls", "0103_pg_funds_rls", "0005_owner_keys",
-            "0006_pg_serve_rls", "0012_pg_core_shared_read_only", "0013_pg_memory_shared_read_only",
-            "0014_pg_episodic_shared_read_only", "0104_pg_funds_shared_read_only"]
+PG_NAMES = ["0001_core", "0002_memory", "0010_episodic", "0015_episodic_names", "0101_funds_schemes_navs",
+            "0102_funds_users_transactions", "0201_store_meta", "0003_pg_memory_rls", "0011_pg_episodic_rls",
+            "0016_pg_episodic_names_rls", "0103_pg_funds_rls", "0005_owner_keys", "0006_pg_serve_rls",
+            "0012_pg_core_shared_read_only", "0013_pg_memory_shared_read_only", "0014_pg_episodic_shared_read_only",
+            "0017_pg_episodic_names_shared_read_only", "0104_pg_funds_shared_read_only"]
+# Steps added after the pins below were taken (issue 16: the episodic name index); the pins still hold
+# for every other step, which proves no released step was edited.
+ADDED = {"0015_episodic_names", "0016_pg_episodic_names_rls", "0017_pg_episodic_names_shared_read_only"}
 PINNED = {
     "sqlite": "2419ad1380a997be64910f0ebe8bddfa9819fe8cdc1ce2ea8a115c98b5bf69a8",
     "pg": "d083379b2e406c9dcb57872d4ae12621072e1cebaa9135cd7d8665f9925a3d85",
     "pg512": "b58ec5ef5cacef0268729da429d015068c2549696dcaf0c0d698cde7e1bd0351",
 }
 SQLITE_MASTER = "7c9bd07df3581657bc05977d9142d519c8d2d68d7eb0285e8dc5832c42c1c39a"
+# The added steps' own SQL (the runtime statements of bara.memory.episodic_names share its key
+# expression: changing one would edit a released step).
+PINNED_ADDED = {
+    "sqlite": "23b4aeb49512047a363627f2281081123ac955b47e8390d0a781cfabe804ce82",
+    "pg": "3eccc49e7cf7e818e4f3229042deeb217082246b2c0300439a7c108bb5fab1ab",
+}
 
 
 def _digest(steps) -> str:
-    return hashlib.sha256(json.dumps([[m.name, list(m.statements)] for m in steps]).encode()).hexdigest()
+    """The pinned digest of the steps released before ``ADDED``."""
+    return hashlib.sha256(json.dumps([[m.name, list(m.statements)] for m in steps if m.name not in ADDED])
+                          .encode()).hexdigest()
 
 
 def test_migration_names_and_sql_are_unchanged():
@@ -46,13 +58,25 @@ def test_migration_names_and_sql_are_unchanged():
     assert _digest(postgres_migrations(512)) == PINNED["pg512"]
 
 
+def test_added_steps_are_pinned_too():
+    def digest(steps) -> str:
+        return hashlib.sha256(json.dumps([[m.name, list(m.statements)] for m in steps if m.name in ADDED])
+                              .encode()).hexdigest()
+
+    assert digest(sqlite_migrations()) == PINNED_ADDED["sqlite"]
+    assert digest(postgres_migrations()) == digest(postgres_migrations(512)) == PINNED_ADDED["pg"]
+
+
 def test_new_sqlite_store_schema_is_unchanged(tmp_path):
     SQLiteStore(tmp_path / "s.db")
     con = sqlite3.connect(tmp_path / "s.db")
     rows = con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name").fetchall()
     applied = [name for (name,) in con.execute("SELECT name FROM bara_migrations ORDER BY seq")]
     assert applied == SQLITE_NAMES
-    assert hashlib.sha256(json.dumps([list(r) for r in rows]).encode()).hexdigest() == SQLITE_MASTER
+    assert {r[1] for r in rows if r[2] == "episodic_names"} == {"episodic_names", "episodic_names_prefix",
+                                                                 "sqlite_autoindex_episodic_names_1"}
+    before = [list(r) for r in rows if r[2] != "episodic_names"]  # the schema the pin was taken of
+    assert hashlib.sha256(json.dumps(before).encode()).hexdigest() == SQLITE_MASTER
 
 
 def test_order_does_not_depend_on_registration_order(monkeypatch):

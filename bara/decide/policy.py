@@ -217,6 +217,13 @@ def episodic_signals(message: str, people: frozenset[str] | set[str]) -> tuple[s
     return tuple(out)
 
 
+def capitalised_words(message: str) -> list[str]:
+    """The words :func:`episodic_signals` tests against the known names: each starts with an ASCII
+    capital and an ASCII lower-case letter, so a name can match one only if it starts with those two
+    letters, case-insensitively (what the name index keys on, :mod:`bara.memory.episodic_names`)."""
+    return [m.group(1) for m in _CAPITALISED.finditer(message or "")]
+
+
 def _names(m: re.Match, known: set[str]) -> bool:
     """An exact known name anywhere; a short form ("Mel" for Melanie, 3+ letters) only inside the
     sentence, where a capital marks a name rather than the first word ("How" is not Howard)."""

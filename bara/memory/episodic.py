@@ -11,7 +11,10 @@ date. ``section`` holds the turn id, ``title`` the speaker (lexically weighted,
 so a question naming a person favours what that person said).
 
 The table ``episodic_sessions`` (migration ``0010_episodic``) records each
-batch's date and speakers: the gate asks it which people the memory knows.
+batch's date, speakers and the names said in it; ``episodic_names`` (``0015``,
+:mod:`bara.memory.episodic_names`) indexes those names per user and conversation,
+kept in the same transactions: the gate asks it which of a message's words the
+memory knows.
 
 Multi-hop without a model: when a question joins two facts (``joins_facts``), a
 second round searches again seeded by what the first round's best hits mention
@@ -31,6 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bara.memory import episodic_names as name_index
 from bara.memory.dates import annotate, fmt_day
 from bara.retrieval.hybrid import HybridRetriever
 from bara.retrieval.protocol import Embedder
@@ -170,6 +174,7 @@ class EpisodicMemory:
         speakers = sorted({t.speaker for t in turns if t.speaker})
         names = sorted({n for t in turns for n in proper_names(t.text)} - set(speakers))
         with self.store.transaction():
+            before = self._session_names(user_id, conversation_id, session)  # a replaced session's names
             self.store.write_document(doc, np.asarray(vectors, dtype=np.float32))
             self.store.execute("DELETE FROM episodic_sessions WHERE user_id=? AND conversation_id=? AND session=?",
                                (user_id, conversation_id, session))
@@ -177,7 +182,14 @@ class EpisodicMemory:
                                " speakers, mentions, turns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                (user_id, conversation_id, session, meta["said_at"], date, json.dumps(speakers),
                                 json.dumps(names), len(turns)))
+            name_index.replace_session(self.store, user_id, conversation_id, before,
+                                       name_index.session_names(speakers, names))
         return source
+
+    def _session_names(self, user_id: str, conversation_id: str, session: str) -> set[str]:
+        rows = self.store.query("SELECT speakers, mentions FROM episodic_sessions WHERE user_id=? AND"
+                                " conversation_id=? AND session=?", (user_id, conversation_id, session))
+        return {n for a, b in rows for n in name_index.session_names(json.loads(a or "[]"), json.loads(b or "[]"))}
 
     def remember(self, user_id: str, conversation_id: str, turn: int, speaker: str, text: str,
                  vector: np.ndarray | None = None, when: datetime | None = None) -> str:
@@ -191,6 +203,7 @@ class EpisodicMemory:
     def forget(self, user_id: str) -> int:
         with self.store.transaction():
             self.store.execute("DELETE FROM episodic_sessions WHERE user_id=?", (user_id,))
+            name_index.forget(self.store, user_id)
             return self.store.delete_owner(user_id, COLLECTION)
 
     # ------------------------------------------------------------------- read
@@ -202,15 +215,16 @@ class EpisodicMemory:
     def names(self, user_id: str, exclude_conversation: str = "") -> frozenset[str]:
         """Speakers and the names they mention mid-sentence (pets, friends, places): what the gate
         recognises as "about something this user's memory holds". ``exclude_conversation``: the
-        conversation under way, whose turns are in its own history already.
+        conversation under way, whose turns are in its own history already. Read from the name index
+        (one row per conversation and name, not per stored turn)."""
+        return name_index.every_name(self.store, user_id, exclude_conversation)
 
-        The gate asks on every turn of a returning user, and every chat turn stores a session, so the
-        rows grow with the user's history: ``DISTINCT`` lets the database fold the repeated lists
-        (most chat turns: one speaker, no names) before any is decoded here. Still one index range
-        per call (~0.14 ms at 1,000 stored turns, ~0.6 ms at 5,000: ``bench/bench_episodic_names.py``)."""
-        rows = self.store.query("SELECT DISTINCT speakers, mentions FROM episodic_sessions WHERE user_id=?"
-                                " AND conversation_id<>?", (user_id, exclude_conversation))
-        return frozenset(n for a, b in rows for n in [*json.loads(a or "[]"), *json.loads(b or "[]")])
+    def known_names(self, user_id: str, exclude_conversation: str, words: Sequence[str]) -> frozenset[str]:
+        """The names of :meth:`names` that equal or start with one of ``words`` (case-insensitively): what
+        the gate needs for a message whose capitalised words are ``words``
+        (:func:`bara.decide.policy.capitalised_words`), one indexed query whatever the history's length
+        (``bench/bench_episodic_names.py``)."""
+        return name_index.candidates(self.store, user_id, exclude_conversation, words)
 
     def holds_other(self, user_id: str, conversation_id: str) -> bool:
         """True when the user has episodes from any conversation but ``conversation_id``."""

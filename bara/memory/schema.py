@@ -12,6 +12,8 @@ Notes and Q&A are not here: they are Store documents (collections ``notes`` and
 
 from __future__ import annotations
 
+from bara.memory import episodic_names as en
+
 _CONVERSATIONS = """CREATE TABLE conversations (
     id TEXT PRIMARY KEY,
     user_id TEXT NOT NULL,
@@ -62,12 +64,16 @@ MEMORY_MIGRATIONS: list[tuple[str, list[str]]] = [
         _PROFILE,
     ]),
     ("0010_episodic", [_EPISODIC_SESSIONS]),
+    # The gate's per-user name index (bara.memory.episodic_names); its backfill is a backend part.
+    (en.STEP, en.TABLE),
 ]
 
 #: ``(table, owner column)`` under PostgreSQL row-level security.
 _MEMORY_TABLES = (("conversations", "user_id"), ("messages", "user_id"), ("profile", "user_id"))
 # Episodic sessions (issue 14): per-user dates and speakers of remembered dialogue.
 _EPISODIC_TABLES = (("episodic_sessions", "user_id"),)
+# The episodic name index (issue 16): which names a user's other conversations hold.
+_EPISODIC_NAME_TABLES = (("episodic_names", "user_id"),)
 
 
 def register() -> None:
@@ -78,8 +84,12 @@ def register() -> None:
 
     for rank, (name, statements) in enumerate(MEMORY_MIGRATIONS, start=10):
         register_step(name, statements, phase=SCHEMA, rank=rank)
+    # 0015's backfill from the existing sessions (rank 12: the position its table part has above).
+    register_step(en.STEP, en.SQLITE_BACKFILL, phase=SCHEMA, rank=12, part=10, backends=("sqlite",))
+    register_step(en.STEP, en.PG_BACKFILL, phase=SCHEMA, rank=12, part=10, backends=("postgres",))
     register_policies("0003_pg_memory_rls", _MEMORY_TABLES, rank=10)
     register_policies("0011_pg_episodic_rls", _EPISODIC_TABLES, rank=11)
+    register_policies("0016_pg_episodic_names_rls", _EPISODIC_NAME_TABLES, rank=12)
     register_step(ok.STEP, ok.IDENTITY_TABLES, phase=OWNER_KEYS, rank=30, part=0)
     register_step(ok.STEP, ok.SQLITE_REKEY, phase=OWNER_KEYS, rank=30, part=10, backends=("sqlite",))
     register_step(ok.STEP, ok.PG_REKEY, phase=OWNER_KEYS, rank=30, part=10, backends=("postgres",))
@@ -87,3 +97,5 @@ def register() -> None:
     register_policies("0006_pg_serve_rls", [(t, "user_id") for t in ok.RLS_TABLES], rank=31, phase=OWNER_KEYS)
     register_policies("0013_pg_memory_shared_read_only", _MEMORY_TABLES, rank=10, shared_read_only=True)
     register_policies("0014_pg_episodic_shared_read_only", _EPISODIC_TABLES, rank=11, shared_read_only=True)
+    register_policies("0017_pg_episodic_names_shared_read_only", _EPISODIC_NAME_TABLES, rank=12,
+                      shared_read_only=True)
