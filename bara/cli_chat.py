@@ -282,7 +282,8 @@ def memory_forget(user: str = typer.Option(..., "--user", help="User whose memor
                   key: Optional[str] = typer.Option(None, "--key", help="Delete only this profile fact."),
                   json_out: bool = typer.Option(False, "--json", help="Print JSON."),
                   db: Optional[str] = DbOption) -> None:
-    """Delete one profile fact (--key), or everything about the user: profile, notes, Q&A, conversations."""
+    """Delete one profile fact (--key), or everything about the user: profile, notes, Q&A, episodes,
+    conversations."""
     with _open(db, "update") as bara:
         if key is not None and key not in bara.profile.get(user):
             known = ", ".join(sorted(bara.profile.get(user))) or "none"

@@ -138,6 +138,9 @@ def test_memory_inspect_query_and_forget(db, tmp_path):
     assert absent.exit_code == 1 and "stored keys: name" in absent.stderr
     everything = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--json"])
     assert json.loads(everything.stdout)["deleted"]["conversations"] == 1
+    assert json.loads(everything.stdout)["deleted"]["episodes"] >= 1  # what the chat said, remembered
+    again = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--json"])
+    assert json.loads(again.stdout)["deleted"]["episodes"] == 0  # nothing of it is left
     empty = json.loads(runner.invoke(app, ["memory", "inspect", "--db", db, "--user", "cli-mem", "--json"]).stdout)
     assert empty["profile"] == empty["notes"] == empty["qa"] == empty["conversations"] == []
 

@@ -127,6 +127,24 @@ def test_pipeline_consults_episodes_for_personal_questions_not_kb_questions(tmp_
         assert any(s.startswith("t") for _, s, _, _ in assistant.episodic.sessions("sam"))
 
 
+def test_an_evaluation_run_leaves_no_episodic_memory_behind(tmp_path, embedder, rfc_kb):
+    """``forget_user`` (between evaluation tasks) deletes the user's episodes, their session rows and
+    their name index, not only the chunks: a later task of the same user would otherwise know names."""
+    from bara.app import Bara
+    from bara.eval.conversation_replay import forget_user
+    from bara.pipeline import Assistant
+
+    with Bara(Settings(db=str(rfc_kb("episodic-forget")), cache_dir=tmp_path), embedder=embedder) as bara:
+        assistant = Assistant(bara)
+        assistant.episodic.add_session("sam", "old", "s1", ALICE, WHEN)
+        assistant.turn("sam", "My friend Jolene visited Stockholm.")
+        bara.flush()
+        counts = "SELECT (SELECT COUNT(*) FROM episodic_sessions), (SELECT COUNT(*) FROM episodic_names)"
+        assert all(n > 0 for n in bara.store.query(counts)[0])
+        forget_user(assistant, "sam")
+        assert bara.store.query(counts)[0] == (0, 0) and assistant.episodic.names("sam") == frozenset()
+
+
 def test_the_conversation_under_way_is_left_to_its_own_history(tmp_path, embedder):
     """Episodes exist for *other* conversations: the one under way is already in the prompt's history,
     so its turns are neither searched nor counted as names the gate knows."""

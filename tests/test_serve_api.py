@@ -95,7 +95,8 @@ def test_memory_is_the_callers_and_can_be_forgotten(api):
     assert mem["user"] == "bob" and "Bartholomew" in json.dumps(mem["profile"])
     assert "Bartholomew" not in c.get("/api/memory", headers=bearer(keys["alice"])).text
     deleted = c.delete("/api/memory", headers=bearer(keys["bob"])).json()["deleted"]
-    assert deleted["profile"] >= 1
+    assert deleted["profile"] >= 1 and deleted["episodic"] >= 1  # the turn's words were remembered
+    assert c.delete("/api/memory", headers=bearer(keys["bob"])).json()["deleted"]["episodic"] == 0
     assert c.get("/api/memory", headers=bearer(keys["bob"])).json()["profile"] == {}
 
 

@@ -118,6 +118,7 @@ def forget_user(assistant: Assistant, user: str) -> None:
     assistant.bara.flush()  # the last turn's learning writes first, or they would land after the delete
     with assistant.bara.store.transaction():
         assistant.bara.store.delete_owner(user)
+        assistant.episodic.forget(user)  # its sessions and name index (the chunks went with delete_owner)
         assistant.profile.forget(user)
         assistant.conversations.delete(user)
 

@@ -66,4 +66,5 @@ def forget_user(bara: MemoryOwner, user: str, key: Optional[str]) -> dict[str, i
         if key is not None:
             return {"profile facts": bara.profile.forget(user, key)}
         return {"profile facts": bara.profile.forget(user), "notes": bara.notes.forget(user),
-                "q&a": bara.qa.forget(user), "conversations": bara.conversations.delete(user)}
+                "q&a": bara.qa.forget(user), "episodes": bara.episodic.forget(user),
+                "conversations": bara.conversations.delete(user)}

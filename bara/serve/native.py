@@ -158,12 +158,14 @@ def get_memory(request: Request, key: ApiKey = Depends(caller)) -> MemoryOut:
 @router.delete("/memory", response_model=ForgetOut, tags=["memory"])
 def delete_memory(request: Request, conversations: bool = Query(False, description="also delete every "
                   "conversation and its traces"), key: ApiKey = Depends(caller)) -> ForgetOut:
-    """Forget the caller's profile, notes and Q&A (and, with ``conversations=true``, conversations)."""
+    """Forget the caller's profile, notes, Q&A and episodic memory (and, with ``conversations=true``,
+    conversations and their traces)."""
     rt = runtime(request)
     profile, notes, qa = _memories(rt)
     user = key.user_id
     with rt.store.scoped((user,)), rt.store.transaction():
-        deleted = {"profile": profile.forget(user), "notes": notes.forget(user), "qa": qa.forget(user)}
+        deleted = {"profile": profile.forget(user), "notes": notes.forget(user), "qa": qa.forget(user),
+                   "episodic": rt.bara.episodic.forget(user)}
         if conversations:
             deleted["conversations"] = rt.conversations.delete(user)
             deleted["traces"] = rt.traces.forget(user)
