@@ -22,10 +22,14 @@ user takes to read the answer and type the next message. The default, 0, times t
 (the figure the issue's criterion is read on); with a pause both turns start from an idle CPU, as
 real turns do, and the work a mode did just before no longer lingers into its next turn.
 
+``--idle-busy`` spends that pause in a busy loop on the main thread instead of asleep: the process's caches
+stay as they were, only the other core idles (docs/benchmarks.md, issue 16 round 10).
+
 ``--rounds R`` (default 3) runs the tasks R times with new users, so each mode's p50 is over R x N
 turns: one pass of 100 left the ratio moving by about +-0.03 from run to run.
 
-Usage:  python bench/bench_turn.py [--data ../shared/data] [--tasks 100] [--rounds 3] [--idle-ms 0] [--json out.json]
+Usage:  python bench/bench_turn.py [--data ../shared/data] [--tasks 100] [--rounds 3] [--idle-ms 0] [--idle-busy]
+                                   [--json out.json]
 """
 
 from __future__ import annotations
@@ -114,7 +118,7 @@ def run_task(assistant: Assistant, generator: ReplayGenerator, user: str, task: 
     flush = getattr(assistant.bara, "flush", lambda: 0)  # None before the write-behind (issue 16)
     flush()  # the replayed turns' learning writes, stored in the idle time before the user's next message
     if idle_ms:
-        time.sleep(idle_ms / 1e3)  # the user reading and typing: the same pause for both modes
+        pause(idle_ms / 1e3)  # the user reading and typing: the same pause for both modes
     start = time.perf_counter()
     trace = assistant.turn(user, final, cid).trace
     wall = (time.perf_counter() - start) * 1e3 - trace.latency_ms.get("generate", 0.0)
@@ -123,6 +127,16 @@ def run_task(assistant: Assistant, generator: ReplayGenerator, user: str, task: 
     writes = (time.perf_counter() - start) * 1e3
     return {"ms": wall, "writes_ms": writes, "retrieved": trace.retrieved, "route": trace.route,
             "stages": dict(trace.latency_ms), "kb": trace.tiers["kb"], "context_tokens": trace.context_tokens}
+
+
+def busy(seconds: float) -> None:
+    """A pause spent in a loop on this thread (``--idle-busy``): this core stays busy, the other idles."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+pause = time.sleep  # ``--idle-busy`` sets it to ``busy``
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -178,10 +192,14 @@ def tasks_of(args: argparse.Namespace) -> tuple[Settings, Path, list[dict]]:
 def main(argv: list[str] | None = None) -> int:
     ap = task_parser((__doc__ or "").splitlines()[0])
     ap.add_argument("--idle-ms", type=float, default=0.0, help="pause before each timed turn (both modes)")
+    ap.add_argument("--idle-busy", action="store_true", help="spend --idle-ms in a busy loop on the main thread "
+                                                               "instead of asleep")
     ap.add_argument("--rounds", type=int, default=3, help="passes over the tasks, new users each (more turns, "
                                                           "a steadier p50)")
     args = ap.parse_args(argv)
     settings, root, tasks = tasks_of(args)
+    global pause
+    pause = busy if args.idle_busy else time.sleep
     with tempfile.TemporaryDirectory(prefix="bara-bench-turn-") as scratch:
         db = Path(scratch) / "turn.db"
         shutil.copy(cached_index(root, settings), db)
@@ -200,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     report["ratio_p50_retrieving"] = round(retrieving[0] / retrieving[1], 3) if all(retrieving) else None
     report["ratio_p95_gated_over_always"] = round(report["gated"]["p95_ms"] / report["always"]["p95_ms"], 3)
     report["ratio_p50_with_writes"] = round(report["gated"]["p50_with_writes_ms"] / report["always"]["p50_with_writes_ms"], 3)
-    report["idle_ms"] = args.idle_ms
+    report["idle_ms"], report["idle_busy"] = args.idle_ms, args.idle_busy
     report["rounds"] = args.rounds
     print_report(report, len(tasks))
     if args.json_out:
@@ -211,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
 def print_report(report: dict, n: int) -> None:
     print(f"MTRAG-UN dev, first {n} tasks x {report['rounds']} rounds, final turn timed without generation; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; idle before each timed turn "
-          f"{report['idle_ms']:g} ms")
+          f"{report['idle_ms']:g} ms{' (busy)' if report.get('idle_busy') else ''}")
     for mode in MODES:
         r = report[mode]
         print(f"{mode:>7}: p50 {r['p50_ms']:.2f} ms  p95 {r['p95_ms']:.2f} ms  mean {r['mean_ms']:.2f} ms  "
