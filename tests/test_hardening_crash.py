@@ -61,8 +61,9 @@ def _documents(db: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
         for doc_id, source, digest in docs:
             texts = conn.execute("SELECT text FROM chunks WHERE doc_id=? ORDER BY ordinal", (doc_id,)).fetchall()
             out[source] = (digest, tuple(t for (t,) in texts))
-        fts = conn.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()[0]
-        assert fts == conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]  # index matches chunks
+        for table, test in (("chunks_fts", "owner = ''"), ("memory_fts", "owner <> ''")):  # index matches chunks
+            fts = [r for (r,) in conn.execute(f"SELECT rowid FROM {table} ORDER BY rowid")]
+            assert fts == [r for (r,) in conn.execute(f"SELECT id FROM chunks WHERE {test} ORDER BY id")]
     return out
 
 

@@ -1,6 +1,7 @@
 """The shared knowledge base's full-text arm scored in memory (``bara.store.sqlite_bm25``, issue 16):
 the same rows, scores bit for bit and order as FTS5's own ``bm25()`` query, whatever the title weight,
-limit, ties, other scopes' rows (table-wide statistics), words FTS5 tokenises differently, and writes."""
+limit, ties, other shared scopes' rows (table-wide statistics), words FTS5 tokenises differently, and
+writes. Users' rows live in another table (``memory_fts``) and change none of it."""
 
 from __future__ import annotations
 
@@ -61,12 +62,25 @@ def test_every_query_gets_fts5s_rows_and_scores_bit_for_bit(store, title_weight)
 
 
 def test_the_statistics_are_table_wide_as_fts5s_are(store):
-    """Another user's notes change the knowledge base's IDF and average length in FTS5; so here."""
+    """Another shared collection changes the knowledge base's IDF and average length in FTS5; so here."""
     lexicon, terms = _lexicon(store), tuple(analyze("retransmission timer backoff"))
     before = lexicon.rows(store.query, terms, 2.0, 10)
-    store.write_document(doc("more", ["retransmission " * 40] * 6, owner="bob", collection="notes"), vecs(6))
+    store.write_document(doc("more", ["retransmission " * 40] * 6, collection="faq"), vecs(6))
     after = lexicon.rows(store.query, terms, 2.0, 10)  # the knowledge base itself did not change
     assert after == _fts5(store, terms, 2.0, 10) and after != before
+
+
+def test_users_memory_leaves_the_knowledge_bases_statistics_alone(store):
+    """Users' rows are in their own table: the knowledge base's scores and its "whole table" shortcut
+    (no row counts read) hold however much memory users store (it failed with one table)."""
+    lexicon, terms = _lexicon(store), tuple(analyze("retransmission timer backoff"))
+    before = lexicon.rows(store.query, terms, 2.0, 10)
+    for user in ("bob", "carol"):
+        store.write_document(doc("more", ["retransmission " * 40] * 6, owner=user, collection="notes"), vecs(6))
+    seen: list[str] = []
+    store._conn.set_trace_callback(seen.append)
+    assert lexicon.rows(store.query, terms, 2.0, 10) == before == _fts5(store, terms, 2.0, 10)
+    assert lexicon.hint.whole and not any("bara_fts_rows" in q for q in seen[:-1])
 
 
 def test_a_whole_table_scope_counts_its_own_rows(tmp_path):
@@ -85,6 +99,7 @@ def test_a_whole_table_scope_counts_its_own_rows(tmp_path):
 def test_a_query_reads_the_table_wide_statistics_in_one_statement(store):
     """The averages record and the row counts come from one statement, so from one snapshot: a write
     by another process cannot fall between them."""
+    store.write_document(doc("faq", _texts(random.Random(9), 3), collection="faq"), vecs(3))  # not whole
     lexicon, seen = _lexicon(store), []
     terms = tuple(analyze("cipher suite handshake"))
     lexicon.rows(store.query, terms, 2.0, 5)  # the connection's first ask creates the fts5vocab table
@@ -95,9 +110,9 @@ def test_a_query_reads_the_table_wide_statistics_in_one_statement(store):
 
 
 def test_a_query_the_scope_cannot_match_reads_no_statistics(store):
-    """Only another user's notes hold "zebra": the knowledge base matches nothing, as in FTS5, and its
-    statistics are not read; a phrase the scope lacks is not counted either."""
-    store.write_document(doc("zoo", ["zebra zebra okapi"], owner="bob", collection="notes"), vecs(1))
+    """Only another shared collection holds "zebra": the knowledge base matches nothing, as in FTS5, and
+    its statistics are not read; a phrase the scope lacks is not counted either."""
+    store.write_document(doc("zoo", ["zebra zebra okapi"], collection="faq"), vecs(1))
     lexicon, seen = _lexicon(store), []
     lexicon.rows(store.query, ("cipher",), 2.0, 5)  # the connection's first ask creates the fts5vocab table
     store._conn.set_trace_callback(seen.append)
@@ -114,7 +129,7 @@ def test_a_whole_table_scope_that_stops_being_whole_counts_rows_table_wide(tmp_p
         s.write_document(doc("kb.txt", _texts(random.Random(5), 20)), vecs(20))
         lexicon, terms = _lexicon(s), tuple(analyze("cipher suite handshake alert"))
         assert lexicon.rows(s.query, terms, 2.0, 5) == _fts5(s, terms, 2.0, 5)
-        s.write_document(doc("notes", ["cipher cipher alert"] * 7, owner="bob", collection="notes"), vecs(7))
+        s.write_document(doc("notes", ["cipher cipher alert"] * 7, collection="faq"), vecs(7))
         for _ in range(2):  # the first query finds the table grown, the next asks for the counts at once
             assert lexicon.rows(s.query, terms, 2.0, 5) == _fts5(s, terms, 2.0, 5)
     finally:
@@ -235,7 +250,8 @@ def test_a_lexicon_that_ranks_otherwise_than_fts5_fails_the_probe(store):
 @pytest.mark.parametrize("snapshot", [True, False])
 def test_the_probe_reads_one_snapshot_while_another_connection_commits(store, tmp_path, snapshot):
     """A lexicon is built and probed on its own connection while turns go on writing: a learning write
-    (another user's notes) committed between the probe's two rankings changes the table-wide statistics
+    (here to another shared collection: users' notes have their own table) committed between the probe's
+    two rankings changes the table-wide statistics
     under one of them. Inside one read snapshot both rank as of the same moment and agree; outside
     one they disagree, which is why the build reads in one (a false alarm left FTS5 answering)."""
     lexicon = _lexicon(store)
@@ -244,8 +260,7 @@ def test_the_probe_reads_one_snapshot_while_another_connection_commits(store, tm
 
     def interleaved(sql: str, params: tuple) -> list[tuple]:
         if "bm25(" in sql and not wrote:  # the in-memory ranking is read; FTS5's is next: a turn's write commits
-            store.write_document(doc("later", ["retransmission " * 40] * 6, owner="bob", collection="notes"),
-                                 vecs(6))
+            store.write_document(doc("later", ["retransmission " * 40] * 6, collection="faq"), vecs(6))
             wrote.append(sql)
         return run(sql, params)
     try:

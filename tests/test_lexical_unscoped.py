@@ -1,6 +1,8 @@
 """SQLite's lexical arm without FTS5's scope test (issue 16): when the searched scopes hold every chunk,
 it ranks without the test and keeps the scope's rows. The rows and scores must be the scoped query's
-own, whether that ranking fills the limit, runs out of matches, or (a write slipped in) falls back."""
+own, whether that ranking fills the limit, runs out of matches, or (a write slipped in) falls back.
+"Every chunk" is every row of the searched full-text table: users' rows have their own (``memory_fts``),
+so only another shared collection stops a knowledge base being whole."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_arm, lexical_params, 
 
 KB = [f"retransmission timer {w} backoff" for w in ("alpha", "beta", "gamma", "delta", "epsilon", "zeta")] + \
      [f"congestion window {w} growth" for w in ("eta", "theta", "iota", "kappa")]
-# A user's notes that match "retransmission" better than any knowledge-base chunk does (short texts).
+# Texts that match "retransmission" better than any knowledge-base chunk does (short texts): another
+# shared collection's (the knowledge base's table) and a user's notes (the memory table).
 MEMORY = ["retransmission retransmission", "retransmission timer", "retransmission noted"]
 
 
@@ -29,6 +32,7 @@ def store(tmp_path):
     s = SQLiteStore(tmp_path / "unscoped.db")
     for n, text in enumerate(KB):
         s.write_document(doc(f"kb{n}.txt", [text, f"filler paragraph {n} about headers"]), vecs(2))
+    s.write_document(doc("faq", MEMORY, collection="faq"), vecs(len(MEMORY)))
     s.write_document(doc("notes", MEMORY, owner="alice", collection="notes"), vecs(len(MEMORY)))
     yield s
     s.close()
@@ -54,13 +58,13 @@ def test_the_arm_returns_the_scoped_rows_whichever_query_it_runs(store, query, l
 def test_each_path_is_taken_and_agrees(store):
     members = {cid for (cid,) in store.query("SELECT id FROM chunks WHERE owner='' AND collection='kb'")}
     seen = _ran(store)
-    filled = request("retransmission backoff", None, limit=2)  # the notes rank first; 2 KB rows follow
+    filled = request("retransmission backoff", None, limit=2)  # the faq ranks first; 2 KB rows follow
     got = lexical_arm(store.query, filled, members)
     arms = [s for s in seen if "bm25(" in s]
     assert len(arms) == 1 and "scope" not in arms[0]  # the unscoped ranking filled the limit by itself
     assert got == lexical_rows(store.query(LEXICAL_SQL, lexical_params(filled)))
     seen.clear()
-    crowded = request("retransmission", None, limit=1)  # the top 2 are the user's notes: nothing to keep
+    crowded = request("retransmission", None, limit=1)  # the top 2 are the faq's: nothing to keep
     got = lexical_arm(store.query, crowded, members)
     arms = [s for s in seen if "bm25(" in s]
     assert len(arms) == 2 and "scope" not in arms[0] and "scope" in arms[1]  # then the scoped query
@@ -71,14 +75,17 @@ def _arms(seen: list[str]) -> list[str]:
     return [s for s in seen if "bm25(" in s]
 
 
-def test_a_store_with_memory_beside_its_knowledge_base_keeps_the_scope_test(store):
-    for owners, colls in (((("",), ("kb",))), (("alice",), ("notes",)), (("", "alice"), ("kb", "notes"))):
+def test_a_scope_that_is_not_its_whole_table_keeps_the_scope_test(store):
+    """The knowledge base beside a shared faq keeps it; both together, or alice's notes (the only user's
+    rows in the memory table), are their table and drop it; a search mixing the two tables keeps it."""
+    cases = ((("",), ("kb",), False), (("",), ("kb", "faq"), True), (("alice",), ("notes",), True),
+             (("", "alice"), ("kb", "notes"), False))
+    for owners, colls, whole in cases:
         for query in ("retransmission backoff", "retransmission", "congestion growth", "filler headers"):
             req = request(query, None, owners=owners, collections=colls, limit=3)
             expected = store.search(replace(req, skip_scope_test=False)).candidates
             seen = _ran(store)
             assert store.search(req).candidates == expected
-            whole = len(owners) == 2  # the knowledge base and alice's notes: every chunk there is
             assert all(("scope" in arm) is not whole for arm in _arms(seen)), _arms(seen)
             prefetched = store.prefetch_lexical(req)
             assert prefetched is not None
@@ -103,7 +110,12 @@ def test_a_knowledge_base_alone_is_ranked_without_the_scope_test(tmp_path):
                 prefetched = store.prefetch_lexical(req)
                 assert prefetched is not None and store.search_prefetched(req, prefetched).candidates == expected
         store.write_document(doc("notes", MEMORY, owner="alice", collection="notes"), vecs(len(MEMORY)))
-        seen = _ran(store)  # a user's memory now sits beside the knowledge base: the scope test is back
+        seen = _ran(store)  # a user's memory is in its own table: the knowledge base is still its table
+        store.search(request("retransmission", None, limit=2))
+        assert [("scope" in arm) for arm in _arms(seen)] == [False]
+        store._conn.set_trace_callback(None)
+        store.write_document(doc("faq", MEMORY, collection="faq"), vecs(len(MEMORY)))
+        seen = _ran(store)  # another shared collection now sits beside it: the scope test is back
         store.search(request("retransmission", None, limit=2))
         assert [("scope" in arm) for arm in _arms(seen)] == [True]
     finally:

@@ -110,10 +110,10 @@ def run_conversation(assistant: Assistant, replies: ReferenceReplies, conv: Mixe
 def forget_user(assistant: Assistant, user: str) -> None:
     """Delete everything a task's run stored for its user (tiers, profile, conversations).
 
-    Needed for independent rows: FTS5's ``bm25()`` takes document frequencies and lengths from the
-    whole ``chunks_fts`` table, so Q&A pairs and notes one run leaves behind would shift the
-    knowledge-base ranking of every later task and mode (and a resumed run would differ from an
-    uninterrupted one).
+    Needed for independent rows: FTS5's ``bm25()`` takes document frequencies and lengths from its
+    whole table, and every user's rows share one (``memory_fts``; the knowledge base has its own), so
+    Q&A pairs and notes one run leaves behind would shift the memory ranking of every later task and
+    mode (and a resumed run would differ from an uninterrupted one).
     """
     assistant.bara.flush()  # the last turn's learning writes first, or they would land after the delete
     with assistant.bara.store.transaction():

@@ -73,8 +73,9 @@ class CoreSettings(BaseModel):
         "SQLite: a turn starts the full-text arm on a second, read-only connection before it encodes the "
         "query, so the two overlap (issue 16: about 0.6 ms of a 4 ms turn on 2 cores). Same rows either way."))
     lexical_skip_scope_test: bool = Field(default=True, description=(
-        "SQLite: when the searched scopes hold every chunk (a knowledge base with no memory beside it), the "
-        "full-text arm ranks without FTS5's scope test, which reads one posting per chunk: the same rows and "
+        "SQLite: when the searched scopes hold every row of their full-text table (a knowledge base that is "
+        "the only shared collection; users' memory has its own table), the full-text arm ranks without FTS5's "
+        "scope test, which reads one posting per chunk: the same rows and "
         "scores, 0.3-0.7 ms less per query on the 56-RFC store."))
     lexical_in_memory: bool = Field(default=True, description=(
         "SQLite: once a process has searched a shared knowledge base often enough (below), its full-text "

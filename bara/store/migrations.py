@@ -69,6 +69,18 @@ STORE_META = Migration("0201_store_meta", (
 ))
 
 
+#: Users' full-text rows get their own FTS5 table (SQLite only; issue 16 round 10): FTS5's ``bm25()`` takes
+#: its statistics from its whole table, so users' memory in ``chunks_fts`` moved the knowledge base's
+#: scores for everyone. Same columns and tokenizer; every row whose owner is not shared moves, rowid kept.
+SQLITE_MEMORY_FTS = Migration("0202_sqlite_memory_fts", (
+    "CREATE VIRTUAL TABLE memory_fts USING fts5 (body, heading, scope, tokenize = 'unicode61')",
+    """INSERT INTO memory_fts (rowid, body, heading, scope)
+        SELECT f.rowid, f.body, f.heading, f.scope FROM chunks_fts f JOIN chunks c ON c.id = f.rowid
+        WHERE c.owner <> '' ORDER BY f.rowid""",
+    "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE owner <> '')",
+))
+
+
 #: The store's part of ``0005_owner_keys`` (PostgreSQL only): its tables keyed by ``(owner, id)``. SQLite
 #: keeps its rowid ids there (FTS5 rows are keyed by the chunk's rowid, which a composite key would stop
 #: aliasing); Citus is a PostgreSQL plan.
@@ -87,6 +99,7 @@ _PG_REKEY_STORE = (
 def _register_store_steps() -> None:
     """The store's own registered steps (idempotent); the core step is not registered: it always comes first."""
     register_step(STORE_META.name, STORE_META.statements, phase=SCHEMA, rank=90)
+    register_step(SQLITE_MEMORY_FTS.name, SQLITE_MEMORY_FTS.statements, phase=SCHEMA, rank=90, backends=("sqlite",))
     register_step("0005_owner_keys", _PG_REKEY_STORE, phase=OWNER_KEYS, rank=30, part=15, backends=("postgres",))
     # A user's scope may read shared rows but never write one (harden-faults).
     register_policies("0012_pg_core_shared_read_only", (("documents", "owner"), ("chunks", "owner")), rank=0,

@@ -25,10 +25,10 @@ from bara.store.base import LexicalPrefetch
 from bara.store.migrations import Migration, sqlite_migrations
 from bara.store.sqlite_files import APPLICATION_ID, check_identity, check_integrity, connect_file, exists, file_problem
 from bara.store.sqlite_bm25 import Lexicons
-from bara.store.sqlite_lexical import LexicalWorker, collect, lexical_arm, scope_token
+from bara.store.sqlite_lexical import (LexicalWorker, collect, index_chunk, lexical_arm, members, scope_table_rows,
+                                      unindex_document)
 from bara.store.sqlite_matrix import DEFAULT_MB, DEFAULT_SCOPES, Appended, Matrices, Matrix
 from bara.text.fusion import weighted_rrf
-from bara.text.lexical import index_text
 from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
                         StoreSearchResult)
 
@@ -159,9 +159,7 @@ class SQLiteStore:
             (doc_id, doc.owner, doc.collection, chunk.ordinal, chunk.text, chunk.section, chunk.title,
              chunk.start, chunk.end, chunk.content_hash, vec.tobytes()))
         heading = " ".join(filter(None, (doc.title, chunk.section, chunk.title)))
-        self._conn.execute("INSERT INTO chunks_fts (rowid, body, heading, scope) VALUES (?,?,?,?)",
-                           (cur.lastrowid, index_text(chunk.text), index_text(heading),
-                            scope_token(doc.owner, doc.collection)))
+        index_chunk(self._conn, int(cur.lastrowid or 0), doc.owner, doc.collection, chunk.text, heading)
         return int(cur.lastrowid or 0)
 
     def delete_document(self, source: str, owner: str = SHARED, collection: str = "kb") -> bool:
@@ -188,8 +186,7 @@ class SQLiteStore:
                                  (owner, collection, source)).fetchone()
         if row is None:
             return False
-        self._conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE doc_id=?)",
-                           (row[0],))
+        unindex_document(self._conn, row[0], owner)
         self._conn.execute("DELETE FROM chunks WHERE doc_id=?", (row[0],))
         self._conn.execute("DELETE FROM documents WHERE id=?", (row[0],))
         return True
@@ -230,7 +227,7 @@ class SQLiteStore:
         rows = collect(prefetched, req)
         if rows is None and lexicon is not None:
             rows = lexicon.rows(self.query, req.terms, req.title_weight, req.limit)
-        return rows if rows is not None else lexical_arm(self.query, req, _members(self.query, m, req))
+        return rows if rows is not None else lexical_arm(self.query, req, members(self.query, m, req))
 
     def _ahead(self, run: Any, req: SearchRequest) -> list[tuple[int, float]]:
         """The prefetch worker's lexical arm, as of ``run``'s connection (one read of the scope's
@@ -243,7 +240,7 @@ class SQLiteStore:
         if rows is not None:
             return rows
         cached = self._matrices.get(key)
-        return lexical_arm(run, req, None if cached is None or cached.gens != gens else _members(run, cached, req))
+        return lexical_arm(run, req, None if cached is None or cached.gens != gens else members(run, cached, req))
 
     def _dense(self, req: SearchRequest, m: Matrix) -> tuple[list[tuple[int, float]], np.ndarray | None]:
         if req.vector is None or len(m.ids) == 0:
@@ -280,7 +277,7 @@ class SQLiteStore:
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         vecs = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
                 if rows else np.zeros((0, 0), dtype=np.float32))
-        matrix = Matrix(gens, ids, vecs, len(ids) == _count(self.query))
+        matrix = Matrix(gens, ids, vecs, len(ids) == scope_table_rows(self.query, owners))
         self._matrices.put(key, matrix)
         return matrix
 
@@ -367,21 +364,6 @@ def generations(run: Any, owners: Sequence[str], colls: Sequence[str]) -> tuple[
         f"SELECT owner, collection, gen FROM scope_generation WHERE owner IN ({_marks(owners)})"
         f" AND collection IN ({_marks(colls)})", (*owners, *colls)))
     return tuple(rows.get((o, c), 0) for o in owners for c in colls)
-
-
-def _count(run: Any) -> int:
-    return int(run("SELECT COUNT(*) FROM chunks", ())[0][0])
-
-
-def _members(run: Any, m: Matrix, req: SearchRequest) -> dict[int, int] | None:
-    """The scope's chunk ids when the scope is still the whole table as ``run``'s connection sees it
-    (``skip_scope_test``): the lexical arm may then rank without its scope test. Else None."""
-    if not (req.skip_scope_test and m.whole):
-        return None
-    if _count(run) != len(m.ids):  # another scope has chunks now: not checked again for these vectors
-        m.whole = False
-        return None
-    return m.row
 
 
 def chunks_sql(n_ids: int, n_owners: int | None) -> str:

@@ -14,10 +14,12 @@ Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009) with k
     score(d) = sum over the query's phrases, in query order, of
                idf(t) * ((f * (k1 + 1)) / (f + k1 * (1 - b + b * |d| / avgdl)))
 
-N, n(t) and avgdl are table-wide (every scope's rows), |d| counts every column's tokens. So they are
-read fresh for each query, in one statement and so one snapshot (the averages record, and ``fts5vocab``
-row counts unless the scope is the whole table), while the scope's own frequencies are cached with the
-scope's write generations. A query's phrases are scored in one numpy pass; ``np.bincount`` adds each
+N, n(t) and avgdl are table-wide, |d| counts every column's tokens. The table is ``chunks_fts``, which
+holds the shared scopes' rows only (users' memory is in ``memory_fts``, ``bara.store.sqlite_lexical``),
+so a knowledge base that is the only shared collection is the whole table and needs no row counts. The
+statistics are read fresh for each query, in one statement and so one snapshot (the averages record,
+and ``fts5vocab`` row counts unless the scope is the whole table), while the scope's own frequencies
+are cached with the scope's write generations. A query's phrases are scored in one numpy pass; ``np.bincount`` adds each
 row's contributions in phrase order from 0.0, as FTS5's loop does.
 Exact agreement needs the same floating-point operations in the same order, and FTS5's own tokens:
 a stored term that is not plain ``[a-z0-9]+`` is tokenised by an in-memory FTS5 table with the same
@@ -40,13 +42,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from bara.store.sqlite_lexical import LEXICAL_SQL, Run, lexical_params, lexical_rows, read_snapshot, runner
+from bara.store.sqlite_lexical import (KB_FTS, LEXICAL_SQL, Run, lexical_params, lexical_rows, read_snapshot, runner,
+                                      varints)
 from bara.types import SearchRequest
 
 K1, B = 1.2, 0.75  # fts5_aux.c's constants
 PLAIN = re.compile(r"[a-z0-9]+")
 WEIGHTS_BODY, WEIGHT_SCOPE = 1.0, 0.0  # LEXICAL_SQL's column weights besides the heading's
-ROW_COUNTS = "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bara_fts_rows USING fts5vocab(main, 'chunks_fts', 'row')"
+ROW_COUNTS = f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.bara_fts_rows USING fts5vocab(main, '{KB_FTS}', 'row')"
 
 
 @dataclass
@@ -127,10 +130,10 @@ def idf_of(n_row: int, n_hit: int) -> float:
 
 
 def table_stats(run: Run, terms: Sequence[str]) -> tuple[int, int, dict[str, int]]:
-    """(rows, tokens of every column, rows holding each of ``terms``) of the whole full-text table, in
-    one statement, so one snapshot: FTS5's averages record and ``fts5vocab``'s row counts (its table
-    is created on a connection's first ask)."""
-    sql = "SELECT NULL, block FROM chunks_fts_data WHERE id = 1"
+    """(rows, tokens of every column, rows holding each of ``terms``) of the whole knowledge-base
+    full-text table, in one statement, so one snapshot: FTS5's averages record and ``fts5vocab``'s row
+    counts (its table is created on a connection's first ask)."""
+    sql = f"SELECT NULL, block FROM {KB_FTS}_data WHERE id = 1"
     if terms:
         sql += f" UNION ALL SELECT term, doc FROM temp.bara_fts_rows WHERE term IN ({','.join('?' * len(terms))})"
     try:
@@ -144,29 +147,11 @@ def table_stats(run: Run, terms: Sequence[str]) -> tuple[int, int, dict[str, int
     return n_row, n_token, {str(t): int(n) for t, n in found if t is not None}
 
 
-def varints(blob: bytes) -> list[int]:
-    """SQLite's big-endian varints (7 bits a byte, a 9th byte of 8), as FTS5 stores its sizes."""
-    out, i = [], 0
-    while i < len(blob):
-        value = 0
-        for j in range(9):
-            byte = blob[i]
-            i += 1
-            if j == 8:
-                value = (value << 8) | byte
-                break
-            value = (value << 7) | (byte & 0x7F)
-            if not byte & 0x80:
-                break
-        out.append(value)
-    return out
-
-
 def build_lexicon(run: Run, owners: Sequence[str], colls: Sequence[str], gens: tuple[int, ...]) -> Lexicon | None:
-    """Read the scope's full-text rows; None when a row's tokens do not add up to FTS5's own count."""
+    """Read the (shared) scope's full-text rows; None when a row's tokens do not add up to FTS5's own count."""
     marks_o, marks_c = ",".join("?" * len(owners)), ",".join("?" * len(colls))
-    rows = run("SELECT c.id, f.body, f.heading, f.scope, d.sz FROM chunks c JOIN chunks_fts f ON f.rowid = c.id"
-               " JOIN chunks_fts_docsize d ON d.id = c.id"
+    rows = run(f"SELECT c.id, f.body, f.heading, f.scope, d.sz FROM chunks c JOIN {KB_FTS} f ON f.rowid = c.id"
+               f" JOIN {KB_FTS}_docsize d ON d.id = c.id"
                f" WHERE c.owner IN ({marks_o}) AND c.collection IN ({marks_c}) ORDER BY c.id", (*owners, *colls))
     odd = fts5_tokens({t for r in rows for col in r[1:4] for t in (col or "").split() if not PLAIN.fullmatch(t)})
     terms: dict[str, int] = {}
@@ -215,7 +200,8 @@ class Lexicons:
     background thread with its own read-only connection, started once the scope has been searched
     ``after`` times (``lexical_in_memory_after_searches``: a short script never pays the ~0.1 s of CPU
     for 1,152 chunks, ~0.4 s for 5,000-8,000) and again after a write to the scope; FTS5 answers until
-    it is ready. Memory scopes are left to FTS5: they change every turn and are small. ``uri`` None
+    it is ready. Memory scopes are left to FTS5: they change every turn, are small and live in their
+    own table (``memory_fts``), which this lexicon's statistics do not read. ``uri`` None
     (an in-memory database, which a second connection cannot open): never built."""
 
     def __init__(self, shared: str, uri: str | None):
