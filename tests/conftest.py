@@ -82,6 +82,16 @@ def user(request) -> str:
 
 
 @pytest.fixture
+def sqlite_store(tmp_path):
+    """A new SQLite store in the test's own folder, closed after the test."""
+    from bara.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "store.db")
+    yield store
+    store.close()
+
+
+@pytest.fixture
 def serve_calls(monkeypatch, tmp_path):
     """`bara serve` up to the point it would start uvicorn: the environment its workers would read."""
     import uvicorn

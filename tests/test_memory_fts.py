@@ -51,10 +51,8 @@ def _kb_requests(**kw):
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = SQLiteStore(tmp_path / "memfts.db")
-    yield s
-    s.close()
+def store(sqlite_store):
+    return sqlite_store
 
 
 def test_the_knowledge_bases_scores_do_not_move_when_users_store_memory(store):

@@ -10,7 +10,6 @@ from bara.memory.knowledge import KnowledgeBase
 from bara.memory.profile import ProfileFact, ProfileMemory, extract_profile_facts
 from bara.retrieval.hybrid import HybridRetriever
 from bara.settings import Settings
-from bara.store.sqlite import SQLiteStore
 
 
 def facts(text: str) -> dict[str, str]:
@@ -73,10 +72,8 @@ def test_evidence_is_the_users_clause():
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = SQLiteStore(tmp_path / "p.db")
-    yield s
-    s.close()
+def store(sqlite_store):
+    return sqlite_store
 
 
 def test_set_get_update_and_scope(store):
