@@ -42,8 +42,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from bara.store.sqlite_lexical import (KB_FTS, LEXICAL_SQL, Run, lexical_params, lexical_rows, read_snapshot, runner,
-                                      varints)
+from bara.store.sqlite_lexical import (KB_FTS, LEXICAL_SQL, Run, averages, lexical_params, lexical_rows, read_snapshot,
+                                      runner, varints)
 from bara.types import SearchRequest
 
 K1, B = 1.2, 0.75  # fts5_aux.c's constants
@@ -141,9 +141,7 @@ def table_stats(run: Run, terms: Sequence[str]) -> tuple[int, int, dict[str, int
     except sqlite3.OperationalError:  # no such table yet on this connection
         run(ROW_COUNTS, ())
         found = run(sql, tuple(terms))
-    sizes = [varints(b or b"") for t, b in found if t is None]
-    counts = sizes[0] if sizes else []
-    n_row, n_token = (counts[0], sum(counts[1:])) if counts else (0, 0)
+    n_row, n_token = next((averages(b) for t, b in found if t is None), (0, 0))
     return n_row, n_token, {str(t): int(n) for t, n in found if t is not None}
 
 

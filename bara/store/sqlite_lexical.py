@@ -142,6 +142,12 @@ def varints(blob: bytes) -> list[int]:
     return out
 
 
+def averages(block: bytes | None) -> tuple[int, int]:
+    """(rows, tokens of every column) from an FTS5 table's averages record (its ``_data`` row 1)."""
+    sizes = varints(block or b"")
+    return (sizes[0], sum(sizes[1:])) if sizes else (0, 0)
+
+
 def scope_table_rows(run: Run, owners: Iterable[str]) -> int:
     """The rows of the full-text table a search of ``owners`` reads, from FTS5's averages record (one
     page, whatever the size); -1 when the search reads two tables (it is never "the whole table")."""
@@ -149,8 +155,7 @@ def scope_table_rows(run: Run, owners: Iterable[str]) -> int:
     if len(tables) != 1:
         return -1
     found = run(f"SELECT block FROM {tables[0]}_data WHERE id = 1", ())
-    sizes = varints(found[0][0] or b"") if found else []
-    return sizes[0] if sizes else 0
+    return averages(found[0][0])[0] if found else 0
 
 
 def members(run: Run, m: Matrix, req: SearchRequest) -> dict[int, int] | None:
