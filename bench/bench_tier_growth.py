@@ -10,7 +10,9 @@ times, in the same run:
 - the same search after the cache is dropped (every vector read again: the path before);
 
 and, before each search, the turn's check that the tier holds anything at all (``Store.has_chunks``,
-one index probe) against counting its rows (``count_chunks``, the check before round 10).
+one index probe) against counting its rows (``count_chunks``, the check before round 10); and the
+write itself, one pair stored while the tier's matrix is cached (so the commit extends it: round 11
+made that cost the row's own size, where it copied the tier's every vector before).
 
 Usage:  python bench/bench_tier_growth.py [--sizes 100,1000,5000] [--repeat 20]
 """
@@ -61,6 +63,12 @@ def main() -> None:
                         qa.add("u", f"c{n // 20}", f"question {n} about the topic", f"answer {n}")
                 stored = size
                 qa.search("u", "question", vector=query)
+                writes = []
+                for n in range(args.repeat):  # the cached matrix takes each new row at commit
+                    start = time.perf_counter()
+                    qa.add("u", "now", f"stored question {n}", "stored answer")
+                    writes.append((time.perf_counter() - start) * 1e3)
+                stored += args.repeat
                 kept, reread = [], []
                 probe, count = [], []
                 for n in range(args.repeat):
@@ -83,10 +91,13 @@ def main() -> None:
                 stored += args.repeat
                 a, b = statistics.median(kept), statistics.median(reread)
                 print(f"{size:>12} | {a:>27.3f} | {b:>27.3f} | {b / a:.1f}x")
-                checks.append((size, statistics.median(probe), statistics.median(count)))
+                checks.append((size, statistics.median(probe), statistics.median(count), statistics.median(writes)))
             print("\nstored pairs | has_chunks p50 ms | count_chunks p50 ms | ratio")
-            for size, a, b in checks:
+            for size, a, b, _ in checks:
                 print(f"{size:>12} | {a:>17.4f} | {b:>19.4f} | {b / a:.1f}x")
+            print("\nstored pairs | store one pair, its tier's matrix cached, p50 ms")
+            for size, _, _, w in checks:
+                print(f"{size:>12} | {w:.3f}")
 
 
 if __name__ == "__main__":

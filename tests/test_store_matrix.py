@@ -10,7 +10,7 @@ import pytest
 from store_contract import DIM, doc, request, vecs
 
 from bara.store.sqlite import SQLiteStore
-from bara.store.sqlite_matrix import ROW_INDEX_BYTES
+from bara.store.sqlite_matrix import ROW_INDEX_BYTES, Matrix
 
 SCOPES = [(("alice",), ("qa",)), (("", "alice"), ("kb", "qa")), (("alice", "bob"), ("notes", "qa"))]
 
@@ -38,7 +38,8 @@ def _same_as_fresh(store: SQLiteStore, owners: tuple, colls: tuple) -> None:
         read = fresh._matrix(owners, colls)
         assert cached.gens == read.gens and np.array_equal(cached.ids, read.ids)
         assert cached.vectors.tobytes() == read.vectors.tobytes() and cached.vectors.shape == read.vectors.shape
-        assert cached.row == read.row
+        assert [cached.position(int(i)) for i in read.ids] == list(range(len(read.ids)))
+        assert cached.rows.used == len(cached.ids) and len(cached.rows.row) == len(read.ids)  # the buffer's last
     finally:
         fresh.close()
 
@@ -204,3 +205,37 @@ def test_a_bara_store_takes_its_byte_budget_from_settings(tmp_path):
 
     with Bara(Settings().override(db=str(tmp_path / "b.db"), store_matrix_cache_mb=64)) as bara:
         assert bara.store._matrices.budget == 64 * 2**20
+
+
+def test_appends_share_one_buffer_and_grow_it_geometrically(store):
+    """Storing a turn's rows costs their own size, not the tier's: 300 single-row writes reallocate the
+    scope's buffer a logarithmic number of times (each write copied every row before)."""
+    store._matrix(("alice",), ("qa",))
+    buffers = set()
+    for n in range(300):
+        store.write_document(doc(f"qa:g:{n}", [f"question {n}"], owner="alice", collection="qa"), vecs(1, start=n))
+        buffers.add(id(store._matrix(("alice",), ("qa",)).rows.vectors))
+    assert len(buffers) <= 16
+    _same_as_fresh(store, ("alice",), ("qa",))
+
+
+def test_a_version_a_reader_holds_keeps_its_rows_after_later_appends(store):
+    older = store._matrix(("alice",), ("qa",))
+    ids, vectors = older.ids.copy(), older.vectors.copy()
+    for n in range(40):
+        store.write_document(doc(f"qa:r:{n}", [f"later {n}"], owner="alice", collection="qa"), vecs(1, start=n))
+    newer = store._matrix(("alice",), ("qa",))
+    assert newer.rows is older.rows and len(newer.ids) == len(ids) + 40
+    assert np.array_equal(older.ids, ids) and older.vectors.tobytes() == vectors.tobytes()
+    assert all(int(i) not in older and older.position(int(i)) is None for i in newer.ids[len(ids):])
+    assert all(int(i) in older for i in ids)
+
+
+def test_extending_an_older_version_copies_instead_of_writing_over_a_newer_one():
+    first = Matrix((1,), np.array([1, 2], dtype=np.int64), vecs(2))
+    second = first.extended(0, 2, np.array([3], dtype=np.int64), vecs(1, start=3))
+    third = first.extended(0, 2, np.array([4], dtype=np.int64), vecs(1, start=4))  # not the buffer's last version
+    assert list(second.ids) == [1, 2, 3] and list(third.ids) == [1, 2, 4]
+    assert second.vectors[2].tobytes() == vecs(1, start=3)[0].tobytes()
+    assert third.vectors[2].tobytes() == vecs(1, start=4)[0].tobytes()
+    assert 4 not in second and 3 not in third and third.position(4) == 2 and second.position(3) == 2

@@ -261,7 +261,8 @@ class SQLiteStore:
                              [req.weight_lexical, req.weight_dense], req.rrf_k)
         out = []
         for cid, score in fused:
-            sim = float(sims[m.row[cid]]) if sims is not None and cid in m.row else 0.0
+            row = m.position(cid)
+            sim = float(sims[row]) if sims is not None and row is not None else 0.0
             out.append(Candidate(cid, score, ArmScore(*lex.get(cid, (None, None))),
                                  ArmScore(*den.get(cid, (None, None))), sim))
         return out

@@ -158,7 +158,7 @@ def scope_table_rows(run: Run, owners: Iterable[str]) -> int:
     return averages(found[0][0])[0] if found else 0
 
 
-def members(run: Run, m: Matrix, req: SearchRequest) -> dict[int, int] | None:
+def members(run: Run, m: Matrix, req: SearchRequest) -> Matrix | None:
     """The scope's chunk ids when the scope is still the whole of its full-text table as ``run``'s
     connection sees it (``skip_scope_test``): the lexical arm may then rank without its scope test.
     Else None. Users' rows live in their own table, so they never make a knowledge base stop being whole."""
@@ -167,7 +167,7 @@ def members(run: Run, m: Matrix, req: SearchRequest) -> dict[int, int] | None:
     if scope_table_rows(run, req.owners) != len(m.ids):  # another scope has rows now: not checked again
         m.whole = False
         return None
-    return m.row
+    return m  # a Matrix answers ``in`` for the chunk ids it holds
 
 
 @lru_cache(maxsize=4096)
