@@ -129,6 +129,20 @@ class StoreContract:
         store.delete_owner("u1")
         assert not store.has_chunks("u1", "notes") and store.has_chunks(SHARED, "kb")
 
+    def test_list_sources_by_prefix_reads_only_that_prefix(self, store):
+        """A memory tier numbers its items per conversation (``qa:<conversation>:<n>``) and asks for one
+        conversation's sources only; a prefix must match exactly, whatever sorts next to it."""
+        sources = ["qa:c1:1", "qa:c1:2", "qa:c1:10", "qa:c10:1", "qa:c1;x", "qa:c1", "qa:d:1", "qa:c1:é",
+                   "qa:c1\U0010ffff", "qa:C1:1", "qa:é:1", "qa:é:2", "qa:éa:1", "qa:\U0010ffff:1", "qa:\U0010ffffx"]
+        for n, source in enumerate(sources):
+            store.write_document(doc(source, [f"item {n}"], owner="u", collection="qa"), vecs(1, start=n))
+        store.write_document(doc("qa:c1:99", ["another user's"], owner="v", collection="qa"), vecs(1))
+        store.write_document(doc("qa:c1:98", ["another tier's"], owner="u", collection="notes"), vecs(1))
+        for prefix in ("qa:c1:", "qa:c1", "qa:é:", "qa:\U0010ffff", "qa:", "zz", "qa:c1:1"):
+            expected = sorted(s for s in sources if s.startswith(prefix))
+            assert sorted(store.list_sources("u", "qa", prefix)) == expected, prefix
+        assert sorted(store.list_sources("u", "qa")) == sorted(sources)
+
     def test_search_sees_writes_after_cache(self, store):
         store.write_document(doc("a.txt", ["alpha"]), vecs(1))
         assert len(store.search(request("zzz", unit(1.0))).candidates) == 1

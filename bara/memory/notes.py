@@ -151,7 +151,7 @@ def recap_topic(query: str) -> tuple[str, frozenset[str]]:
 def next_source(store: Store, user_id: str, collection: str, prefix: str) -> str:
     """``<prefix><n>`` with n one past the largest used; call inside the write transaction."""
     require_user_id(user_id)
-    used = [s[len(prefix):] for s in store.list_sources(user_id, collection) if s.startswith(prefix)]
+    used = [s[len(prefix):] for s in store.list_sources(user_id, collection, prefix)]  # this prefix's only
     return f"{prefix}{max((int(u) for u in used if u.isdigit()), default=0) + 1}"
 
 

@@ -48,7 +48,10 @@ class Store(SqlRunner, Protocol):
         """Content hash stored for ``source``, or None when it is not stored."""
         ...
 
-    def list_sources(self, owner: str = SHARED, collection: str = "kb") -> list[str]: ...
+    def list_sources(self, owner: str = SHARED, collection: str = "kb", prefix: str = "") -> list[str]:
+        """Sources of the scope that start with ``prefix`` (every one for ""), in ascending order; a prefix
+        is read from the ``(owner, collection, source)`` index, not by listing the scope."""
+        ...
 
     def write_document(self, doc: Document, vectors: np.ndarray) -> int:
         """Insert or replace ``doc`` and its chunks atomically; returns the document id."""

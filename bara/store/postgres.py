@@ -157,9 +157,13 @@ class PostgresStore:
                          (owner, collection, source), _scope([owner]), fetch=True)
         return rows[0][0] if rows else None
 
-    def list_sources(self, owner: str = SHARED, collection: str = "kb") -> list[str]:
-        rows = self._run("SELECT source FROM documents WHERE owner=%s AND collection=%s ORDER BY source",
-                         (owner, collection), _scope([owner]), fetch=True)
+    def list_sources(self, owner: str = SHARED, collection: str = "kb", prefix: str = "") -> list[str]:
+        # starts_with, not a range: the index orders by the database's collation, which may not be bytewise;
+        # the scope's index entries are filtered in the server, none sent that does not match
+        sql, params = "SELECT source FROM documents WHERE owner=%s AND collection=%s", [owner, collection]
+        if prefix:
+            sql, params = sql + " AND starts_with(source, %s)", params + [prefix]
+        rows = self._run(sql + " ORDER BY source", tuple(params), _scope([owner]), fetch=True)
         return [r[0] for r in rows]
 
     def write_document(self, doc: Document, vectors: np.ndarray) -> int:

@@ -125,10 +125,16 @@ class SQLiteStore:
                           (owner, collection, source))
         return rows[0][0] if rows else None
 
-    def list_sources(self, owner: str = SHARED, collection: str = "kb") -> list[str]:
-        rows = self.query("SELECT source FROM documents WHERE owner=? AND collection=? ORDER BY source",
-                          (owner, collection))
-        return [r[0] for r in rows]
+    def list_sources(self, owner: str = SHARED, collection: str = "kb", prefix: str = "") -> list[str]:
+        # SQLite compares text bytewise (UTF-8, code point order), so the sources starting with ``prefix``
+        # are one range of the unique (owner, collection, source) index; substr keeps the test exact
+        sql, params = "SELECT source FROM documents WHERE owner=? AND collection=?", [owner, collection]
+        if prefix:
+            sql, params = sql + " AND source >= ? AND substr(source, 1, ?) = ?", params + [prefix, len(prefix), prefix]
+            upper = prefix_end(prefix)
+            if upper is not None:
+                sql, params = sql + " AND source < ?", params + [upper]
+        return [r[0] for r in self.query(sql + " ORDER BY source", tuple(params))]
 
     def write_document(self, doc: Document, vectors: np.ndarray) -> int:
         if len(doc.chunks) != len(vectors):
@@ -353,6 +359,13 @@ class SQLiteStore:
             self._conn.execute("INSERT INTO bara_migrations (name, applied_at) VALUES (?, ?)",
                                (step.name, time.time()))
             self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least string above every string that starts with ``prefix`` (its last character plus one),
+    or None when there is none to write (the last code point, or a surrogate next)."""
+    last = ord(prefix[-1]) + 1
+    return None if last > 0x10FFFF or 0xD800 <= last <= 0xDFFF else prefix[:-1] + chr(last)
 
 
 def _marks(values: Sequence[Any]) -> str:
