@@ -27,6 +27,7 @@ from bara.pipeline import MODES, Assistant, pipeline_mode
 from bara.trace import HitRecord, TurnTrace
 
 DEFAULT_USER = "local"
+_PREVIEW = 200  # characters of a message or remembered turn shown per line (--json shows them whole)
 _EXIT_WORDS = frozenset({"exit", "quit", ":q"})
 
 console = Console(highlight=False, soft_wrap=True)
@@ -228,7 +229,8 @@ def memory_inspect(user: str = UserOption,
                                                               help="Also show this conversation's messages."),
                    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
                    db: Optional[str] = DbOption) -> None:
-    """Show a user's profile facts, notes, remembered Q&A and conversations."""
+    """Show a user's profile facts, notes, remembered Q&A, episodic memory (what they said, per
+    conversation; JSON key "episodic") and conversations."""
     with _open(db) as bara:
         try:
             report = inspect_report(bara, user, conversation)
@@ -242,10 +244,38 @@ def _print_inspect(report: dict[str, Any]) -> None:
     _section("profile", [f"{p['key']} = {p['value']}  (from: {p['from']})" for p in report["profile"]])
     _section("notes", [f"({n['kind']}) {n['text']}" for n in report["notes"]])
     _section("q&a", [q["question"] for q in report["qa"]])
+    _print_episodic(report["episodic"])
     _section("conversations", [f"{c['id']}  {c['turns']} turns, {c['messages']} messages"
                                for c in report["conversations"]])
     if "messages" in report:
-        _section("messages", [f"{m['seq']:>3} {m['role']}: {m['text'][:200]}" for m in report["messages"]])
+        _section("messages", [f"{m['seq']:>3} {m['role']}: {m['text'][:_PREVIEW]}" for m in report["messages"]])
+
+
+def _print_episodic(episodic: dict[str, Any]) -> None:
+    """Per conversation: its sessions, turns and dates, the names indexed, its latest remembered turns."""
+    convs = episodic["conversations"]
+    lines: list[str] = []
+    for c in convs:
+        dates = " \u2013 ".join(dict.fromkeys(d for d in (c["first_date"], c["last_date"]) if d))
+        counts = f"{_many(c['sessions'], 'session')}, {_many(c['turns'], 'turn')}"
+        lines.append(f"{c['conversation_id']}  {counts}" + (f", {dates}" if dates else ""))
+        if c["names"]:
+            more = c["names_left_out"]
+            lines.append("    names: " + ", ".join(c["names"]) + (f" (+{more} more)" if more else ""))
+        if c["remembered_left_out"]:
+            lines.append(f"    ({_many(c['remembered_left_out'], 'earlier turn')} not shown)")
+        lines += [f"    {' '.join(t['text'].split())[:_PREVIEW]}" for t in c["remembered"]]
+    if episodic["conversations_left_out"]:
+        lines.append(f"({_many(episodic['conversations_left_out'], 'older conversation')} not shown)")
+    listed = len(convs) + episodic["conversations_left_out"]
+    console.print(Text(f"episodic memory ({_many(listed, 'conversation')}, {_many(episodic['turns'], 'turn')})",
+                       style="bold"))
+    for line in lines or ["(none)"]:
+        console.print(Text(f"  {line}"))
+
+
+def _many(n: int, thing: str) -> str:
+    return f"{n} {thing}" + ("" if n == 1 else "s")
 
 
 def _section(title: str, lines: list[str]) -> None:

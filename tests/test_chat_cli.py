@@ -145,6 +145,46 @@ def test_memory_inspect_query_and_forget(db, tmp_path):
     assert empty["profile"] == empty["notes"] == empty["qa"] == empty["conversations"] == []
 
 
+def test_memory_inspect_shows_the_users_episodic_memory_and_no_one_elses(db, tmp_path, monkeypatch):
+    """`bara memory inspect` lists what the user said, per conversation (--json key "episodic", the tier's
+    name, as DELETE /api/memory reports it; `memory forget --json` counts the same rows as "episodes"),
+    bounded with the rest counted; another user's words never appear; after forget there are none."""
+    said = {"cli-ep-a": ["I adopted a puppy named Zqrexa.", "Zqrexa chewed my Zqshoea."],
+            "cli-ep-b": ["My cat Zqbellab sleeps all day."]}
+    for user, lines in said.items():
+        path = script(tmp_path, *(json.dumps({"user": words}) for words in lines))
+        assert chat(db, "--script", path, "--user", user, "--json").exit_code == 0
+
+    def inspect(user: str, *args: str) -> str:
+        out = runner.invoke(app, ["memory", "inspect", "--db", db, "--user", user, *args])
+        assert out.exit_code == 0, out.output
+        return out.stdout
+
+    report = json.loads(inspect("cli-ep-a", "--json"))
+    (conv,) = report["episodic"]["conversations"]
+    assert conv["conversation_id"] == report["conversations"][0]["id"]
+    assert report["episodic"]["turns"] == conv["turns"] == conv["sessions"] == 2
+    assert [t["text"].split(": ", 1)[1] for t in conv["remembered"]] == said["cli-ep-a"]
+    assert "Zqrexa" in conv["names"] and "Zqshoea" in conv["names"] and conv["first_date"]
+    human = " ".join(inspect("cli-ep-a").split())
+    assert "episodic memory (1 conversation, 2 turns)" in human and "User: Zqrexa chewed my Zqshoea." in human
+    assert "Zqbellab" not in human and "Zqbellab" not in json.dumps(report)
+    assert "Zqrexa" not in inspect("cli-ep-b", "--json") and "Zqbellab" in inspect("cli-ep-b", "--json")
+
+    monkeypatch.setenv("BARA_MEMORY_INSPECT_EPISODIC_TURNS", "1")
+    (latest,) = json.loads(inspect("cli-ep-a", "--json"))["episodic"]["conversations"]
+    assert [t["text"].split(": ", 1)[1] for t in latest["remembered"]] == said["cli-ep-a"][1:]
+    assert latest["remembered_left_out"] == 1 and "(1 earlier turn not shown)" in inspect("cli-ep-a")
+    monkeypatch.delenv("BARA_MEMORY_INSPECT_EPISODIC_TURNS")
+
+    forgot = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-ep-a", "--json"])
+    assert json.loads(forgot.stdout)["deleted"]["episodes"] == 2
+    assert json.loads(inspect("cli-ep-a", "--json"))["episodic"] == {"turns": 0, "conversations_left_out": 0,
+                                                                    "conversations": []}
+    assert "episodic memory (0 conversations, 0 turns) (none)" in " ".join(inspect("cli-ep-a").split())
+    assert "Zqbellab" in inspect("cli-ep-b", "--json")  # the other user's memory stays
+
+
 def test_demo_script_runs_from_the_cli(db):
     result = chat(db, "--script", str(DEMO), "--json", "--user", "cli-demo")
     assert result.exit_code == 0, result.output

@@ -100,6 +100,29 @@ def test_memory_is_the_callers_and_can_be_forgotten(api):
     assert c.get("/api/memory", headers=bearer(keys["bob"])).json()["profile"] == {}
 
 
+def test_memory_shows_the_callers_episodic_memory_and_no_one_elses(api):
+    """GET /api/memory's "episodic" (the key DELETE /api/memory reports): per conversation what the caller
+    said, never what another user said; after DELETE there is nothing."""
+    c, keys = api
+    mine = post_turn(c, keys["alice"], "I adopted a puppy named Zqpupa.")["conversation_id"]
+    post_turn(c, keys["alice"], "Zqpupa chewed my Zqshoea.", conversation_id=mine)
+    post_turn(c, keys["bob"], "My cat Zqcatb sleeps all day.")
+    episodic = c.get("/api/memory", headers=bearer(keys["alice"])).json()["episodic"]
+    (conv,) = [x for x in episodic["conversations"] if x["conversation_id"] == mine]
+    assert conv["turns"] == conv["sessions"] == 2 and conv["remembered_left_out"] == 0
+    assert [t["text"].split(": ", 1)[1] for t in conv["remembered"]] == ["I adopted a puppy named Zqpupa.",
+                                                                          "Zqpupa chewed my Zqshoea."]
+    assert {"Zqpupa", "Zqshoea"} <= set(conv["names"]) and conv["last_said_at"] >= conv["first_said_at"] > 0
+    assert episodic["turns"] >= 2 and "Zqcatb" not in json.dumps(episodic)
+    theirs = c.get("/api/memory", headers=bearer(keys["bob"])).json()["episodic"]
+    assert "Zqcatb" in json.dumps(theirs) and "Zqpupa" not in json.dumps(theirs)
+    deleted = c.delete("/api/memory", headers=bearer(keys["alice"])).json()["deleted"]["episodic"]
+    assert deleted == episodic["turns"]
+    assert c.get("/api/memory", headers=bearer(keys["alice"])).json()["episodic"] == {
+        "turns": 0, "conversations": [], "conversations_left_out": 0}
+    assert "Zqcatb" in c.get("/api/memory", headers=bearer(keys["bob"])).text
+
+
 def test_ingest_needs_an_admin_key(api):
     c, keys = api
     doc = ("Zebra routing protocol\n\nThe zebra routing protocol floods quokka advertisements every "

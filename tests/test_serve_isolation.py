@@ -127,7 +127,7 @@ def exercise(world: World) -> None:
     for i in range(len(USERS)):  # every marker really is stored, so a leak would have something to leak
         memory = world.call(i, "GET", "/api/memory", [])
         assert marker(i) in json.dumps(memory["profile"]) and marker(i) in json.dumps(memory["notes"])
-        assert marker(i) in json.dumps(memory["qa"])
+        assert marker(i) in json.dumps(memory["qa"]) and marker(i) in json.dumps(memory["episodic"])
 
     @given(ops=st.lists(OPS, min_size=20, max_size=40))
     @settings(max_examples=40, deadline=None, derandomize=True, database=None,

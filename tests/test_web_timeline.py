@@ -246,6 +246,16 @@ def test_timeline_in_a_real_browser(server):
             page.get_by_role("tab", name="Memory").click()
             facts = page.get_by_test_id("profile-fact")
             expect(facts).to_have_count(len(memory["profile"]))
+            # ... and what the user said, per conversation (the episodic tier; the greeting is one turn of it)
+            episodic = memory["episodic"]
+            assert episodic["turns"] >= 1 and episodic["conversations"], episodic
+            shown = page.get_by_test_id("episodic-conversation")
+            expect(shown).to_have_count(len(episodic["conversations"]))
+            shown.first.locator("summary").click()
+            first = episodic["conversations"][0]
+            expect(shown.first.get_by_test_id("episodic-turn")).to_have_count(len(first["remembered"]))
+            expect(shown.first.get_by_test_id("episodic-turn").last).to_have_text(first["remembered"][-1]["text"])
+            assert _axe(page) == []
             _shot(page, "06-memory")
             while facts.count():
                 before = facts.count()

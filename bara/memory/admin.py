@@ -21,7 +21,8 @@ MemoryOwner = Any
 
 
 def inspect_report(bara: MemoryOwner, user: str, conversation: Optional[str]) -> dict[str, Any]:
-    """A user's profile facts, notes, remembered Q&A and conversations (and one conversation's messages)."""
+    """A user's profile facts, notes, remembered Q&A, episodic memory and conversations (and one
+    conversation's messages)."""
     bara.flush()
     convs = bara.conversations
     report: dict[str, Any] = {
@@ -29,6 +30,7 @@ def inspect_report(bara: MemoryOwner, user: str, conversation: Optional[str]) ->
         "profile": [{"key": e.key, "value": e.value, "from": e.source_text} for e in bara.profile.entries(user)],
         "notes": [{"kind": n.kind, "text": n.text, "conversation": n.conversation_id} for n in bara.notes.list(user)],
         "qa": [{"question": q.question, "conversation": q.conversation_id} for q in bara.qa.list(user)],
+        "episodic": episodic_report(bara, user),
         "conversations": [{"id": c.id, "turns": c.turn_count, "messages": c.message_count} for c in convs.list(user)],
     }
     if conversation is not None:
@@ -39,6 +41,22 @@ def inspect_report(bara: MemoryOwner, user: str, conversation: Optional[str]) ->
                               for m in convs.history(user, conversation)]
         report["state"] = convs.load_state(user, conversation)
     return report
+
+
+def episodic_report(bara: MemoryOwner, user: str) -> dict[str, Any]:
+    """The user's episodic memory as ``inspect_report`` and ``GET /api/memory`` show it (key ``"episodic"``,
+    the tier's name, as ``DELETE /api/memory`` reports it): per conversation, most recently said first,
+    its sessions, turns, dates, indexed names and latest remembered turns; what the
+    ``memory_inspect_episodic_*`` bounds leave out is counted (``*_left_out``)."""
+    seen = bara.episodic.overview(user)
+    return {"turns": seen.turns, "conversations_left_out": seen.conversations_left_out, "conversations": [
+        {"conversation_id": c.conversation_id, "sessions": c.sessions, "turns": c.turns,
+         "first_date": c.first_date, "last_date": c.last_date,
+         "first_said_at": c.first_said_at, "last_said_at": c.last_said_at,
+         "names": list(c.names), "names_left_out": c.names_left_out,
+         "remembered": [{"session": t.session, "turn_id": t.turn_id, "speaker": t.speaker, "text": t.text}
+                        for t in c.remembered],
+         "remembered_left_out": c.remembered_left_out} for c in seen.conversations]}
 
 
 def query_tier(bara: MemoryOwner, tier: str, text: str, user: str, k: int) -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bara.memory import episodic_audit
 from bara.memory import episodic_names as name_index
 from bara.memory.dates import annotate, fmt_day
 from bara.retrieval.hybrid import HybridRetriever
@@ -241,6 +242,14 @@ class EpisodicMemory:
         rows = self.store.query("SELECT conversation_id, session, date_text, turns FROM episodic_sessions"
                                 " WHERE user_id=? ORDER BY said_at, conversation_id, session", (user_id,))
         return [(c, s, d, int(n)) for c, s, d, n in rows]
+
+    def overview(self, user_id: str) -> episodic_audit.EpisodicOverview:
+        """What the user can audit of this tier, per conversation (:mod:`bara.memory.episodic_audit`),
+        within the ``memory_inspect_episodic_*`` settings."""
+        s = self.settings
+        bounds = episodic_audit.Bounds(s.memory_inspect_episodic_conversations, s.memory_inspect_episodic_turns,
+                                       s.memory_inspect_episodic_names)
+        return episodic_audit.overview(self.store, user_id, bounds, COLLECTION)
 
     def search(self, user_id: str, query: str, k: int | None = None, floor: float | None = None,
                vector: np.ndarray | None = None, hops: bool | None = None,

@@ -12,14 +12,15 @@ from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Depends, File, Query, Request, Response, UploadFile
 
+from bara.memory.admin import episodic_report
 from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
 from bara.serve.auth import admin_caller, caller
 from bara.serve.errors import ApiError, not_found
 from bara.serve.keys import ApiKey
-from bara.serve.schemas import (ConversationList, ConversationOut, ForgetOut, HealthOut, IngestOut, MemoryOut,
-                                SearchHit, SearchOut, TurnIn, TurnList, TurnOut, TurnRecord)
+from bara.serve.schemas import (ConversationList, ConversationOut, EpisodicOut, ForgetOut, HealthOut, IngestOut,
+                                MemoryOut, SearchHit, SearchOut, TurnIn, TurnList, TurnOut, TurnRecord)
 
 router = APIRouter(prefix="/api")
 
@@ -143,7 +144,8 @@ def _memories(rt: Any) -> tuple[ProfileMemory, NotesMemory, QAMemory]:
 
 @router.get("/memory", response_model=MemoryOut, tags=["memory"])
 def get_memory(request: Request, key: ApiKey = Depends(caller)) -> MemoryOut:
-    """The caller's profile facts, research notes and remembered Q&A."""
+    """The caller's profile facts, research notes, remembered Q&A and episodic memory (what they said in
+    earlier conversations, per conversation; bounded by the ``memory_inspect_episodic_*`` settings)."""
     rt = runtime(request)
     profile, notes, qa = _memories(rt)
     user = key.user_id
@@ -152,6 +154,7 @@ def get_memory(request: Request, key: ApiKey = Depends(caller)) -> MemoryOut:
         qa_rows = [{"source": h.source, "conversation_id": h.conversation_id, "question": h.question,
                     "answer": h.answer, "created_at": h.created_at} for h in qa.list(user)]
         return MemoryOut(user=user, profile=profile.get(user), notes=note_rows, qa=qa_rows,
+                         episodic=EpisodicOut.model_validate(episodic_report(rt.bara, user)),
                          conversations=len(rt.conversations.list(user)))
 
 

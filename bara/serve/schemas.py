@@ -147,13 +147,44 @@ class SearchOut(BaseModel):
     latency_ms: dict[str, float] = {}
 
 
+class RememberedTurnOut(BaseModel):
+    session: str = Field(description="the stored batch: t<n> for chat turn n, a dialogue's session id otherwise")
+    turn_id: str
+    speaker: str
+    text: str = Field(description="as remembered: '[8 May 2023] Speaker: words (resolved dates)'")
+
+
+class EpisodeConversationOut(BaseModel):
+    conversation_id: str
+    sessions: int
+    turns: int = Field(description="turns remembered from this conversation")
+    first_date: str = Field(description="date of its first remembered session ('' when unknown)")
+    last_date: str
+    first_said_at: float
+    last_said_at: float
+    names: list[str] = Field(description="names indexed for the gate (speakers, names said), most sessions first")
+    names_left_out: int
+    remembered: list[RememberedTurnOut] = Field(description="its latest remembered turns, oldest first")
+    remembered_left_out: int
+
+
+class EpisodicOut(BaseModel):
+    """What the caller said in earlier conversations and bara remembers (the episodic tier), bounded by the
+    ``memory_inspect_episodic_*`` settings; what they leave out is counted."""
+
+    turns: int = Field(description="every remembered turn, shown or not")
+    conversations: list[EpisodeConversationOut] = Field(description="most recently said first")
+    conversations_left_out: int
+
+
 class MemoryOut(BaseModel):
-    """The caller's memory: profile facts, notes and remembered Q&A."""
+    """The caller's memory: profile facts, notes, remembered Q&A and episodic memory."""
 
     user: str
     profile: dict[str, str]
     notes: list[dict[str, Any]]
     qa: list[dict[str, Any]]
+    episodic: EpisodicOut
     conversations: int
 
 

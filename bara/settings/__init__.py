@@ -58,6 +58,15 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                                        "open the episodic tier.")
     memory_episodic_record_turns: bool = Field(default=True, description="Chat turns are remembered as episodes (the "
                                                                  "user's words with the turn's date).")
+    memory_inspect_episodic_conversations: int = Field(default=20, ge=0, le=10_000, description=(
+        "Conversations of episodic memory `bara memory inspect` and GET /api/memory list (most recently said "
+        "first; the rest are counted): a user who starts a conversation a day has 365 after a year."))
+    memory_inspect_episodic_turns: int = Field(default=10, ge=0, le=10_000, description=(
+        "Remembered turns shown per listed conversation (its latest, oldest first; the rest are counted): a "
+        "LoCoMo conversation holds hundreds, and each turn may be a whole message (serve_max_message_chars)."))
+    memory_inspect_episodic_names: int = Field(default=30, ge=0, le=10_000, description=(
+        "Indexed names shown per listed conversation (most sessions first; the rest are counted): a long "
+        "conversation indexes every person, pet and place said mid-sentence, most of them once."))
     memory_write_behind: bool = Field(default=True, description="A turn's notes, Q&A pair and episodic record are stored "
                                                         "after its answer (bara.memory.writebehind): off the answer "
                                                         "path; lost only if the process dies before the next turn.")

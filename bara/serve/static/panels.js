@@ -1,4 +1,4 @@
-// The memory inspector (profile facts, notes by kind, Q&A, with forget) and the search playground.
+// The memory inspector (profile facts, notes by kind, Q&A, episodic memory, with forget) and the search playground.
 import { api } from "./api.js";
 import { clear, h, num } from "./dom.js";
 
@@ -60,6 +60,30 @@ function qaSection(qa) {
     h("h3", {}, `Q&A history (${(qa || []).length})`), body);
 }
 
+const plural = (n, thing) => `${n} ${thing}${n === 1 ? "" : "s"}`;
+
+// What the user said in earlier conversations, per conversation (latest turns; the rest counted).
+function episodicSection(episodic) {
+  const convs = (episodic && episodic.conversations) || [];
+  const leftOut = (episodic && episodic.conversations_left_out) || 0;
+  const items = convs.map((c) => {
+    const dates = [...new Set([c.first_date, c.last_date].filter(Boolean))].join(" – ");
+    const more = c.names_left_out ? ` (+${c.names_left_out} more)` : "";
+    return h("li", { class: "mem-qa", dataset: { testid: "episodic-conversation" } }, h("details", {},
+      h("summary", {}, `${plural(c.sessions, "session")}, ${plural(c.turns, "turn")}${dates ? `, ${dates}` : ""}`),
+      h("p", { class: "muted small" }, `Conversation ${c.conversation_id}`),
+      (c.names || []).length ? h("p", { class: "small" }, `Names: ${c.names.join(", ")}${more}`) : null,
+      c.remembered_left_out ? h("p", { class: "muted small" }, `${plural(c.remembered_left_out, "earlier turn")} not shown`) : null,
+      h("ul", { class: "mem-list" }, (c.remembered || []).map((t) => h("li", { class: "mem-note", dataset: { testid: "episodic-turn" } }, t.text || "")))));
+  });
+  const body = items.length
+    ? [h("ul", { class: "mem-list" }, items),
+       leftOut ? h("p", { class: "muted small" }, `${plural(leftOut, "older conversation")} not shown`) : null]
+    : h("p", { class: "muted empty", dataset: { testid: "episodic-empty" } }, "Nothing remembered from earlier conversations.");
+  return h("section", { class: "mem-section", dataset: { testid: "memory-episodic" } },
+    h("h3", {}, `What you said (${plural((episodic && episodic.turns) || 0, "turn")})`), body);
+}
+
 export async function refreshMemory() {
   const panel = $("panel-memory");
   let memory;
@@ -69,13 +93,14 @@ export async function refreshMemory() {
     clear(panel).append(h("p", { class: "error" }, `Memory unavailable: ${err.message}`));
     return;
   }
-  const total = Object.keys(memory.profile || {}).length + (memory.notes || []).length + (memory.qa || []).length;
+  const total = Object.keys(memory.profile || {}).length + (memory.notes || []).length + (memory.qa || []).length
+    + ((memory.episodic && memory.episodic.turns) || 0);
   clear(panel).append(
     h("div", { class: "panel-head" }, h("h2", {}, "Memory"),
       h("button", { type: "button", class: "btn btn-small btn-danger", disabled: total ? null : true,
                     onclick: () => forget("/api/memory", "everything you taught bara") }, "Forget all")),
     h("p", { class: "muted small" }, `What bara remembers about ${memory.user || "you"}. Only you can see it.`),
-    profileSection(memory.profile), notesSection(memory.notes), qaSection(memory.qa),
+    profileSection(memory.profile), notesSection(memory.notes), qaSection(memory.qa), episodicSection(memory.episodic),
     h("p", { class: "panel-status", role: "status", "aria-live": "polite" }));
 }
 
