@@ -3,6 +3,8 @@ row-level security, iterative HNSW scan, connection and schema errors)."""
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 import pytest
 from psycopg import sql
@@ -27,7 +29,14 @@ def test_search_is_one_statement_in_one_round_trip(pg_store_factory, monkeypatch
     store.write_document(doc("a.txt", ["congestion window", "checksum"]), vecs(2))
     sent, pipelines = [], []
     real_execute, real_pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
-    monkeypatch.setattr(psycopg.Connection, "execute", lambda self, q, *a, **k: sent.append(str(q)) or real_execute(self, q, *a, **k))
+    me = threading.get_ident()  # the pool configures new connections (SET search_path) on its own threads
+
+    def execute(self, q, *a, **k):
+        if threading.get_ident() == me:
+            sent.append(str(q))
+        return real_execute(self, q, *a, **k)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
     monkeypatch.setattr(psycopg.Connection, "pipeline", lambda self: pipelines.append(1) or real_pipeline(self))
     res = store.search(request("window", unit(1.0)))
     assert len(res.candidates) == 2 and len(pipelines) == 1  # one pipeline = one Sync = one round trip
