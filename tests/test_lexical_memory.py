@@ -5,6 +5,7 @@ writes. Users' rows live in another table (``memory_fts``) and change none of it
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sqlite3
 from dataclasses import replace
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 from store_contract import doc, request, vecs
 
+from bara.store import sqlite_lexical
 from bara.store.sqlite import SQLiteStore
 from bara.store.sqlite_bm25 import Lexicons, agrees_with_fts5, build_lexicon, fts5_tokens, varints
 from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_params, lexical_rows, read_snapshot, runner
@@ -272,3 +274,41 @@ def test_the_probe_reads_one_snapshot_while_another_connection_commits(store, tm
         assert wrote and not reader.in_transaction
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("snapshot", [True, False])
+def test_the_prefetch_reads_generations_and_statistics_as_of_one_moment(store, monkeypatch, snapshot):
+    """The prefetch worker reads the scope's generations (is the in-memory lexicon current?) and then the
+    statistics the lexicon scores with, in two statements. A write committed between them (an ingest into
+    the knowledge base while a turn runs) would give the old postings the new statistics: scores as of no
+    moment at all. The worker reads inside one snapshot, so it answers exactly as FTS5 did before the write."""
+    req = request("retransmission timer backoff", None, limit=8, use_dense=False, in_memory_min_chunks=0,
+                  in_memory_after=1)
+    store.search(req)
+    store.wait_for_indexes()
+    before = _fts5(store, req.terms, req.title_weight, req.limit)
+    real, wrote = sqlite_lexical.runner, []
+
+    def runner_committing(conn):
+        run = real(conn)
+
+        def interleaved(sql: str, params: tuple) -> list[tuple]:
+            rows = run(sql, params)
+            if "scope_generation" in sql and not wrote:  # generations read; the statistics are next
+                store.write_document(doc("ingested", ["retransmission timer " * 30] * 8), vecs(8))
+                wrote.append(sql)
+            return rows
+        return interleaved
+    monkeypatch.setattr(sqlite_lexical, "runner", runner_committing)
+    if not snapshot:
+        monkeypatch.setattr(sqlite_lexical, "read_snapshot", lambda conn: contextlib.nullcontext())
+    prefetched = store.prefetch_lexical(req)
+    assert prefetched is not None
+    rows = prefetched.rows.result()
+    assert wrote  # the write did fall between the two reads
+    after = _fts5(store, req.terms, req.title_weight, req.limit)
+    assert after != before
+    if snapshot:
+        assert rows == before
+    else:
+        assert rows != before and rows != after

@@ -215,7 +215,8 @@ class LexicalWorker:
         if self._conn is None:  # opened in the worker thread, used only there
             self._conn = sqlite3.connect(self.uri, uri=True, check_same_thread=False, timeout=30.0)
         run = runner(self._conn)
-        return arm(run) if arm is not None else lexical_arm(run, req, None)
+        with read_snapshot(self._conn):  # the scope's generations and its statistics as of one moment
+            return arm(run) if arm is not None else lexical_arm(run, req, None)
 
     def close(self) -> None:
         """Finish queued work, stop the thread and close the connection (idempotent)."""
