@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from bara.store.base import SqlRunner
 
+
 @dataclass(frozen=True)
 class RememberedTurn:
     session: str
