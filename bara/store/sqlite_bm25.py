@@ -38,6 +38,7 @@ import warnings
 from array import array
 from contextlib import closing
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
@@ -72,13 +73,17 @@ class Lexicon:
     start: np.ndarray  # int64, len(terms) + 1
     rows_of: np.ndarray  # int32 row positions
     counts: np.ndarray  # int32 (postings, 3): instances in body, heading, scope
+    own: bool = False  # statistics from these rows alone (a user's memory scope, sqlite_scope_bm25)
+    tokens: int = 0  # every row's tokens, added (the scope's own average length when ``own``)
     hint: WholeHint = field(default_factory=WholeHint, compare=False)  # the one mutable part
 
     def rows(self, run: Run, terms: Sequence[str], title_weight: float, limit: int) -> list[tuple[int, float]] | None:
         """The scope's best ``limit`` rows for ``terms`` as (id, score), FTS5's order (score, then id);
-        None when a term is not plain (FTS5 tokenises it; the caller runs the SQL query)."""
-        phrases = list(dict.fromkeys(t for t in terms if t))
-        if not phrases or not all(PLAIN.fullmatch(t) for t in phrases):
+        None when a term is not plain (FTS5 tokenises it; the caller runs the SQL query). An ``own``
+        lexicon looks a term that is one FTS5 token up by that token (as FTS5's query does), so only a
+        term FTS5 splits into a phrase of several tokens is left to the caller."""
+        phrases = query_phrases(terms, self.own)
+        if not phrases:
             return None
         if len(self.ids) == 0:
             return []  # an empty scope matches nothing
@@ -86,13 +91,7 @@ class Lexicon:
         if not spans:
             return []  # no phrase occurs in the scope: nothing matches, no statistics needed
         held = [t for t, _, _ in spans]  # a phrase the scope lacks scores nothing: its count is not read
-        asked = () if self.hint.whole else held
-        n_row, n_token, hits = table_stats(run, asked)
-        self.hint.whole = n_row == len(self.ids)
-        if self.hint.whole:  # the scope is the whole table: its postings are the counts
-            hits = self._hits(held)
-        elif not asked:  # the table has grown since the last query: the counts in a second statement
-            hits = table_stats(run, held)[2]
+        n_row, n_token, hits = self._stats(run, held)
         avgdl = float(n_token) / float(n_row)
         # Every phrase's postings in query order, scored in one pass: each element gets the operations
         # the per-phrase loop gave it, and bincount adds each row's contributions in this order, from 0.0.
@@ -107,6 +106,20 @@ class Lexicon:
         ranked = -1.0 * score[found]  # what FTS5 returns; ORDER BY s, rowid
         best = found[np.lexsort((self.ids[found], ranked))[:limit]]
         return [(int(self.ids[i]), -float(-1.0 * score[i])) for i in best]
+
+    def _stats(self, run: Run, held: list[str]) -> tuple[int, int, dict[str, int]]:
+        """(N, tokens, n(t) of ``held``): the rows' own when ``own`` or when they are the whole table,
+        else the table's (read in one statement)."""
+        if self.own:
+            return len(self.ids), self.tokens, self._hits(held)
+        asked = () if self.hint.whole else held
+        n_row, n_token, hits = table_stats(run, asked)
+        self.hint.whole = n_row == len(self.ids)
+        if self.hint.whole:  # the scope is the whole table: its postings are the counts
+            hits = self._hits(held)
+        elif not asked:  # the table has grown since the last query: the counts in a second statement
+            hits = table_stats(run, held)[2]
+        return n_row, n_token, hits
 
     def _hits(self, phrases: list[str]) -> dict[str, int]:
         """Rows holding each term when the scope is the whole table: its postings, no query."""
@@ -145,12 +158,15 @@ def table_stats(run: Run, terms: Sequence[str]) -> tuple[int, int, dict[str, int
     return n_row, n_token, {str(t): int(n) for t, n in found if t is not None}
 
 
-def build_lexicon(run: Run, owners: Sequence[str], colls: Sequence[str], gens: tuple[int, ...]) -> Lexicon | None:
-    """Read the (shared) scope's full-text rows; None when a row's tokens do not add up to FTS5's own count."""
+def build_lexicon(run: Run, owners: Sequence[str], colls: Sequence[str], gens: tuple[int, ...], table: str = KB_FTS,
+                  only: Sequence[int] | None = None) -> Lexicon | None:
+    """Read the scope's full-text rows from ``table`` (only those of the ids ``only`` when given); None when a row's tokens
+    do not add up to FTS5's own count. A users' table's lexicon is ``own``: its statistics are its rows'."""
     marks_o, marks_c = ",".join("?" * len(owners)), ",".join("?" * len(colls))
-    rows = run(f"SELECT c.id, f.body, f.heading, f.scope, d.sz FROM chunks c JOIN {KB_FTS} f ON f.rowid = c.id"
-               f" JOIN {KB_FTS}_docsize d ON d.id = c.id"
-               f" WHERE c.owner IN ({marks_o}) AND c.collection IN ({marks_c}) ORDER BY c.id", (*owners, *colls))
+    some = f" AND c.id IN ({','.join('?' * len(only))})" if only is not None else ""
+    rows = run(f"SELECT c.id, f.body, f.heading, f.scope, d.sz FROM chunks c JOIN {table} f ON f.rowid = c.id"
+               f" JOIN {table}_docsize d ON d.id = c.id WHERE c.owner IN ({marks_o}) AND c.collection IN ({marks_c})"
+               f"{some} ORDER BY c.id", (*owners, *colls, *(only or ())))
     odd = fts5_tokens({t for r in rows for col in r[1:4] for t in (col or "").split() if not PLAIN.fullmatch(t)})
     terms: dict[str, int] = {}
     keys = array("q")  # (term, row, column) of every token, as one integer (8 bytes each, not a list's 36)
@@ -173,8 +189,9 @@ def build_lexicon(run: Run, owners: Sequence[str], colls: Sequence[str], gens: t
     term_of = pairs // len(rows) if len(rows) else pairs
     start = np.searchsorted(term_of, np.arange(len(terms) + 1))
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    own = table != KB_FTS
     return Lexicon(gens, ids, length, terms, start.astype(np.int64), (pairs % max(len(rows), 1)).astype(np.int32),
-                   counts, WholeHint(table_stats(run, ())[0] == len(rows)))
+                   counts, own, int(length.sum()), WholeHint(not own and table_stats(run, ())[0] == len(rows)))
 
 
 def fts5_tokens(words: set[str]) -> dict[str, tuple[str, ...]]:
@@ -193,13 +210,31 @@ def fts5_tokens(words: set[str]) -> dict[str, tuple[str, ...]]:
     return {w: tuple(found.get(n, ())) for n, w in enumerate(ordered, start=1)}
 
 
+def query_phrases(terms: Sequence[str], own: bool) -> list[str] | None:
+    """The query's distinct phrases in order, as the lexicon's terms: plain ones as they are, and for an
+    ``own`` lexicon FTS5's one token of any other; None when a phrase cannot be looked up (the caller
+    asks FTS5), or there is none."""
+    phrases = list(dict.fromkeys(t for t in terms if t))
+    found = [t if PLAIN.fullmatch(t) else one_token(t) if own else None for t in phrases]
+    return [t for t in found if t is not None] if phrases and None not in found else None
+
+
+@lru_cache(maxsize=4096)
+def one_token(term: str) -> str | None:
+    """FTS5's one token for a query term that is not plain ("café": "cafe"); None when FTS5 makes it
+    several tokens (a phrase, which a lexicon without positions cannot match) or none."""
+    tokens = fts5_tokens({term})[term]
+    return tokens[0] if len(tokens) == 1 else None
+
+
 class Lexicons:
     """The lexicons of the shared scopes this process searches. A scope's lexicon is built on a
     background thread with its own read-only connection, started once the scope has been searched
     ``after`` times (``lexical_in_memory_after_searches``: a short script never pays the ~0.1 s of CPU
     for 1,152 chunks, ~0.4 s for 5,000-8,000) and again after a write to the scope; FTS5 answers until
-    it is ready. Memory scopes are left to FTS5: they change every turn, are small and live in their
-    own table (``memory_fts``), which this lexicon's statistics do not read. ``uri`` None
+    it is ready. Memory scopes are not built here: they change every turn, live in their own table
+    (``memory_fts``), which this lexicon's statistics do not read, and are scored over their own
+    statistics (``bara.store.sqlite_scope_bm25``, which extends them at each append). ``uri`` None
     (an in-memory database, which a second connection cannot open): never built."""
 
     def __init__(self, shared: str, uri: str | None):
