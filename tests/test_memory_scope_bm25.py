@@ -118,12 +118,15 @@ def test_appends_extend_the_cached_lexicon_as_a_fresh_read_builds_it(sqlite_stor
     key = (("alice",), ("notes",))
     seen: list[str] = []
     s._conn.set_trace_callback(seen.append)
-    _item(s, "alice", "late", ["retransmission timer timer", "cipher alert"])
-    _mallory(s, seed=9, n=3)
+    rng = random.Random(4)
+    late = [["retransmission timer timer", "cipher alert"], ["brand new words here"], *(_texts(rng, 2) for _ in range(4))]
+    for n, texts in enumerate(late):
+        _item(s, "alice", f"late{n}", texts)
+        _mallory(s, seed=9 + n, n=1)
     cached = s._scopes._cache[key]
     assert cached.gens == s._matrix(("alice",), ("notes",)).gens  # extended at commit, not dropped
     reads = [q for q in seen if "memory_fts_docsize" in q and q.startswith("SELECT")]
-    assert len(reads) == 1 and "c.id IN (" in reads[0]  # only the two new rows were read
+    assert len(reads) == len(late) and all("c.id IN (" in q for q in reads)  # only each append's rows were read
     fresh = build_lexicon(s.query, ("alice",), ("notes",), cached.gens, MEMORY_FTS)
     assert fresh is not None and fresh.terms == cached.terms and fresh.tokens == cached.tokens
     for field in ("ids", "length", "start", "rows_of", "counts"):

@@ -36,9 +36,11 @@ import sqlite3
 import threading
 import warnings
 from array import array
+from collections import defaultdict
 from contextlib import closing
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import count
 from typing import Callable, Sequence
 
 import numpy as np
@@ -49,7 +51,10 @@ from bara.types import SearchRequest
 
 K1, B = 1.2, 0.75  # fts5_aux.c's constants
 PLAIN = re.compile(r"[a-z0-9]+")
+NOT_PLAIN = re.compile(r"[^a-z0-9\s]")  # a character no plain token or space has
 WEIGHTS_BODY, WEIGHT_SCOPE = 1.0, 0.0  # LEXICAL_SQL's column weights besides the heading's
+KNOWN_TOKENS: dict[str, tuple[str, ...]] = {}  # fts5_tokens' words so far, up to KNOWN_TOKENS_MAX of them
+KNOWN_TOKENS_MAX = 100_000  # ~20 MB at most: a bound on the memo, not a tuning knob
 ROW_COUNTS = f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.bara_fts_rows USING fts5vocab(main, '{KB_FTS}', 'row')"
 
 
@@ -167,25 +172,18 @@ def build_lexicon(run: Run, owners: Sequence[str], colls: Sequence[str], gens: t
     rows = run(f"SELECT c.id, f.body, f.heading, f.scope, d.sz FROM chunks c JOIN {table} f ON f.rowid = c.id"
                f" JOIN {table}_docsize d ON d.id = c.id WHERE c.owner IN ({marks_o}) AND c.collection IN ({marks_c})"
                f"{some} ORDER BY c.id", (*owners, *colls, *(only or ())))
-    odd = fts5_tokens({t for r in rows for col in r[1:4] for t in (col or "").split() if not PLAIN.fullmatch(t)})
-    terms: dict[str, int] = {}
-    keys = array("q")  # (term, row, column) of every token, as one integer (8 bytes each, not a list's 36)
-    length = np.zeros(len(rows))
+    tokens = token_ids(rows)
+    if tokens is None:
+        return None
+    terms, found, sizes = tokens
     width = 3 * len(rows)
-    for n, (_, *columns, size) in enumerate(rows):
-        before = len(keys)
-        for col, text in enumerate(columns):
-            words = (text or "").split()
-            tokens = [t for w in words for t in odd.get(w, (w,))] if odd and any(w in odd for w in words) else words
-            keys.extend(terms.setdefault(t, len(terms)) * width + 3 * n + col for t in tokens)
-        length[n] = len(keys) - before
-        if length[n] != sum(varints(size)):
-            return None
-    unique, count = np.unique(np.frombuffer(keys, dtype=np.int64), return_counts=True)  # sorted: term, row, column
+    keys = found * width + np.repeat(np.arange(width, dtype=np.int64), sizes.ravel())  # (term, row, column)
+    length = sizes.sum(axis=1).astype(np.float64)
+    unique, instances = np.unique(keys, return_counts=True)  # sorted: term, row, column
     term_row, column = unique // 3, unique % 3
     pairs = np.unique(term_row)  # one posting per (term, row)
     counts = np.zeros((len(pairs), 3), dtype=np.int32)
-    counts[np.searchsorted(pairs, term_row), column] = count
+    counts[np.searchsorted(pairs, term_row), column] = instances
     term_of = pairs // len(rows) if len(rows) else pairs
     start = np.searchsorted(term_of, np.arange(len(terms) + 1))
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -194,9 +192,41 @@ def build_lexicon(run: Run, owners: Sequence[str], colls: Sequence[str], gens: t
                    counts, own, int(length.sum()), WholeHint(not own and table_stats(run, ())[0] == len(rows)))
 
 
+def token_ids(rows: list[tuple]) -> tuple[dict[str, int], np.ndarray, np.ndarray] | None:
+    """Each row's (body, heading, scope) as FTS5's tokens: (term ids by first occurrence, every token's
+    term id in row and column order, tokens per row and column); None when a row's tokens do not add
+    up to FTS5's own count (``docsize``). A column with nothing but plain tokens and spaces (nearly
+    all) is split as it is; the words of another are looked up in FTS5's tokens."""
+    odd = fts5_tokens({t for r in rows for col in r[1:4] if col and NOT_PLAIN.search(col) for t in col.split()
+                       if not PLAIN.fullmatch(t)})
+    terms: defaultdict[str, int] = defaultdict(count().__next__)  # a new term gets the next id
+    found = array("q")  # 8 bytes a token, not a list's 36
+    sizes = []
+    for _, *columns, size in rows:
+        for text in columns:
+            tokens = (text or "").split()
+            if odd and NOT_PLAIN.search(text or ""):
+                tokens = [t for w in tokens for t in odd.get(w, (w,))]
+            found.extend(map(terms.__getitem__, tokens))
+            sizes.append(len(tokens))
+        if sum(sizes[-3:]) != sum(varints(size)):
+            return None
+    return dict(terms), np.frombuffer(found, dtype=np.int64), np.array(sizes, dtype=np.int64).reshape(len(rows), 3)
+
+
 def fts5_tokens(words: set[str]) -> dict[str, tuple[str, ...]]:
     """FTS5's unicode61 tokens of each word (diacritics folded, some characters separators), read
-    back from a private in-memory FTS5 table with the store's tokenizer."""
+    back from a private in-memory FTS5 table with the store's tokenizer (~0.4 ms a table, so the words
+    already read are remembered: a memory scope's append reads its odd words every turn)."""
+    unseen = {w for w in words if w not in KNOWN_TOKENS}  # lookups only: other threads may add words
+    read = read_fts5_tokens(unseen)
+    if len(KNOWN_TOKENS) + len(read) <= KNOWN_TOKENS_MAX:
+        KNOWN_TOKENS.update(read)
+    return {w: read[w] if w in read else KNOWN_TOKENS[w] for w in words}
+
+
+def read_fts5_tokens(words: set[str]) -> dict[str, tuple[str, ...]]:
+    """:func:`fts5_tokens` of words it has not seen, from a new in-memory FTS5 table."""
     if not words:
         return {}
     ordered = sorted(words)

@@ -143,16 +143,29 @@ class ScopeLexicons:
 def merged(a: Lexicon, b: Lexicon, gens: tuple[int, ...]) -> Lexicon:
     """One own-statistics lexicon of ``a``'s rows and then ``b``'s (every id of ``b`` after ``a``'s), as
     a read of both at once builds it: term ids in order of first occurrence, each term's postings in
-    row order (a stable sort by term of ``a``'s postings and then ``b``'s)."""
+    row order. ``b``'s few postings go in at the end of their term's run (:func:`spliced`: one copy of
+    ``a``'s postings, no sort), a new term's at the end."""
     terms = dict(a.terms)
     for t in b.terms:
         terms.setdefault(t, len(terms))
     remap = np.fromiter((terms[t] for t in b.terms), dtype=np.int64, count=len(b.terms))
-    term = np.concatenate([np.repeat(np.arange(len(a.terms), dtype=np.int64), np.diff(a.start)),
-                           remap[np.repeat(np.arange(len(b.terms), dtype=np.int64), np.diff(b.start))]])
-    order = np.argsort(term, kind="stable")
-    rows_of = np.concatenate([a.rows_of, b.rows_of + len(a.ids)]).astype(np.int32)[order]
-    counts = np.concatenate([a.counts, b.counts])[order]
-    start = np.searchsorted(term[order], np.arange(len(terms) + 1)).astype(np.int64)
+    term = remap[np.repeat(np.arange(len(b.terms), dtype=np.int64), np.diff(b.start))]
+    rows = b.rows_of.astype(np.int64) + len(a.ids)
+    order = np.lexsort((rows, term))  # b's postings by merged term, then row
+    term, rows, counts = term[order], rows[order], b.counts[order]
+    old = len(a.terms)
+    at = np.where(term < old, a.start[np.minimum(term, old - 1) + 1] if old else 0, len(a.rows_of))
+    per_term = np.bincount(term, minlength=len(terms))
+    per_term[:old] += np.diff(a.start)
+    start = np.concatenate([[0], np.cumsum(per_term)]).astype(np.int64)
     return Lexicon(gens, np.concatenate([a.ids, b.ids]), np.concatenate([a.length, b.length]), terms, start,
-                   rows_of, counts, True, a.tokens + b.tokens)
+                   spliced(a.rows_of, at, rows.astype(np.int32)), spliced(a.counts, at, counts), True,
+                   a.tokens + b.tokens)
+
+
+def spliced(base: np.ndarray, at: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``base`` with ``values[i]`` put before ``base[at[i]]`` (``at`` ascending; equal ones keep their
+    order), in one copy: ``np.insert`` does the same through a mask of the whole result, ~4x slower."""
+    cuts = [0, *(int(i) for i in at), len(base)]
+    parts = [part for i in range(len(at)) for part in (base[cuts[i]:cuts[i + 1]], values[i:i + 1])]
+    return np.concatenate([*parts, base[cuts[-2]:]])
