@@ -150,6 +150,9 @@ def test_deletes_and_replaced_documents_read_the_scope_again(tmp_path):
             assert s.delete_document("note3", owner="alice", collection="notes")
             _item(s, "alice", "note11", ["a replaced note on session tickets"])  # the newest rowid is reused
         assert [_by_source(shared, r) for r in reqs] == [_by_source(alone, r) for r in reqs]
+        assert (("alice",), ("notes",)) in shared._scopes._cache
+        shared.delete_owner("alice")  # a forgotten user's terms leave the cache at once
+        assert (("alice",), ("notes",)) not in shared._scopes._cache and all(not _by_source(shared, r) for r in reqs)
     finally:
         alone.close()
         shared.close()

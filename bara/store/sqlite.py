@@ -171,6 +171,7 @@ class SQLiteStore:
             found = self._delete(source, owner, collection)
             if found:
                 self._bump(owner, collection)
+        self._scopes.forget(owner)
         return found
 
     def delete_owner(self, owner: str, collection: str | None = None) -> int:
@@ -183,6 +184,7 @@ class SQLiteStore:
             for source, coll in rows:
                 self._delete(source, owner, coll)
                 self._bump(owner, coll)
+        self._scopes.forget(owner)
         return len(rows)
 
     def _delete(self, source: str, owner: str, collection: str) -> bool:

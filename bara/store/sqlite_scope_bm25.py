@@ -32,7 +32,12 @@ document, another connection's write) reads the scope again on its next search. 
 costs ~1-2 µs a token and a search ~0.1 ms (docs/benchmarks.md); FTS5's own query never answers a
 memory search any more, except for a term FTS5 splits into several tokens (a phrase the lexicon,
 which keeps no positions, cannot match) or a row whose tokens do not add up to FTS5's count: those
-fall back to FTS5's table-wide statistics.
+fall back to FTS5's table-wide statistics. This holds whatever ``lexical_in_memory`` says: that
+setting is a speed-up of the knowledge base's arm, while this is what a memory search's ranking means.
+A delete drops the owner's cached lexicons at once (:meth:`ScopeLexicons.forget`).
+
+PostgreSQL needs none of this: it ranks with ``ts_rank_cd``, which reads the row's own positions and
+no corpus statistics, so other users' rows never entered a user's scores there.
 """
 
 from __future__ import annotations
@@ -110,6 +115,12 @@ class ScopeLexicons:
                 while len(self._cache) > self.capacity:
                     self._cache.popitem(last=False)
         return lexicon
+
+    def forget(self, owner: str) -> None:
+        """Drop every cached lexicon of ``owner``'s scopes (a delete: its terms leave this process too)."""
+        with self._lock:
+            for key in [k for k in self._cache if owner in k[0]]:
+                del self._cache[key]
 
     def committed(self, run: Run, appends: Sequence[Appended]) -> None:
         """This connection's committed appends, in order: each cached lexicon of the scope whose
