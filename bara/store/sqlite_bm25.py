@@ -19,7 +19,9 @@ holds the shared scopes' rows only (users' memory is in ``memory_fts``, ``bara.s
 so a knowledge base that is the only shared collection is the whole table and needs no row counts. The
 statistics are read fresh for each query, in one statement and so one snapshot (the averages record,
 and ``fts5vocab`` row counts unless the scope is the whole table), while the scope's own frequencies
-are cached with the scope's write generations. A query's phrases are scored in one numpy pass; ``np.bincount`` adds each
+are cached with the scope's write generations. A lexicon built on ``memory_fts`` is ``own``: N, n(t)
+and avgdl are its own rows' (a users' memory scope, ``bara.store.sqlite_scope_bm25``), the same
+formula over the searched scope instead of the table. A query's phrases are scored in one numpy pass; ``np.bincount`` adds each
 row's contributions in phrase order from 0.0, as FTS5's loop does.
 Exact agreement needs the same floating-point operations in the same order, and FTS5's own tokens:
 a stored term that is not plain ``[a-z0-9]+`` is tokenised by an in-memory FTS5 table with the same
