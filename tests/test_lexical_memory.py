@@ -203,7 +203,8 @@ def test_an_in_memory_database_is_never_indexed(tmp_path):
         s.close()
 
 
-def test_memory_scopes_and_the_setting_off_use_fts5(store):
+def test_memory_scopes_are_not_the_shared_lexicons_and_the_setting_off_changes_nothing(store):
+    """Memory scopes are scored over their own statistics (``sqlite_scope_bm25``, its own tests)."""
     lexicons = Lexicons("", None)
     for _ in range(3):
         assert lexicons.lexicon(("alice",), ("notes",), (1,), lambda run: (1,), after=1) is None

@@ -91,6 +91,13 @@ class CoreSettings(BaseModel):
         "A knowledge base's in-memory full-text index is built (on a background thread, ~0.1-0.4 s of CPU) "
         "once a process has searched it this many times: a short script or one-off command never pays for "
         "it; `bara serve` and interactive `bara chat` build it while warming up."))
+    lexical_memory_cache_scopes: int = Field(default=1024, ge=1, description=(
+        "SQLite: how many users' memory scopes (a user's Q&A pairs, notes or episodes, as searched) keep their "
+        "full-text lexicon in memory between searches, least recently searched dropped first. A memory search "
+        "is scored over its own scope's statistics (bara.store.sqlite_scope_bm25), so that one user's rows "
+        "never move another's ranking; a dropped scope is read again on its next search (~11 ms at 1,000 rows "
+        "of 20-60 words, docs/benchmarks.md). The same default as the scopes' cached vectors "
+        "(store_matrix_cache_scopes), whose scopes these are."))
     store_matrix_cache_scopes: int = Field(default=1024, ge=1, description=(
         "SQLite: how many search scopes' vectors a process keeps in memory between searches (the knowledge "
         "base is one scope; each user's Q&A, notes and episodes are one each), least recently searched "

@@ -25,9 +25,10 @@ from bara.store.base import LexicalPrefetch
 from bara.store.migrations import Migration, sqlite_migrations
 from bara.store.sqlite_files import APPLICATION_ID, check_identity, check_integrity, connect_file, exists, file_problem
 from bara.store.sqlite_bm25 import Lexicons
-from bara.store.sqlite_lexical import (LexicalWorker, collect, index_chunk, lexical_arm, members, scope_table_rows,
-                                      unindex_document)
+from bara.store.sqlite_lexical import (LexicalWorker, collect, index_chunk, lexical_arm, members, runner,
+                                      scope_table_rows, unindex_document)
 from bara.store.sqlite_matrix import DEFAULT_MB, DEFAULT_SCOPES, Appended, Matrices, Matrix
+from bara.store.sqlite_scope_bm25 import DEFAULT_LEXICON_SCOPES, ScopeLexicons
 from bara.text.fusion import weighted_rrf
 from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
                         StoreSearchResult)
@@ -41,7 +42,8 @@ class SQLiteStore:
     """Store protocol over one SQLite file (or ``:memory:``)."""
 
     def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None, *, mode: str = "write",
-                 matrix_scopes: int = DEFAULT_SCOPES, matrix_mb: float = DEFAULT_MB):
+                 matrix_scopes: int = DEFAULT_SCOPES, matrix_mb: float = DEFAULT_MB,
+                 lexicon_scopes: int = DEFAULT_LEXICON_SCOPES):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.location = str(path)
@@ -56,6 +58,8 @@ class SQLiteStore:
         self._worker = LexicalWorker(self.location) if self.location != ":memory:" else None
         # the shared scopes' full-text rows, scored in memory (built on their own read-only connection)
         self._lexicons = Lexicons(SHARED, self._worker.uri if self._worker is not None else None)
+        # users' memory scopes' full-text rows, scored over each searched scope's own statistics
+        self._scopes = ScopeLexicons(lexicon_scopes)
         with self._translated():
             check_identity(self._conn, self.location)
             if existed and mode != "read":
@@ -112,7 +116,7 @@ class SQLiteStore:
                 self._matrices.rolled_back(mark)
                 raise
             if outer:
-                self._matrices.committed()
+                self._scopes.committed(runner(self._conn), self._matrices.committed())
 
     @contextmanager
     def scoped(self, owners: Sequence[str]) -> Iterator[None]:
@@ -173,6 +177,7 @@ class SQLiteStore:
             found = self._delete(source, owner, collection)
             if found:
                 self._bump(owner, collection)
+        self._scopes.forget(owner)
         return found
 
     def delete_owner(self, owner: str, collection: str | None = None) -> int:
@@ -185,6 +190,7 @@ class SQLiteStore:
             for source, coll in rows:
                 self._delete(source, owner, coll)
                 self._bump(owner, coll)
+        self._scopes.forget(owner)
         return len(rows)
 
     def _delete(self, source: str, owner: str, collection: str) -> bool:
@@ -231,15 +237,22 @@ class SQLiteStore:
                                          lambda run: generations(run, req.owners, req.collections), req.in_memory_after) \
             if req.in_memory_lexical and len(m.ids) >= req.in_memory_min_chunks else None
         rows = collect(prefetched, req)
+        if rows is None:
+            rows = self._scopes.arm(self.query, req, m.gens, not self._conn.in_transaction,
+                                    lambda shared: lexical_arm(self.query, shared, None))
         if rows is None and lexicon is not None:
             rows = lexicon.rows(self.query, req.terms, req.title_weight, req.limit)
         return rows if rows is not None else lexical_arm(self.query, req, members(self.query, m, req))
 
     def _ahead(self, run: Any, req: SearchRequest) -> list[tuple[int, float]]:
         """The prefetch worker's lexical arm, as of ``run``'s connection (one read of the scope's
-        generations): the scope's in-memory lexicon when it is current (``bara.store.sqlite_bm25``),
-        else FTS5's query, without the scope test when the cached matrix is current and whole."""
+        generations): a users' memory scope over its own statistics (``bara.store.sqlite_scope_bm25``),
+        the knowledge base's in-memory lexicon when it is current (``bara.store.sqlite_bm25``), else
+        FTS5's query, without the scope test when the cached matrix is current and whole."""
         gens = generations(run, req.owners, req.collections)
+        rows = self._scopes.arm(run, req, gens, True, lambda shared: lexical_arm(run, shared, None))
+        if rows is not None:
+            return rows
         key = (tuple(req.owners), tuple(req.collections))
         lexicon = self._lexicons.current(*key, gens) if req.in_memory_lexical else None
         rows = None if lexicon is None else lexicon.rows(run, req.terms, req.title_weight, req.limit)

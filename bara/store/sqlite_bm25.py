@@ -19,7 +19,9 @@ holds the shared scopes' rows only (users' memory is in ``memory_fts``, ``bara.s
 so a knowledge base that is the only shared collection is the whole table and needs no row counts. The
 statistics are read fresh for each query, in one statement and so one snapshot (the averages record,
 and ``fts5vocab`` row counts unless the scope is the whole table), while the scope's own frequencies
-are cached with the scope's write generations. A query's phrases are scored in one numpy pass; ``np.bincount`` adds each
+are cached with the scope's write generations. A lexicon built on ``memory_fts`` is ``own``: N, n(t)
+and avgdl are its own rows' (a users' memory scope, ``bara.store.sqlite_scope_bm25``), the same
+formula over the searched scope instead of the table. A query's phrases are scored in one numpy pass; ``np.bincount`` adds each
 row's contributions in phrase order from 0.0, as FTS5's loop does.
 Exact agreement needs the same floating-point operations in the same order, and FTS5's own tokens:
 a stored term that is not plain ``[a-z0-9]+`` is tokenised by an in-memory FTS5 table with the same
@@ -36,8 +38,11 @@ import sqlite3
 import threading
 import warnings
 from array import array
+from collections import defaultdict
 from contextlib import closing
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import count
 from typing import Callable, Sequence
 
 import numpy as np
@@ -48,7 +53,10 @@ from bara.types import SearchRequest
 
 K1, B = 1.2, 0.75  # fts5_aux.c's constants
 PLAIN = re.compile(r"[a-z0-9]+")
+NOT_PLAIN = re.compile(r"[^a-z0-9\s]")  # a character no plain token or space has
 WEIGHTS_BODY, WEIGHT_SCOPE = 1.0, 0.0  # LEXICAL_SQL's column weights besides the heading's
+KNOWN_TOKENS: dict[str, tuple[str, ...]] = {}  # fts5_tokens' words so far, up to KNOWN_TOKENS_MAX of them
+KNOWN_TOKENS_MAX = 100_000  # ~20 MB at most: a bound on the memo, not a tuning knob
 ROW_COUNTS = f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.bara_fts_rows USING fts5vocab(main, '{KB_FTS}', 'row')"
 
 
@@ -72,13 +80,17 @@ class Lexicon:
     start: np.ndarray  # int64, len(terms) + 1
     rows_of: np.ndarray  # int32 row positions
     counts: np.ndarray  # int32 (postings, 3): instances in body, heading, scope
+    own: bool = False  # statistics from these rows alone (a user's memory scope, sqlite_scope_bm25)
+    tokens: int = 0  # every row's tokens, added (the scope's own average length when ``own``)
     hint: WholeHint = field(default_factory=WholeHint, compare=False)  # the one mutable part
 
     def rows(self, run: Run, terms: Sequence[str], title_weight: float, limit: int) -> list[tuple[int, float]] | None:
         """The scope's best ``limit`` rows for ``terms`` as (id, score), FTS5's order (score, then id);
-        None when a term is not plain (FTS5 tokenises it; the caller runs the SQL query)."""
-        phrases = list(dict.fromkeys(t for t in terms if t))
-        if not phrases or not all(PLAIN.fullmatch(t) for t in phrases):
+        None when a term is not plain (FTS5 tokenises it; the caller runs the SQL query). An ``own``
+        lexicon looks a term that is one FTS5 token up by that token (as FTS5's query does), so only a
+        term FTS5 splits into a phrase of several tokens is left to the caller."""
+        phrases = query_phrases(terms, self.own)
+        if not phrases:
             return None
         if len(self.ids) == 0:
             return []  # an empty scope matches nothing
@@ -86,13 +98,7 @@ class Lexicon:
         if not spans:
             return []  # no phrase occurs in the scope: nothing matches, no statistics needed
         held = [t for t, _, _ in spans]  # a phrase the scope lacks scores nothing: its count is not read
-        asked = () if self.hint.whole else held
-        n_row, n_token, hits = table_stats(run, asked)
-        self.hint.whole = n_row == len(self.ids)
-        if self.hint.whole:  # the scope is the whole table: its postings are the counts
-            hits = self._hits(held)
-        elif not asked:  # the table has grown since the last query: the counts in a second statement
-            hits = table_stats(run, held)[2]
+        n_row, n_token, hits = self._stats(run, held)
         avgdl = float(n_token) / float(n_row)
         # Every phrase's postings in query order, scored in one pass: each element gets the operations
         # the per-phrase loop gave it, and bincount adds each row's contributions in this order, from 0.0.
@@ -107,6 +113,20 @@ class Lexicon:
         ranked = -1.0 * score[found]  # what FTS5 returns; ORDER BY s, rowid
         best = found[np.lexsort((self.ids[found], ranked))[:limit]]
         return [(int(self.ids[i]), -float(-1.0 * score[i])) for i in best]
+
+    def _stats(self, run: Run, held: list[str]) -> tuple[int, int, dict[str, int]]:
+        """(N, tokens, n(t) of ``held``): the rows' own when ``own`` or when they are the whole table,
+        else the table's (read in one statement)."""
+        if self.own:
+            return len(self.ids), self.tokens, self._hits(held)
+        asked = () if self.hint.whole else held
+        n_row, n_token, hits = table_stats(run, asked)
+        self.hint.whole = n_row == len(self.ids)
+        if self.hint.whole:  # the scope is the whole table: its postings are the counts
+            hits = self._hits(held)
+        elif not asked:  # the table has grown since the last query: the counts in a second statement
+            hits = table_stats(run, held)[2]
+        return n_row, n_token, hits
 
     def _hits(self, phrases: list[str]) -> dict[str, int]:
         """Rows holding each term when the scope is the whole table: its postings, no query."""
@@ -145,41 +165,70 @@ def table_stats(run: Run, terms: Sequence[str]) -> tuple[int, int, dict[str, int
     return n_row, n_token, {str(t): int(n) for t, n in found if t is not None}
 
 
-def build_lexicon(run: Run, owners: Sequence[str], colls: Sequence[str], gens: tuple[int, ...]) -> Lexicon | None:
-    """Read the (shared) scope's full-text rows; None when a row's tokens do not add up to FTS5's own count."""
+def build_lexicon(run: Run, owners: Sequence[str], colls: Sequence[str], gens: tuple[int, ...], table: str = KB_FTS,
+                  only: Sequence[int] | None = None) -> Lexicon | None:
+    """Read the scope's full-text rows from ``table`` (only those of the ids ``only`` when given); None when a row's tokens
+    do not add up to FTS5's own count. A users' table's lexicon is ``own``: its statistics are its rows'."""
     marks_o, marks_c = ",".join("?" * len(owners)), ",".join("?" * len(colls))
-    rows = run(f"SELECT c.id, f.body, f.heading, f.scope, d.sz FROM chunks c JOIN {KB_FTS} f ON f.rowid = c.id"
-               f" JOIN {KB_FTS}_docsize d ON d.id = c.id"
-               f" WHERE c.owner IN ({marks_o}) AND c.collection IN ({marks_c}) ORDER BY c.id", (*owners, *colls))
-    odd = fts5_tokens({t for r in rows for col in r[1:4] for t in (col or "").split() if not PLAIN.fullmatch(t)})
-    terms: dict[str, int] = {}
-    keys = array("q")  # (term, row, column) of every token, as one integer (8 bytes each, not a list's 36)
-    length = np.zeros(len(rows))
+    some = f" AND c.id IN ({','.join('?' * len(only))})" if only is not None else ""
+    rows = run(f"SELECT c.id, f.body, f.heading, f.scope, d.sz FROM chunks c JOIN {table} f ON f.rowid = c.id"
+               f" JOIN {table}_docsize d ON d.id = c.id WHERE c.owner IN ({marks_o}) AND c.collection IN ({marks_c})"
+               f"{some} ORDER BY c.id", (*owners, *colls, *(only or ())))
+    tokens = token_ids(rows)
+    if tokens is None:
+        return None
+    terms, found, sizes = tokens
     width = 3 * len(rows)
-    for n, (_, *columns, size) in enumerate(rows):
-        before = len(keys)
-        for col, text in enumerate(columns):
-            words = (text or "").split()
-            tokens = [t for w in words for t in odd.get(w, (w,))] if odd and any(w in odd for w in words) else words
-            keys.extend(terms.setdefault(t, len(terms)) * width + 3 * n + col for t in tokens)
-        length[n] = len(keys) - before
-        if length[n] != sum(varints(size)):
-            return None
-    unique, count = np.unique(np.frombuffer(keys, dtype=np.int64), return_counts=True)  # sorted: term, row, column
+    keys = found * width + np.repeat(np.arange(width, dtype=np.int64), sizes.ravel())  # (term, row, column)
+    length = sizes.sum(axis=1).astype(np.float64)
+    unique, instances = np.unique(keys, return_counts=True)  # sorted: term, row, column
     term_row, column = unique // 3, unique % 3
     pairs = np.unique(term_row)  # one posting per (term, row)
     counts = np.zeros((len(pairs), 3), dtype=np.int32)
-    counts[np.searchsorted(pairs, term_row), column] = count
+    counts[np.searchsorted(pairs, term_row), column] = instances
     term_of = pairs // len(rows) if len(rows) else pairs
     start = np.searchsorted(term_of, np.arange(len(terms) + 1))
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    own = table != KB_FTS
     return Lexicon(gens, ids, length, terms, start.astype(np.int64), (pairs % max(len(rows), 1)).astype(np.int32),
-                   counts, WholeHint(table_stats(run, ())[0] == len(rows)))
+                   counts, own, int(length.sum()), WholeHint(not own and table_stats(run, ())[0] == len(rows)))
+
+
+def token_ids(rows: list[tuple]) -> tuple[dict[str, int], np.ndarray, np.ndarray] | None:
+    """Each row's (body, heading, scope) as FTS5's tokens: (term ids by first occurrence, every token's
+    term id in row and column order, tokens per row and column); None when a row's tokens do not add
+    up to FTS5's own count (``docsize``). A column with nothing but plain tokens and spaces (nearly
+    all) is split as it is; the words of another are looked up in FTS5's tokens."""
+    odd = fts5_tokens({t for r in rows for col in r[1:4] if col and NOT_PLAIN.search(col) for t in col.split()
+                       if not PLAIN.fullmatch(t)})
+    terms: defaultdict[str, int] = defaultdict(count().__next__)  # a new term gets the next id
+    found = array("q")  # 8 bytes a token, not a list's 36
+    sizes = []
+    for _, *columns, size in rows:
+        for text in columns:
+            tokens = (text or "").split()
+            if odd and NOT_PLAIN.search(text or ""):
+                tokens = [t for w in tokens for t in odd.get(w, (w,))]
+            found.extend(map(terms.__getitem__, tokens))
+            sizes.append(len(tokens))
+        if sum(sizes[-3:]) != sum(varints(size)):
+            return None
+    return dict(terms), np.frombuffer(found, dtype=np.int64), np.array(sizes, dtype=np.int64).reshape(len(rows), 3)
 
 
 def fts5_tokens(words: set[str]) -> dict[str, tuple[str, ...]]:
     """FTS5's unicode61 tokens of each word (diacritics folded, some characters separators), read
-    back from a private in-memory FTS5 table with the store's tokenizer."""
+    back from a private in-memory FTS5 table with the store's tokenizer (~0.4 ms a table, so the words
+    already read are remembered: a memory scope's append reads its odd words every turn)."""
+    unseen = {w for w in words if w not in KNOWN_TOKENS}  # lookups only: other threads may add words
+    read = read_fts5_tokens(unseen)
+    if len(KNOWN_TOKENS) + len(read) <= KNOWN_TOKENS_MAX:
+        KNOWN_TOKENS.update(read)
+    return {w: read[w] if w in read else KNOWN_TOKENS[w] for w in words}
+
+
+def read_fts5_tokens(words: set[str]) -> dict[str, tuple[str, ...]]:
+    """:func:`fts5_tokens` of words it has not seen, from a new in-memory FTS5 table."""
     if not words:
         return {}
     ordered = sorted(words)
@@ -193,13 +242,31 @@ def fts5_tokens(words: set[str]) -> dict[str, tuple[str, ...]]:
     return {w: tuple(found.get(n, ())) for n, w in enumerate(ordered, start=1)}
 
 
+def query_phrases(terms: Sequence[str], own: bool) -> list[str] | None:
+    """The query's distinct phrases in order, as the lexicon's terms: plain ones as they are, and for an
+    ``own`` lexicon FTS5's one token of any other; None when a phrase cannot be looked up (the caller
+    asks FTS5), or there is none."""
+    phrases = list(dict.fromkeys(t for t in terms if t))
+    found = [t if PLAIN.fullmatch(t) else one_token(t) if own else None for t in phrases]
+    return [t for t in found if t is not None] if phrases and None not in found else None
+
+
+@lru_cache(maxsize=4096)
+def one_token(term: str) -> str | None:
+    """FTS5's one token for a query term that is not plain ("café": "cafe"); None when FTS5 makes it
+    several tokens (a phrase, which a lexicon without positions cannot match) or none."""
+    tokens = fts5_tokens({term})[term]
+    return tokens[0] if len(tokens) == 1 else None
+
+
 class Lexicons:
     """The lexicons of the shared scopes this process searches. A scope's lexicon is built on a
     background thread with its own read-only connection, started once the scope has been searched
     ``after`` times (``lexical_in_memory_after_searches``: a short script never pays the ~0.1 s of CPU
     for 1,152 chunks, ~0.4 s for 5,000-8,000) and again after a write to the scope; FTS5 answers until
-    it is ready. Memory scopes are left to FTS5: they change every turn, are small and live in their
-    own table (``memory_fts``), which this lexicon's statistics do not read. ``uri`` None
+    it is ready. Memory scopes are not built here: they change every turn, live in their own table
+    (``memory_fts``), which this lexicon's statistics do not read, and are scored over their own
+    statistics (``bara.store.sqlite_scope_bm25``, which extends them at each append). ``uri`` None
     (an in-memory database, which a second connection cannot open): never built."""
 
     def __init__(self, shared: str, uri: str | None):

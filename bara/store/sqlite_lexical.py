@@ -7,6 +7,9 @@ base's (owner ``SHARED``), ``memory_fts`` every user's (Q&A pairs, notes, episod
 in one table every user's memory moved the knowledge base's scores for everyone (nDCG@10 on SciFact
 fell 0.0149 with 60k memory rows) and one user's private text moved another's ranking. A search
 reads the table of its owners (:func:`fts_tables`); every write goes to its owner's (:func:`index_chunk`).
+Users still share ``memory_fts``'s statistics, so a memory search is not ranked by FTS5's ``bm25()``
+but over its own scope's statistics (``bara.store.sqlite_scope_bm25``); the queries here answer it
+only where that cannot (a query term FTS5 splits into a phrase).
 
 A turn knows its lexical query before it has encoded it, and the encoding takes most of a search's
 time. ``LexicalWorker`` runs the lexical arm on its own connection, in one background thread, while
@@ -108,7 +111,8 @@ def lexical_arm(run: Run, req: SearchRequest, members: Container[int] | None) ->
     A search that mixes the shared owner with users (only the library API can ask for one; the product
     searches the knowledge base and a user's memory apart) runs the scoped query on both tables and
     keeps the best ``limit`` rows by score, then chunk id. That is approximate: each table's scores come
-    from its own statistics, so the two are not strictly comparable."""
+    from its own statistics, so the two are not strictly comparable. (The store asks this only when
+    ``sqlite_scope_bm25`` cannot score the users' part over its own scope, which merges the same way.)"""
     tables = fts_tables(req.owners)
     if len(tables) != 1:  # both tables (or none: no owner, no rows)
         rows = [row for table in tables for row in lexical_rows(run(lexical_sql(table), lexical_params(req)))]

@@ -192,8 +192,9 @@ class Matrices:
         """Forget the appends made since ``mark`` (their rows are gone)."""
         del self._pending[mark:]
 
-    def committed(self) -> None:
-        """The outermost transaction committed: extend each matrix the appends continue, in order."""
+    def committed(self) -> list[Appended]:
+        """The outermost transaction committed: extend each matrix the appends continue, in order; the
+        appends, for the store's other caches of the same scopes (``sqlite_scope_bm25``)."""
         pending, self._pending = self._pending, []
         with self._lock:
             for append in pending:
@@ -206,6 +207,7 @@ class Matrices:
                     if fits and matrix.gens[position] == append.gen - 1:
                         self._set(key, matrix.extended(position, append.gen, append.ids, append.vectors))
             self._evict()
+        return pending
 
 
 def _scopes(key: tuple[tuple[str, ...], tuple[str, ...]]) -> list[tuple[str, str]]:
