@@ -18,6 +18,8 @@ from bara.store.base import SqlRunner
 
 @dataclass(frozen=True)
 class RememberedTurn:
+    """One remembered turn, as stored."""
+
     session: str
     turn_id: str
     speaker: str
@@ -26,6 +28,8 @@ class RememberedTurn:
 
 @dataclass(frozen=True)
 class EpisodeConversation:
+    """One conversation's episodic memory: counts, dates, names and its latest turns."""
+
     conversation_id: str
     sessions: int
     turns: int
@@ -44,6 +48,8 @@ class EpisodeConversation:
 
 @dataclass(frozen=True)
 class EpisodicOverview:
+    """A user's episodic memory within the bounds, with what they left out counted."""
+
     conversations: tuple[EpisodeConversation, ...]  # most recently said first
     conversations_left_out: int
     turns: int  # every remembered turn of the user, shown or not
@@ -51,6 +57,8 @@ class EpisodicOverview:
 
 @dataclass(frozen=True)
 class Bounds:
+    """The ``memory_inspect_episodic_*`` settings: conversations listed, turns and names shown per conversation."""
+
     conversations: int
     turns: int
     names: int
