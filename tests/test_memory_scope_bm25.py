@@ -14,7 +14,7 @@ from store_contract import doc, request, unit, vecs
 from bara.store.sqlite import SQLiteStore
 from bara.store.sqlite_bm25 import build_lexicon
 from bara.store.sqlite_lexical import MEMORY_FTS, lexical_params, lexical_rows, lexical_sql
-from bara.store.sqlite_scope_bm25 import ScopeLexicons
+from bara.store.sqlite_scope_bm25 import FOLD_MIN, ScopeLexicons, merged
 from bara.text.lexical import analyze
 
 WORDS = ("retransmission timer backoff congestion window growth header checksum cipher suite certificate "
@@ -128,9 +128,13 @@ def test_appends_extend_the_cached_lexicon_as_a_fresh_read_builds_it(sqlite_stor
     reads = [q for q in seen if "memory_fts_docsize" in q and q.startswith("SELECT")]
     assert len(reads) == len(late) and all("c.id IN (" in q for q in reads)  # only each append's rows were read
     fresh = build_lexicon(s.query, ("alice",), ("notes",), cached.gens, MEMORY_FTS)
-    assert fresh is not None and fresh.terms == cached.terms and fresh.tokens == cached.tokens
+    assert fresh is not None and cached.recent is not None  # the appends wait beside the scope's lexicon
+    whole = merged(cached.base, cached.recent, cached.gens)  # and merge into it as a fresh read builds it
+    assert fresh.terms == whole.terms and fresh.tokens == whole.tokens
     for field in ("ids", "length", "start", "rows_of", "counts"):
-        assert getattr(fresh, field).tolist() == getattr(cached, field).tolist()
+        assert getattr(fresh, field).tolist() == getattr(whole, field).tolist()
+    for r in reqs:  # two parts score as the one lexicon does, bit for bit
+        assert cached.rows(r.terms, r.title_weight, r.limit) == fresh.rows(s.query, r.terms, r.title_weight, r.limit)
     seen.clear()
     for r in reqs:
         assert _lexical(s, r)
@@ -190,3 +194,26 @@ def test_the_cache_keeps_at_most_its_capacity(sqlite_store):
     assert len(s._scopes) == 2 and (("u1",), ("notes",)) not in s._scopes._cache
     with pytest.raises(ValueError):
         ScopeLexicons(0)
+
+
+def test_many_appends_cost_their_own_rows_and_merge_now_and_then(sqlite_store):
+    """Appends wait beside the scope's lexicon and are merged into it once they outgrow a share of it:
+    each append reads only its own rows, a merge comes now and then (not at every append), and every
+    search in between scores bit for bit as a fresh read of the scope."""
+    s = sqlite_store
+    _alice(s, n=4)
+    reqs = _requests()[:4]
+    s.search(reqs[0])
+    key, rng, bases = (("alice",), ("notes",)), random.Random(8), set()
+    for n in range(3 * FOLD_MIN):
+        _item(s, "alice", f"grow{n}", _texts(rng, 1))
+        cached = s._scopes._cache[key]
+        bases.add(id(cached.base))
+        if n % 37 == 0 or n == 3 * FOLD_MIN - 1:
+            fresh = build_lexicon(s.query, ("alice",), ("notes",), cached.gens, MEMORY_FTS)
+            assert fresh is not None
+            for r in reqs:
+                assert cached.rows(r.terms, r.title_weight, r.limit) == fresh.rows(s.query, r.terms, r.title_weight,
+                                                                                   r.limit)
+    assert 2 <= len(bases) <= 4  # merged a few times in 192 appends, not at each
+    assert s._scopes._cache[key].gens == s._matrix(("alice",), ("notes",)).gens

@@ -94,43 +94,66 @@ class Lexicon:
             return None
         if len(self.ids) == 0:
             return []  # an empty scope matches nothing
-        spans = [(t, int(self.start[i]), int(self.start[i + 1])) for t in phrases if (i := self.terms.get(t)) is not None]
+        spans = self.spans(phrases)
         if not spans:
             return []  # no phrase occurs in the scope: nothing matches, no statistics needed
         held = [t for t, _, _ in spans]  # a phrase the scope lacks scores nothing: its count is not read
         n_row, n_token, hits = self._stats(run, held)
-        avgdl = float(n_token) / float(n_row)
-        # Every phrase's postings in query order, scored in one pass: each element gets the operations
-        # the per-phrase loop gave it, and bincount adds each row's contributions in this order, from 0.0.
-        at = np.concatenate([self.rows_of[a:b] for _, a, b in spans])
-        freq = frequencies(np.concatenate([self.counts[a:b] for _, a, b in spans]), title_weight)
-        idf = np.repeat([idf_of(n_row, hits.get(t, 0)) for t, _, _ in spans], [b - a for _, a, b in spans])
-        part = idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * self.length[at] / avgdl)))
-        score = np.bincount(at, weights=part, minlength=len(self.ids))
-        matched = np.zeros(len(self.ids), dtype=bool)
-        matched[at] = True
-        found = np.flatnonzero(matched)
-        ranked = -1.0 * score[found]  # what FTS5 returns; ORDER BY s, rowid
-        best = found[np.lexsort((self.ids[found], ranked))[:limit]]
-        return [(int(self.ids[i]), -float(-1.0 * score[i])) for i in best]
+        return ranked_rows([(self, spans)], n_row, n_token, hits, title_weight, limit)
+
+    def spans(self, phrases: Sequence[str]) -> list[tuple[str, int, int]]:
+        """(phrase, first, end) of each phrase's postings, in query order; a phrase the rows lack is left out."""
+        return [(t, int(self.start[i]), int(self.start[i + 1])) for t in phrases if (i := self.terms.get(t)) is not None]
 
     def _stats(self, run: Run, held: list[str]) -> tuple[int, int, dict[str, int]]:
         """(N, tokens, n(t) of ``held``): the rows' own when ``own`` or when they are the whole table,
         else the table's (read in one statement)."""
         if self.own:
-            return len(self.ids), self.tokens, self._hits(held)
+            return len(self.ids), self.tokens, self.holding(held)
         asked = () if self.hint.whole else held
         n_row, n_token, hits = table_stats(run, asked)
         self.hint.whole = n_row == len(self.ids)
         if self.hint.whole:  # the scope is the whole table: its postings are the counts
-            hits = self._hits(held)
+            hits = self.holding(held)
         elif not asked:  # the table has grown since the last query: the counts in a second statement
             hits = table_stats(run, held)[2]
         return n_row, n_token, hits
 
-    def _hits(self, phrases: list[str]) -> dict[str, int]:
-        """Rows holding each term when the scope is the whole table: its postings, no query."""
+    def holding(self, phrases: list[str]) -> dict[str, int]:
+        """Rows of this lexicon holding each term (its postings; no query): n(t) when the scope is the whole
+        table or the statistics are its own."""
         return {t: int(self.start[i + 1] - self.start[i]) for t in phrases if (i := self.terms.get(t)) is not None}
+
+
+def ranked_rows(parts: Sequence[tuple[Lexicon, list[tuple[str, int, int]]]], n_row: int, n_token: int,
+                hits: dict[str, int], title_weight: float, limit: int) -> list[tuple[int, float]]:
+    """The best ``limit`` rows of ``parts`` (lexicons of disjoint rows, each with its phrases' spans) as
+    (id, score), FTS5's order, under one set of statistics (N, every row's tokens, n(t)).
+
+    Every phrase's postings in query order, scored in one pass per part: each element gets the operations
+    the per-phrase loop gave it, and bincount adds each row's contributions in this order, from 0.0."""
+    avgdl = float(n_token) / float(n_row)
+    found_ids, found_scores = [], []
+    for lexicon, spans in parts:
+        if not spans:
+            continue
+        at = np.concatenate([lexicon.rows_of[a:b] for _, a, b in spans])
+        freq = frequencies(np.concatenate([lexicon.counts[a:b] for _, a, b in spans]), title_weight)
+        idf = np.repeat([idf_of(n_row, hits.get(t, 0)) for t, _, _ in spans], [b - a for _, a, b in spans])
+        part = idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * lexicon.length[at] / avgdl)))
+        score = np.bincount(at, weights=part, minlength=len(lexicon.ids))
+        matched = np.zeros(len(lexicon.ids), dtype=bool)
+        matched[at] = True
+        found = np.flatnonzero(matched)
+        found_ids.append(lexicon.ids[found])
+        found_scores.append(score[found])
+    if not found_ids:
+        return []
+    ids = found_ids[0] if len(found_ids) == 1 else np.concatenate(found_ids)
+    score = found_scores[0] if len(found_scores) == 1 else np.concatenate(found_scores)
+    ranked = -1.0 * score  # what FTS5 returns; ORDER BY s, rowid
+    best = np.lexsort((ids, ranked))[:limit]
+    return [(int(ids[i]), -float(-1.0 * score[i])) for i in best]
 
 
 def frequencies(counts: np.ndarray, title_weight: float) -> np.ndarray:

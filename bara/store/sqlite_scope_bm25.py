@@ -26,11 +26,14 @@ table (``tests/test_memory_scope_bm25.py`` compares them with such a table): the
 A scope's lexicon is cached with its write generations, at most ``lexical_memory_cache_scopes`` of
 them (least recently searched dropped first). Memory scopes are written on most turns, so this
 connection's appends extend a cached lexicon when they commit, as they extend the dense arm's matrix
-(``sqlite_matrix``): only the new rows are read, and their postings are spliced in at the end of
-their terms' runs (:func:`merged`: one copy, no sort). Any other change (a delete, a replaced
-document, another connection's write) reads the scope again on its next search. Measured
-(docs/benchmarks.md, 30,000 other users' rows): a search's lexical arm 0.03 ms against FTS5's
-0.1-0.34 ms, an append ~0.2 ms more at commit, a scope's read ~13 µs a row. Weighed against it:
+(``sqlite_matrix``): only the new rows are read, into a small second lexicon beside the scope's
+(:class:`ScopeLexicon`: a search scores both parts under their joint statistics, bit for bit one
+lexicon of them all), merged into it once it outgrows an eighth of it (:func:`merged`: the postings
+spliced in at the end of their terms' runs, one copy, no sort). So an append costs its own rows, not
+the scope's (splicing into the scope at every append cost 1.2 ms at 20,000 rows). Any other change (a
+delete, a replaced document, another connection's write) reads the scope again on its next search.
+Measured (docs/benchmarks.md, 30,000 other users' rows): a search's lexical arm 0.03-0.08 ms against
+FTS5's 0.26-1.2 ms, an append ~0.2 ms more at commit, a scope's read ~9-13 µs a row. Weighed against it:
 reading each query's matching rows (FTS5 finds them, Python counts their terms) pays for the scope's
 matched tokens on every query and still needs every row's size for N and avgdl; rebuilding at each
 write pays a scope's read on every turn. FTS5's own query never answers a memory search any more, except for a term FTS5 splits into several tokens (a phrase the lexicon,
@@ -47,13 +50,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
 
 from bara.settings import Settings
-from bara.store.sqlite_bm25 import Lexicon, build_lexicon
+from bara.store.sqlite_bm25 import Lexicon, build_lexicon, query_phrases, ranked_rows
 from bara.store.sqlite_lexical import MEMORY_FTS, Rows, Run
 from bara.store.sqlite_matrix import Appended
 from bara.types import SHARED, SearchRequest
@@ -61,6 +64,42 @@ from bara.types import SHARED, SearchRequest
 Key = tuple[tuple[str, ...], tuple[str, ...]]
 #: ``Settings.lexical_memory_cache_scopes``: a bare ``SQLiteStore`` gets the same bound.
 DEFAULT_LEXICON_SCOPES: int = Settings.model_fields["lexical_memory_cache_scopes"].default
+#: When a scope's recent rows are merged into its lexicon: once they are more than this share of it (or
+#: ``FOLD_MIN`` rows). Appends then cost their own rows' size, and a merge, which copies the scope's
+#: postings, comes once per eighth of the scope's growth (amortised O(1) a row, as ``sqlite_matrix``'s
+#: buffer grows); a search scores the two parts in two passes.
+FOLD_SHARE, FOLD_MIN = 8, 64
+
+
+@dataclass(frozen=True)
+class ScopeLexicon:
+    """A memory scope's rows as two own-statistics lexicons of disjoint rows: ``base``, and the rows
+    appended since (``recent``, ids after base's, merged into base once large), scored together bit for
+    bit as one lexicon of them all (:func:`own_rows`), as of ``gens``."""
+
+    gens: tuple[int, ...]
+    base: Lexicon
+    recent: Lexicon | None = None
+
+    @property
+    def parts(self) -> tuple[Lexicon, ...]:
+        return (self.base,) if self.recent is None else (self.base, self.recent)
+
+    @property
+    def last_id(self) -> int:
+        ids = (self.recent if self.recent is not None and len(self.recent.ids) else self.base).ids
+        return int(ids[-1]) if len(ids) else -1
+
+    def rows(self, terms: Sequence[str], title_weight: float, limit: int) -> Rows | None:
+        return own_rows(self.parts, terms, title_weight, limit)
+
+    def appended(self, new: Lexicon, gens: tuple[int, ...]) -> "ScopeLexicon":
+        """With ``new``'s rows (ids after every one here) added: to ``recent``, merged into ``base`` once
+        ``recent`` outgrows ``FOLD_SHARE``."""
+        recent = new if self.recent is None else merged(self.recent, new, gens)
+        if len(recent.ids) > max(FOLD_MIN, len(self.base.ids) // FOLD_SHARE):
+            return ScopeLexicon(gens, merged(self.base, recent, gens))
+        return ScopeLexicon(gens, self.base, recent)
 
 
 class ScopeLexicons:
@@ -72,7 +111,7 @@ class ScopeLexicons:
         if capacity < 1:
             raise ValueError(f"capacity={capacity}: at least one memory scope's lexicon is kept")
         self.capacity = capacity
-        self._cache: OrderedDict[Key, Lexicon] = OrderedDict()
+        self._cache: OrderedDict[Key, ScopeLexicon] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -101,16 +140,17 @@ class ScopeLexicons:
         ``gens``; None when FTS5 must answer (see the module). ``keep``: cache a lexicon read now (not
         inside a write transaction, whose rows may yet be rolled back)."""
         lexicon = self.lexicon(run, (req.owners, req.collections), gens, keep)
-        return None if lexicon is None else lexicon.rows(run, req.terms, req.title_weight, req.limit)
+        return None if lexicon is None else lexicon.rows(req.terms, req.title_weight, req.limit)
 
-    def lexicon(self, run: Run, key: Key, gens: tuple[int, ...], keep: bool = True) -> Lexicon | None:
+    def lexicon(self, run: Run, key: Key, gens: tuple[int, ...], keep: bool = True) -> ScopeLexicon | None:
         """The scope's lexicon as of ``gens``: the cached one, else read now (and cached when ``keep``)."""
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None and cached.gens == gens:
                 self._cache.move_to_end(key)
                 return cached
-        lexicon = build_lexicon(run, key[0], key[1], gens, MEMORY_FTS)
+        read = build_lexicon(run, key[0], key[1], gens, MEMORY_FTS)
+        lexicon = None if read is None else ScopeLexicon(gens, read)
         if lexicon is not None and keep:
             with self._lock:
                 self._cache[key] = lexicon
@@ -148,10 +188,30 @@ class ScopeLexicons:
         with self._lock:
             if self._cache.get(key) is not old:
                 return  # another thread replaced it meanwhile: leave that one
-            if new is None or len(new.ids) != len(ids) or (len(old.ids) and len(ids) and ids[0] <= old.ids[-1]):
+            if new is None or len(new.ids) != len(ids) or (len(ids) and ids[0] <= old.last_id):
                 del self._cache[key]  # not a clean append after all: read again on the next search
             else:
-                self._cache[key] = merged(old, new, gens)
+                self._cache[key] = old.appended(new, gens)
+
+
+def own_rows(parts: Sequence[Lexicon], terms: Sequence[str], title_weight: float,
+             limit: int) -> list[tuple[int, float]] | None:
+    """:meth:`Lexicon.rows` of ``own`` lexicons of disjoint rows (a scope's lexicon and the rows appended
+    since, ``sqlite_scope_bm25``) over their rows' statistics together: bit for bit one lexicon of them all."""
+    phrases = query_phrases(terms, True)
+    if not phrases:
+        return None
+    n_row = sum(len(p.ids) for p in parts)
+    if n_row == 0:
+        return []
+    spans = [p.spans(phrases) for p in parts]
+    if not any(spans):
+        return []
+    hits: dict[str, int] = {}
+    for lexicon, found in zip(parts, spans, strict=True):
+        for t, n in lexicon.holding([t for t, _, _ in found]).items():
+            hits[t] = hits.get(t, 0) + n
+    return ranked_rows(list(zip(parts, spans, strict=True)), n_row, sum(p.tokens for p in parts), hits, title_weight, limit)
 
 
 def merged(a: Lexicon, b: Lexicon, gens: tuple[int, ...]) -> Lexicon:
