@@ -196,8 +196,8 @@ class ScopeLexicons:
 
 def own_rows(parts: Sequence[Lexicon], terms: Sequence[str], title_weight: float,
              limit: int) -> list[tuple[int, float]] | None:
-    """:meth:`Lexicon.rows` of ``own`` lexicons of disjoint rows (a scope's lexicon and the rows appended
-    since, ``sqlite_scope_bm25``) over their rows' statistics together: bit for bit one lexicon of them all."""
+    """:meth:`Lexicon.rows` of ``own`` lexicons of disjoint rows (a :class:`ScopeLexicon`'s parts) over
+    their rows' statistics together: bit for bit one lexicon of them all."""
     phrases = query_phrases(terms, True)
     if not phrases:
         return None
@@ -211,7 +211,8 @@ def own_rows(parts: Sequence[Lexicon], terms: Sequence[str], title_weight: float
     for lexicon, found in zip(parts, spans, strict=True):
         for t, n in lexicon.holding([t for t, _, _ in found]).items():
             hits[t] = hits.get(t, 0) + n
-    return ranked_rows(list(zip(parts, spans, strict=True)), n_row, sum(p.tokens for p in parts), hits, title_weight, limit)
+    return ranked_rows(list(zip(parts, spans, strict=True)), n_row, sum(p.tokens for p in parts), hits,
+                       title_weight, limit)
 
 
 def merged(a: Lexicon, b: Lexicon, gens: tuple[int, ...]) -> Lexicon:
