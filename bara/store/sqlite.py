@@ -155,10 +155,9 @@ class SQLiteStore:
             doc_id = int(cur.lastrowid)
             ids = np.array([self._insert_chunk(doc_id, doc, chunk, vec)
                             for chunk, vec in zip(doc.chunks, vecs, strict=False)], dtype=np.int64)
-            self._bump(doc.owner, doc.collection)
+            gen = self._bump(doc.owner, doc.collection)
             if not replaced and doc.owner != SHARED:  # a user's tier, only added rows: its cached
                 # matrices take them at commit (a knowledge base, written by ingest, is read again)
-                gen = generations(self.query, (doc.owner,), (doc.collection,))[0]
                 self._matrices.appended(Appended(doc.owner, doc.collection, gen, ids, vecs))
         return doc_id
 
@@ -203,10 +202,12 @@ class SQLiteStore:
         self._conn.execute("DELETE FROM documents WHERE id=?", (row[0],))
         return True
 
-    def _bump(self, owner: str, collection: str) -> None:
-        self._conn.execute(
+    def _bump(self, owner: str, collection: str) -> int:
+        """Move the scope's write generation on; returns the new one."""
+        return int(self._conn.execute(
             "INSERT INTO scope_generation (owner, collection, gen) VALUES (?,?,1)"
-            " ON CONFLICT (owner, collection) DO UPDATE SET gen = gen + 1", (owner, collection))
+            " ON CONFLICT (owner, collection) DO UPDATE SET gen = gen + 1 RETURNING gen",
+            (owner, collection)).fetchone()[0])
 
     # --------------------------------------------------------------------- search
     def prefetch_lexical(self, request: SearchRequest) -> LexicalPrefetch | None:
