@@ -87,9 +87,10 @@ class Lexicon:
     def rows(self, run: Run, terms: Sequence[str], title_weight: float, limit: int) -> list[tuple[int, float]] | None:
         """The scope's best ``limit`` rows for ``terms`` as (id, score), FTS5's order (score, then id);
         None when a term is not plain (FTS5 tokenises it; the caller runs the SQL query). An ``own``
-        lexicon looks a term that is one FTS5 token up by that token (as FTS5's query does), so only a
-        term FTS5 splits into a phrase of several tokens is left to the caller."""
-        phrases = query_phrases(terms, self.own)
+        lexicon is scored by :func:`own_rows`, over its own statistics."""
+        if self.own:
+            return own_rows((self,), terms, title_weight, limit)
+        phrases = query_phrases(terms, False)
         if not phrases:
             return None
         if len(self.ids) == 0:
@@ -106,10 +107,7 @@ class Lexicon:
         return [(t, int(self.start[i]), int(self.start[i + 1])) for t in phrases if (i := self.terms.get(t)) is not None]
 
     def _stats(self, run: Run, held: list[str]) -> tuple[int, int, dict[str, int]]:
-        """(N, tokens, n(t) of ``held``): the rows' own when ``own`` or when they are the whole table,
-        else the table's (read in one statement)."""
-        if self.own:
-            return len(self.ids), self.tokens, self.holding(held)
+        """(N, tokens, n(t) of ``held``): the table's (one statement), or the rows' own when they are it."""
         asked = () if self.hint.whole else held
         n_row, n_token, hits = table_stats(run, asked)
         self.hint.whole = n_row == len(self.ids)
@@ -120,8 +118,7 @@ class Lexicon:
         return n_row, n_token, hits
 
     def holding(self, phrases: list[str]) -> dict[str, int]:
-        """Rows of this lexicon holding each term (its postings; no query): n(t) when the scope is the whole
-        table or the statistics are its own."""
+        """Rows of this lexicon holding each term (its postings; no query): n(t) of a whole table or own."""
         return {t: int(self.start[i + 1] - self.start[i]) for t in phrases if (i := self.terms.get(t)) is not None}
 
 
@@ -154,6 +151,28 @@ def ranked_rows(parts: Sequence[tuple[Lexicon, list[tuple[str, int, int]]]], n_r
     ranked = -1.0 * score  # what FTS5 returns; ORDER BY s, rowid
     best = np.lexsort((ids, ranked))[:limit]
     return [(int(ids[i]), -float(-1.0 * score[i])) for i in best]
+
+
+def own_rows(parts: Sequence[Lexicon], terms: Sequence[str], title_weight: float,
+             limit: int) -> list[tuple[int, float]] | None:
+    """The best rows of ``own`` lexicons of disjoint rows (one, or a scope's and the rows appended since,
+    ``sqlite_scope_bm25.ScopeLexicon``) over their statistics together, bit for bit one lexicon of them
+    all; None when a term is several FTS5 tokens (a phrase, which a lexicon without positions cannot match)."""
+    phrases = query_phrases(terms, True)
+    if not phrases:
+        return None
+    n_row = sum(len(p.ids) for p in parts)
+    if n_row == 0:
+        return []
+    spans = [p.spans(phrases) for p in parts]
+    if not any(spans):
+        return []
+    hits: dict[str, int] = {}
+    for lexicon, found in zip(parts, spans, strict=True):
+        for t, n in lexicon.holding([t for t, _, _ in found]).items():
+            hits[t] = hits.get(t, 0) + n
+    return ranked_rows(list(zip(parts, spans, strict=True)), n_row, sum(p.tokens for p in parts), hits,
+                       title_weight, limit)
 
 
 def frequencies(counts: np.ndarray, title_weight: float) -> np.ndarray:

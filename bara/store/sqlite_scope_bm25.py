@@ -56,7 +56,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from bara.settings import Settings
-from bara.store.sqlite_bm25 import Lexicon, build_lexicon, query_phrases, ranked_rows
+from bara.store.sqlite_bm25 import Lexicon, build_lexicon, own_rows
 from bara.store.sqlite_lexical import MEMORY_FTS, Rows, Run
 from bara.store.sqlite_matrix import Appended
 from bara.types import SHARED, SearchRequest
@@ -75,7 +75,7 @@ FOLD_SHARE, FOLD_MIN = 8, 64
 class ScopeLexicon:
     """A memory scope's rows as two own-statistics lexicons of disjoint rows: ``base``, and the rows
     appended since (``recent``, ids after base's, merged into base once large), scored together bit for
-    bit as one lexicon of them all (:func:`own_rows`), as of ``gens``."""
+    bit as one lexicon of them all (:func:`bara.store.sqlite_bm25.own_rows`), as of ``gens``."""
 
     gens: tuple[int, ...]
     base: Lexicon
@@ -192,27 +192,6 @@ class ScopeLexicons:
                 del self._cache[key]  # not a clean append after all: read again on the next search
             else:
                 self._cache[key] = old.appended(new, gens)
-
-
-def own_rows(parts: Sequence[Lexicon], terms: Sequence[str], title_weight: float,
-             limit: int) -> list[tuple[int, float]] | None:
-    """:meth:`Lexicon.rows` of ``own`` lexicons of disjoint rows (a :class:`ScopeLexicon`'s parts) over
-    their rows' statistics together: bit for bit one lexicon of them all."""
-    phrases = query_phrases(terms, True)
-    if not phrases:
-        return None
-    n_row = sum(len(p.ids) for p in parts)
-    if n_row == 0:
-        return []
-    spans = [p.spans(phrases) for p in parts]
-    if not any(spans):
-        return []
-    hits: dict[str, int] = {}
-    for lexicon, found in zip(parts, spans, strict=True):
-        for t, n in lexicon.holding([t for t, _, _ in found]).items():
-            hits[t] = hits.get(t, 0) + n
-    return ranked_rows(list(zip(parts, spans, strict=True)), n_row, sum(p.tokens for p in parts), hits,
-                       title_weight, limit)
 
 
 def merged(a: Lexicon, b: Lexicon, gens: tuple[int, ...]) -> Lexicon:
