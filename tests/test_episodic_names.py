@@ -232,7 +232,7 @@ def test_backfill_from_older_sessions_sqlite(tmp_path):
         _check_backfilled(store)
 
 
-def test_backfill_from_older_sessions_postgres(pg_server_urls, pg_schema, pg_store_factory):
+def test_backfill_from_older_sessions_postgres(pg_server_urls, pg_schema, pg_store_factory, caplog):
     import psycopg
     from psycopg import sql
 
@@ -246,5 +246,8 @@ def test_backfill_from_older_sessions_postgres(pg_server_urls, pg_schema, pg_sto
         conn.execute("SET bara.owners = '*'")  # row-level security binds the owner too (FORCE)
         with conn.cursor() as cur:
             cur.executemany(_INSERT_OLD.format(", ".join(["%s"] * 8)), [_old_row(*r) for r in OLD_ROWS])
+    caplog.set_level("WARNING", logger="bara.store")
     store = pg_store_factory(dim=DIM)  # migrates the rest as the owner: the table, its backfill, its policies
     _check_backfilled(store)
+    said = [r.getMessage() for r in caplog.records if r.name == "bara.store"]  # the upgrade is announced once
+    assert len(said) == 1 and all(step in said[0] for step in NEW_STEPS)

@@ -5,8 +5,13 @@ everyone, and one user's private text moved another's ranking."""
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import random
 import sqlite3
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -178,3 +183,36 @@ def test_the_migration_moves_every_users_row_with_its_rowid(tmp_path, monkeypatc
     finally:
         migrated.close()
         fresh.close()
+
+
+def _store_before_the_step(path) -> None:
+    with pytest.MonkeyPatch.context() as m:  # the store an earlier bara wrote: one table for every owner
+        m.setattr(sqlite_lexical, "fts_table", lambda owner: KB_FTS)
+        s = SQLiteStore(path, [step for step in sqlite_migrations() if step.name != STEP])
+        _write_all(s)
+        s.close()
+
+
+def test_an_upgraded_store_says_so_before_its_schema_step_and_only_once(tmp_path, caplog):
+    old = tmp_path / "old.db"
+    _store_before_the_step(old)
+    caplog.set_level(logging.WARNING, logger="bara.store")
+    SQLiteStore(old).close()
+    said = [r for r in caplog.records if r.name == "bara.store"]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING
+    assert STEP in said[0].getMessage() and str(old) in said[0].getMessage()
+    caplog.clear()
+    SQLiteStore(old).close()  # nothing left to apply
+    SQLiteStore(tmp_path / "new.db").close()  # a new store's steps are its creation, not an upgrade
+    assert [r for r in caplog.records if r.name == "bara.store"] == []
+
+
+def test_the_cli_prints_the_upgrade_on_stderr_and_keeps_stdout_clean(tmp_path):
+    old = tmp_path / "old.db"
+    _store_before_the_step(old)
+    env = {**os.environ, "BARA_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "bara.cli", "memory", "inspect", "--db", str(old), "--user", "user1",
+                           "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert STEP in done.stderr and "once" in done.stderr
+    assert json.loads(done.stdout)["user"] == "user1"

@@ -8,9 +8,24 @@ names no other package's tables.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from bara.store.registry import OWNER_KEYS, SCHEMA, register_policies, register_step, steps_for
+
+
+#: Where a store says it is upgrading its schema (``bara`` commands print it on stderr).
+log = logging.getLogger("bara.store")
+
+
+def announce_upgrade(location: str, pending: list[str]) -> None:
+    """Say, before it starts, that a store holding data is about to take schema steps: a step may copy
+    every row (``0202`` moves users' full-text rows, ~25,000 rows/s), so a large store's first command
+    after an upgrade can take seconds to minutes, once. A new store's steps are not announced."""
+    if pending:
+        log.warning("%s: applying schema step%s %s once, after a bara upgrade; a large store may take a minute. "
+                    "Let it finish: an interrupted step is rolled back and runs again next time.",
+                    location, "s" if len(pending) > 1 else "", ", ".join(pending))
 
 
 @dataclass(frozen=True)

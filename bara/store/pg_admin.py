@@ -10,7 +10,7 @@ from psycopg import errors as pgerr
 from psycopg import sql as pgsql
 
 from bara.errors import StoreError
-from bara.store.migrations import Migration, postgres_migrations
+from bara.store.migrations import Migration, announce_upgrade, postgres_migrations
 from bara.store.pg_sql import MIGRATIONS_TABLE
 
 _LOCK_KEY = 0x62617261  # advisory lock: one migrator at a time per database
@@ -102,6 +102,8 @@ def _apply_pending(conn: psycopg.Connection, url: str, steps: list[Migration]) -
         raise StoreError(f"{redact(url)} has schema steps this bara does not know ({', '.join(unknown)}): it was "
                          "written by a newer bara. Upgrade bara, or point --db at another database.")
     pending = [s for s in steps if s.name not in applied]
+    if applied:
+        announce_upgrade(redact(url), [s.name for s in pending])
     for step in pending:
         _apply(conn, url, step)
     return [s.name for s in pending]

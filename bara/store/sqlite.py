@@ -22,7 +22,7 @@ import numpy as np
 
 from bara.errors import StoreError
 from bara.store.base import LexicalPrefetch
-from bara.store.migrations import Migration, sqlite_migrations
+from bara.store.migrations import Migration, announce_upgrade, sqlite_migrations
 from bara.store.sqlite_files import APPLICATION_ID, check_identity, check_integrity, connect_file, exists, file_problem
 from bara.store.sqlite_bm25 import Lexicons
 from bara.store.sqlite_lexical import (LexicalWorker, collect, index_chunk, lexical_arm, members, runner,
@@ -353,9 +353,11 @@ class SQLiteStore:
         if unknown:
             raise StoreError(f"{self.location} has schema steps this bara does not know ({', '.join(unknown)}): "
                              "it was written by a newer bara. Upgrade bara, or point --db at another file.")
-        for step in steps:
-            if step.name not in applied:
-                self._apply(step)
+        pending = [step for step in steps if step.name not in applied]
+        if applied:  # a store made by an earlier bara: say so before a step that may copy every row
+            announce_upgrade(self.location, [step.name for step in pending])
+        for step in pending:
+            self._apply(step)
 
     def _check_read_only_schema(self, steps: list[Migration]) -> None:
         """A read-only file is used as it is; it must not need a schema step."""
