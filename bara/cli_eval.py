@@ -237,7 +237,7 @@ def eval_report(folder: Path = typer.Argument(..., help="Folder of saved runs (a
 
 
 # ---------------------------------------------------------------------- memory (issue 14)
-def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo conversation files (conv-*.json)."),
+def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo files: one conversation each (conv-*.json) or the released list (locomo10.json)."),
                 more: Optional[List[Path]] = typer.Argument(None, help="More LoCoMo files after --locomo."),
                 modes: str = typer.Option("turns,gated,full", "--modes", help="Comma-separated: turns,gated,full."),
                 k: int = typer.Option(10, "--k", min=1, max=100, help="Items counted per question (recall@k)."),
@@ -285,10 +285,10 @@ def _judge_model(settings: Settings, judge: str) -> Any:
 
 
 def _judged(model: Any, judge: str, rows: dict, files: tuple[Path, ...]) -> dict[str, Any]:
-    from bara.eval.locomo_data import load_locomo
+    from bara.eval.locomo_data import load_locomo_all
     from bara.eval.locomo_judge import judge_rows
 
-    convs = [load_locomo(f) for f in files]
+    convs = [c for f in files for c in load_locomo_all(f)]
     speakers = {c.sample_id: (c.speaker_a, c.speaker_b) for c in convs}
     refs = {(c.sample_id, q.question): q.answer for c in convs for q in c.questions}
     return {"status": "ok", "model": judge,

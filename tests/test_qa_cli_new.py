@@ -51,8 +51,8 @@ def test_mcp_refuses_a_missing_store_without_creating_it(tmp_path):
 
 
 @pytest.mark.parametrize("content, says", [
-    ("[]", "JSON list"),
-    ('[{"speaker_a": "A"}]', "JSON list"),
+    ("[]", "empty JSON list"),
+    ('[{"speaker_a": "A"}]', "(item 0 of the list) is not a LoCoMo conversation"),
     ('{"speaker_a": "A", "speaker_b": "B", "session_1": ["hello"], "qa": []}', "malformed"),
     ('{"speaker_a": "A", "speaker_b": "B", "session_1": [], "qa": [{"question": "q", "category": "two"}]}',
      "malformed"),
@@ -65,6 +65,20 @@ def test_eval_memory_malformed_file_exits_2(tmp_path, content, says):
     result = run("eval", "memory", "--locomo", str(path), "--json")
     assert result.exit_code == 2, result.output
     assert says in result.output and "Traceback" not in result.output
+
+
+def test_eval_memory_reads_the_released_list_file_as_its_conversations(data_dir, tmp_path):
+    """locomo10.json, as LoCoMo releases it, is a JSON list of conversations: the same figures as one file each."""
+    files = [data_dir / "locomo" / name for name in ("conv-26.json", "conv-30.json")]
+    listed = tmp_path / "locomo10.json"
+    listed.write_text(json.dumps([json.loads(f.read_text(encoding="utf-8")) for f in files]), encoding="utf-8")
+    args = ["--limit", "3", "--sessions", "1", "--modes", "turns", "--json"]
+    one_each = run("eval", "memory", *(a for f in files for a in ("--locomo", str(f))), *args)
+    as_list = run("eval", "memory", "--locomo", str(listed), *args)
+    assert one_each.exit_code == 0 and as_list.exit_code == 0, as_list.output
+    first, second = json.loads(one_each.stdout), json.loads(as_list.stdout)
+    assert second["n_questions"] == first["n_questions"] == 6
+    assert second["modes"]["turns"]["evidence_recall@10"] == first["modes"]["turns"]["evidence_recall@10"]
 
 
 @pytest.mark.parametrize("judge", ["openai:", ":gpt-4o-mini", " : "])

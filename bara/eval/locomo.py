@@ -39,7 +39,7 @@ import numpy as np
 from bara.app import Bara
 from bara.errors import InputError
 from bara.eval.locomo_data import (ADVERSARIAL, CATEGORIES, LocomoConversation, LocomoQuestion,
-                                   evidence_recall, load_locomo)
+                                   evidence_recall, load_locomo_all)
 from bara.memory.episodic import Turn, context_vectors, episode_text
 from bara.prompts.frames import estimate_tokens
 from bara.retrieval.protocol import Embedder
@@ -229,8 +229,7 @@ def run_memory_eval(config: MemoryEvalConfig, settings: Settings, embedder: Embe
     """Every mode over every file; returns the per-question rows per mode and the question count."""
     rows: dict[str, list[QuestionRow]] = {m: [] for m in config.modes}
     n_questions = 0
-    for path in config.files:
-        conv = _slice(load_locomo(path), config)
+    for conv in (_slice(c, config) for path in config.files for c in load_locomo_all(path)):
         with tempfile.TemporaryDirectory(prefix="bara-locomo-") as tmp:
             store = SQLiteStore(Path(tmp) / "memory.db")
             bara = Bara(settings.override(k=min(config.k, 100)), store=store, embedder=embedder)

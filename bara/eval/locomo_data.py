@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -67,22 +67,41 @@ def _image_caption(turn: dict) -> str:
 
 
 def load_locomo(path: Path) -> LocomoConversation:
-    """One LoCoMo file; an unreadable or malformed file is an InputError naming what to fix."""
+    """The one conversation of a LoCoMo file; a file of several is an InputError (``load_locomo_all``)."""
+    convs = load_locomo_all(path)
+    if len(convs) != 1:
+        raise InputError(f"{path} holds {len(convs)} LoCoMo conversations, not one: read it with load_locomo_all")
+    return convs[0]
+
+
+def load_locomo_all(path: Path) -> tuple[LocomoConversation, ...]:
+    """Every conversation of a LoCoMo file: one object (``conv-26.json``) or the released list of them
+    (``locomo10.json``); an unreadable or malformed file is an InputError naming what to fix."""
     try:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read LoCoMo file {path}: {exc}; pass a conv-*.json file") from exc
-    if isinstance(raw, list):
-        raise InputError(f"{path} holds a JSON list ({len(raw)} items), not one LoCoMo conversation: pass one "
-                         "conversation per file (conv-*.json; split the original locomo10.json by sample)")
+        raise InputError(f"cannot read LoCoMo file {path}: {exc}; pass a conv-*.json or locomo10.json file") from exc
+    if not isinstance(raw, list):
+        return (_conversation(path, raw, ""),)
+    if not raw:
+        raise InputError(f"{path} holds an empty JSON list: pass a file with at least one LoCoMo conversation")
+    convs = tuple(_conversation(path, item, f" (item {n} of the list)") for n, item in enumerate(raw))
+    ids = [c.sample_id for c in convs]
+    if len(set(ids)) != len(ids):  # items without sample_id would all be named after the file
+        convs = tuple(replace(c, sample_id=f"{c.sample_id}-{n}") for n, c in enumerate(convs))
+    return convs
+
+
+def _conversation(path: Path, raw: object, where: str) -> LocomoConversation:
     conv = raw.get("conversation", raw) if isinstance(raw, dict) else None
-    if not isinstance(conv, dict) or "speaker_a" not in conv or not isinstance(raw.get("qa"), list):
-        raise InputError(f"{path} is not a LoCoMo conversation (needs speaker_a, session_N and qa)")
+    if not isinstance(raw, dict) or not isinstance(conv, dict) or "speaker_a" not in conv \
+            or not isinstance(raw.get("qa"), list):
+        raise InputError(f"{path}{where} is not a LoCoMo conversation (needs speaker_a, session_N and qa)")
     try:
         return _parse(path, raw, conv)
     except (AttributeError, TypeError, ValueError) as exc:
-        raise InputError(f"{path} has a malformed LoCoMo entry ({type(exc).__name__}: {exc}): each session_N must "
-                         "be a list of {speaker, dia_id, text} objects and each qa item an object") from exc
+        raise InputError(f"{path}{where} has a malformed LoCoMo entry ({type(exc).__name__}: {exc}): each "
+                         "session_N must be a list of {speaker, dia_id, text} objects and each qa item an object") from exc
 
 
 def _parse(path: Path, raw: dict, conv: dict) -> LocomoConversation:
