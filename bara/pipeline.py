@@ -214,7 +214,8 @@ class Assistant:
             message_vector, seen.prior.topic, seen.topic.depends, self.settings.gate_topic_carry_weight)
         kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
             query, k=policy.kb_k, floor=policy.kb_floor, vector=vector,
-            prefetched=seen.guess.prefetched)) if policy.inject_kb else None
+            prefetched=seen.guess.prefetched, spare_lexical=self.settings.gate_kb_floor_spare_lexical,
+            spare_floor=policy.kb_floor - self.settings.gate_kb_floor_spare_margin)) if policy.inject_kb else None
         kb = within_gap(kb, self.settings.gate_kb_relative_gap)
         notes = self._tier("retrieve_notes", rec, lambda: self.notes.search(  # the user's own words: a recap
             t.user_id, t.clean.query, k=policy.notes_k, vector=message_vector),  # names its kind and topic

@@ -60,19 +60,23 @@ def test_lexical_miss_falls_back_to_dense(kb):
     assert out.hits and all(h.dense.rank is not None for h in out.hits)
 
 
+XYLO_TOPICS = ["TCP congestion control halves the window after loss.", "DNS resolvers cache answers for the TTL.",
+               "TLS handshakes negotiate a cipher suite.", "HTTP caches store responses with validators.",
+               "TCP retransmits lost segments after a timeout.", "TCP fast retransmit uses duplicate ACKs.",
+               "Packet loss signals congestion to TCP senders.", "Orchestra inventory: one xylophone."]
+XYLO_QUERY = "xylophone: how does congestion control react to packet loss in TCP"
+
+
 def test_floor_applies_to_lexical_only_hits_too(tmp_path, embedder):
     """A chunk found only by BM25 (a rare word, unrelated meaning) is still held to the floor."""
-    topics = ["TCP congestion control halves the window after loss.", "DNS resolvers cache answers for the TTL.",
-              "TLS handshakes negotiate a cipher suite.", "HTTP caches store responses with validators.",
-              "TCP retransmits lost segments after a timeout.", "TCP fast retransmit uses duplicate ACKs.",
-              "Packet loss signals congestion to TCP senders.", "Orchestra inventory: one xylophone."]
+    topics = XYLO_TOPICS
     settings = Settings(db=str(tmp_path / "f.db"), cache_dir=tmp_path / "c", candidate_multiplier=1)
     store = SQLiteStore(settings.db)
     kb = KnowledgeBase(store, embedder, settings)
     for n, text in enumerate(topics):
         kb.add_text(f"doc{n}", text)
     r = HybridRetriever(store, embedder, settings)
-    query = "xylophone: how does congestion control react to packet loss in TCP"
+    query = XYLO_QUERY
     result = store.search(r._request(tuple(analyze(query)), embedder.embed([query])[0], 3, ("",), ("kb",),
                                      Arms.HYBRID))
     xylo = [c for c in result.candidates if c.dense.rank is None and c.lexical.rank is not None]
@@ -111,3 +115,32 @@ def test_unavailable_reranker_degrades_with_reason(kb):
     assert out.status is Status.DEGRADED
     assert any("reranker unavailable" in reason for reason in out.reasons)
     assert [h.id for h in out.hits] == [h.id for h in plain.hits]
+
+
+def test_the_lexical_arms_first_candidates_can_be_held_to_a_lower_floor(tmp_path, embedder):
+    """``spare_lexical`` N holds the full-text arm's first N candidates to ``spare_floor`` instead of the
+    cosine floor, says how many of the hits shown it kept so, and spares nothing the lexical arm did not rank."""
+    settings = Settings(db=str(tmp_path / "s.db"), cache_dir=tmp_path / "c", candidate_multiplier=1)
+    store = SQLiteStore(settings.db)
+    kb = KnowledgeBase(store, embedder, settings)
+    for n, text in enumerate(XYLO_TOPICS):
+        kb.add_text(f"doc{n}", text)
+    r = HybridRetriever(store, embedder, settings)
+    ranked = store.search(r._request(tuple(analyze(XYLO_QUERY)), embedder.embed([XYLO_QUERY])[0], 3, ("",),
+                                     ("kb",), Arms.HYBRID)).candidates
+    by_lexical = sorted((c for c in ranked if c.lexical.rank is not None), key=lambda c: c.lexical.rank or 0)
+    assert len(by_lexical) >= 3
+    for spare in (1, 2):
+        out = r.search(XYLO_QUERY, k=3, floor=1.01, spare_lexical=spare)  # above every cosine; spare floor -1
+        assert {h.id for h in out.hits} == {c.chunk_id for c in by_lexical[:spare]}
+        assert out.status is Status.OK and f"floor_spared_lexical:{spare}" in out.reasons
+        assert out.n_dropped == len(ranked) - spare
+    second = by_lexical[1].similarity  # a spare floor between the two: only the one above it is kept
+    first = by_lexical[0].similarity
+    out = r.search(XYLO_QUERY, k=3, floor=1.01, spare_lexical=2, spare_floor=(first + second) / 2)
+    assert [h.id for h in out.hits] == [(by_lexical[0] if first > second else by_lexical[1]).chunk_id]
+    none = r.search(XYLO_QUERY, k=3, floor=1.01)
+    assert none.status is Status.EMPTY and not any(x.startswith("floor_spared") for x in none.reasons)
+    above = r.search(XYLO_QUERY, k=3, floor=-1.0, spare_lexical=2)  # nothing below the floor: nothing spared
+    assert not any(x.startswith("floor_spared") for x in above.reasons)
+    store.close()

@@ -77,8 +77,14 @@ class HybridRetriever:
     def search(self, query: str, *, k: int | None = None, floor: float | None = None,
                owners: Sequence[str] = (SHARED,), collections: Sequence[str] = ("kb",),
                arms: Arms = Arms.HYBRID, rerank: bool | None = None,
-               vector: np.ndarray | None = None, prefetched: LexicalPrefetch | None = None) -> RetrievalOutcome:
-        """Return an ok / empty / degraded outcome; never raises on odd query text."""
+               vector: np.ndarray | None = None, prefetched: LexicalPrefetch | None = None,
+               spare_lexical: int = 0, spare_floor: float = -1.0) -> RetrievalOutcome:
+        """Return an ok / empty / degraded outcome; never raises on odd query text.
+
+        ``floor`` is a cosine floor, so it judges a candidate by the dense arm alone; the full-text arm's
+        first ``spare_lexical`` candidates are held to ``spare_floor`` instead, since a chunk that arm
+        ranks at the top has evidence of its own (reason ``floor_spared_lexical:M``: M of the hits shown
+        are below ``floor``)."""
         k = k or self.settings.k
         floor = self.settings.search_floor if floor is None else floor
         text, reasons = clean_query(query, self.settings.max_query_chars)
@@ -94,11 +100,14 @@ class HybridRetriever:
         if arms is Arms.HYBRID and terms and result.lexical_hits == 0:
             reasons += ("lexical_empty_dense_only",)
         use_rerank = self.settings.rerank if rerank is None else rerank
-        kept, dropped, n_dropped = self._select(result.candidates, floor, k, use_rerank, owners, timings)
+        kept, dropped, n_dropped = self._select(result.candidates, (floor, spare_floor, spare_lexical), k,
+                                                use_rerank, owners, timings)
         kept, status, reasons = self._rerank(text, kept, use_rerank, timings, reasons)
         if not kept:
             reasons += ("all_below_floor",) if n_dropped else ("no_candidates",)
             status = Status.EMPTY
+        spared = sum(h.similarity < floor for h in kept[:k])
+        reasons += (f"floor_spared_lexical:{spared}",) if spared else ()
         return RetrievalOutcome(status, text, kept[:k], dropped, reasons, timings, n_dropped)
 
     def _search(self, request: SearchRequest, prefetched: LexicalPrefetch | None) -> StoreSearchResult:
@@ -106,13 +115,17 @@ class HybridRetriever:
             return self._prefetcher.search_prefetched(request, prefetched)
         return self.store.search(request)
 
-    def _select(self, candidates: Sequence[Candidate], floor: float, k: int, rerank: bool,
+    def _select(self, candidates: Sequence[Candidate], floors: tuple[float, float, int], k: int, rerank: bool,
                 owners: Sequence[str], timings: dict) -> tuple[tuple[Hit, ...], tuple[Hit, ...], int]:
-        """Apply the floor to every candidate; read chunk text only for what will be shown
-        (the top k, all survivors when reranking, and the k best of those dropped)."""
+        """Apply the floor to every candidate (the lexical arm's first ``spare`` to ``low``); read chunk text
+        only for what will be shown (the top k, all survivors when reranking, and the k best of those dropped)."""
         t0 = time.perf_counter()
-        kept = [c for c in candidates if c.similarity >= floor]
-        dropped = [c for c in candidates if c.similarity < floor]
+        floor, low, spare = floors
+        low = min(low, floor)  # a lower floor, never a higher one
+        keep = [c.similarity >= (low if c.lexical.rank is not None and c.lexical.rank <= spare else floor)
+                for c in candidates]
+        kept = [c for c, y in zip(candidates, keep, strict=True) if y]
+        dropped = [c for c, y in zip(candidates, keep, strict=True) if not y]
         shown = kept if rerank else kept[:k]
         hits = self._hits([*shown, *dropped[:k]], owners)
         shown_ids = {c.chunk_id for c in shown}
