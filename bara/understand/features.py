@@ -84,6 +84,10 @@ _QUESTION_START = re.compile(
     r"^\W*(what|how|why|when|where|which|who|whom|whose|is|are|was|were|do|does|did|can|could|should|"
     r"would|will|shall|may|might|must|has|have|had|explain|describe|define|compare|list|tell me|"
     r"summari[sz]e|give me|show me)\b")
+#: What opens a request rather than a question ("please cancel ...", "i need to book ...", "play ...").
+_REQUEST_START = re.compile(
+    r"^\W*(please|pls|i need|i want|i'd like|i would like|help me|cancel|book|set|find|check|call|play|send|"
+    r"remind|add|turn)\b")
 _WORD = re.compile(r"[\w']+")
 _LETTERS = re.compile(r"[^\W\d_]+")
 _VOWELS = frozenset("aeiouy\u00e0\u00e1\u00e2\u00e4\u00e8\u00e9\u00ea\u00eb\u00ec\u00ed\u00ee\u00ef\u00f2\u00f3\u00f4\u00f6\u00f9\u00fa\u00fb\u00fc")
@@ -197,6 +201,20 @@ def topic_similarity(message_vector: np.ndarray | None,
     if denom == 0.0 or not np.isfinite(denom):
         return None
     return clip_unit(np.dot(centre, vec) / denom)
+
+
+def asks_after_greeting(normalized: str) -> bool:
+    """Whether what follows a greeting opener asks a question or makes a request ("hey, have you approved
+    my vacation time yet", "hey siri, please cancel my reservation"): the greeting then only opens the
+    message. A short vocative before a comma ("hi there,", "hey siri,") is passed over."""
+    opener = _GREETING.match(normalized)
+    if opener is None:
+        return False
+    rest = normalized[opener.end():].lstrip(" ,!.")
+    head, comma, tail = rest.partition(",")
+    if comma and len(head.split()) <= 2:
+        rest = tail
+    return bool(_QUESTION_START.match(rest) or _REQUEST_START.match(rest))
 
 
 def clip_unit(value: float) -> float:
