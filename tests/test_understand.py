@@ -84,6 +84,23 @@ def test_boolean_signals(message, field):
     assert getattr(feats(message), field) is True
 
 
+@pytest.mark.parametrize("message, asks", [
+    ("which name have you got stored for me?", True), ("how do you address me", True),
+    ("what's my full name in your records", True), ("tell me what you call me", True),
+    ("let me know the names you have for me", True), ("is sam my name", True),
+    ("How do I change my name?", False), ("how do i get my name changed on a driver's license", False),
+    ("what is the legal name of the company", False), ("send a text to lisa and ask her to call me later", False),
+    ("my name is brad", False), ("what is the name of the TCP timer", False),
+])
+def test_asking_what_bara_calls_the_user_is_a_profile_question(message, asks):
+    """Round 12: questions about the name bara has for the user ask the profile, not the knowledge base;
+    asking how to change a name is a knowledge question."""
+    f = feats(message, history=())
+    assert f.is_profile_question is asks
+    if asks:
+        assert classify(message, history=()).intent == "profile"
+
+
 def test_forgetting_a_fact_is_not_a_privacy_request():
     assert not feats("I always forget how the TCP handshake works").privacy_signal
 

@@ -53,6 +53,14 @@ _PROFILE_STATEMENT = re.compile(
     r"(developer|engineer|student|teacher|researcher|designer|manager|scientist|analyst|beginner|"
     r"expert|doctor|nurse|lawyer|programmer|administrator|admin|architect|consultant)|"
     r"my (favou?rite|preferences?|pronouns) (is|are)|remember that i|please remember)\b")
+#: Asking what the assistant calls the user ("what name do you have saved for me", "how is my name listed"),
+#: asked as a question; not how to change a name ("how do i change my name?" asks the knowledge base).
+_OWN_NAME = re.compile(r"\bmy (first |last |full |current )?name\b|\bnames? (that )?you (have|use|call|know)\b|"
+                       r"\bnames? for me\b|\bnames?(\s+\w+){0,3}\s+(saved|stored|listed)\b|"
+                       r"\b(call|refer to|address) me\b|"
+                       r"\bknow me (as|by)\b|\bme saved\b")
+_NAME_CHANGE = re.compile(r"\b(chang(e|es|ed|ing)|renam\w*|new|legal|legally|maiden)\b")
+_ASKS_TO_KNOW = re.compile(r"^\W*(let me know|i (want|need|wanna) (to )?know|say|guess)\b")
 _PROFILE_QUESTION = re.compile(
     r"\b(what'?s my name|what is my name|who am i|do you (know|remember) (my (name|preferences)|"
     r"who i am|what i (said|told you|like|prefer))|"
@@ -203,6 +211,14 @@ def topic_similarity(message_vector: np.ndarray | None,
     return clip_unit(np.dot(centre, vec) / denom)
 
 
+def asks_profile(normalized: str) -> bool:
+    """A question about what bara knows of the user: a stored preference, role, or the name it calls them by."""
+    if _PROFILE_QUESTION.search(normalized):
+        return True
+    asks = "?" in normalized or bool(_QUESTION_START.match(normalized) or _ASKS_TO_KNOW.match(normalized))
+    return asks and bool(_OWN_NAME.search(normalized)) and not _NAME_CHANGE.search(normalized)
+
+
 def asks_after_greeting(normalized: str) -> bool:
     """Whether what follows a greeting opener asks a question or makes a request ("hey, have you approved
     my vacation time yet", "hey siri, please cancel my reservation"): the greeting then only opens the
@@ -236,12 +252,13 @@ def compute_features(message: str, history: Sequence[Utterance], profile: Mappin
     words = words_of(q)
     signals = followup_signals(q, words, len(history))
     score = followup_score(signals, cfg)
+    profile_question = asks_profile(q)
     return ContextFeatures(
         normalized=q, word_count=len(words), has_question_mark="?" in q,
         history_length=len(history), followup_score=score, followup_signals=signals,
         is_followup=score >= threshold, is_greeting=bool(_GREETING.match(q)),
-        is_profile_statement=bool(_PROFILE_STATEMENT.search(q)) and not _PROFILE_QUESTION.search(q),
-        is_profile_question=bool(_PROFILE_QUESTION.search(q)),
+        is_profile_statement=bool(_PROFILE_STATEMENT.search(q)) and not profile_question,
+        is_profile_question=profile_question,
         has_personal_reference=bool(_PERSONAL_REF.search(q)),
         privacy_signal=bool(_PRIVACY.search(q)), notes_request=bool(_NOTES_REQUEST.search(q)),
         tone_signal=tone_signal(q), low_entropy=is_low_entropy(q), has_profile=bool(profile), stated_name=stated_name(message),
