@@ -1,0 +1,66 @@
+"""Issue 16 QA of the command line and the library entry points: each test failed before its fix.
+
+Patterns and helpers are those of the issue 15 tests (tests/test_hardening_input.py): a user error
+exits 2 with a message that says what to change, never a traceback; nothing is lost or created by
+mistake.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bara.memory.knowledge import KnowledgeBase, discover
+from bara.settings import Settings
+from bara.store.sqlite import SQLiteStore
+from tests.test_hardening_input import assert_clean_exit, invoke
+
+
+# ---- a path given on its own to the library is one path, not a list of characters ----------------
+def test_ingest_of_one_path_given_as_a_string_ingests_that_file(tmp_path, embedder, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # "a.txt" as characters: "a", ".", "t", "x", "t" ("." is this folder)
+    Path("a.txt").write_text("Retransmission timers in TCP back off exponentially. " * 5)
+    with SQLiteStore(tmp_path / "x.db") as store:
+        report = KnowledgeBase(store, embedder, Settings(db=str(tmp_path / "x.db"))).ingest("a.txt")
+    assert report.files_read == 1 and report.skipped == []
+
+
+def test_prune_of_one_root_given_as_a_string_prunes_only_under_it(tmp_path, embedder):
+    for name in ("docs", "other"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "gone.txt").write_text(f"A {name} file about congestion windows. " * 5)
+    with SQLiteStore(tmp_path / "x.db") as store:
+        kb = KnowledgeBase(store, embedder, Settings(db=str(tmp_path / "x.db")))
+        kb.ingest([tmp_path / "docs", tmp_path / "other"])
+        for name in ("docs", "other"):
+            (tmp_path / name / "gone.txt").unlink()
+        pruned = [o.path for o in kb.prune(str(tmp_path / "docs"))]  # as characters, "/" held every file
+        assert pruned == [str((tmp_path / "docs" / "gone.txt").resolve())]
+        assert store.list_sources() == [str((tmp_path / "other" / "gone.txt").resolve())]
+
+
+def test_an_entry_that_cannot_be_examined_is_reported_and_the_rest_ingested(tmp_path, monkeypatch):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.txt").write_text("A good file about the retransmission timeout. " * 5)
+    (docs / "locked.txt").write_text("cannot be examined")
+    real = Path.is_file
+
+    def is_file(self: Path) -> bool:  # a folder entry whose stat is refused (EACCES), as without search permission
+        if self.name == "locked.txt":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    files, skipped = discover([docs])
+    assert files == [docs / "good.txt"]
+    assert [(s.path, s.reason) for s in skipped] == [(str(docs / "locked.txt"), "unreadable: Permission denied")]
+
+
+def test_a_pipe_named_outright_is_not_reported_as_missing(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "pipe.txt")
+    _, skipped = discover([tmp_path / "pipe.txt"])
+    assert skipped[0].reason.startswith("not a regular file")
