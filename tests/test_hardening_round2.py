@@ -64,3 +64,57 @@ def test_a_pipe_named_outright_is_not_reported_as_missing(tmp_path):
     os.mkfifo(tmp_path / "pipe.txt")
     _, skipped = discover([tmp_path / "pipe.txt"])
     assert skipped[0].reason.startswith("not a regular file")
+
+
+# ---- settings: no NaN or infinity, floors are similarities, any settings file is an answer ---------
+FLOAT_FIELDS = [n for n, f in Settings.model_fields.items() if f.annotation is float]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_no_float_setting_takes_nan_or_infinity(value):
+    from bara.errors import ConfigError
+    from bara.settings import load_settings
+
+    taken = []
+    for name in FLOAT_FIELDS:
+        try:
+            load_settings(environ={f"BARA_{name.upper()}": value})
+            taken.append(name)
+        except ConfigError as exc:
+            assert name in str(exc)
+    assert taken == []
+
+
+@pytest.mark.parametrize("field", ["floor_kb", "floor_continuation", "floor_general", "floor_qa"])
+def test_route_floors_are_cosine_similarities(field):
+    from bara.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=field):
+        Settings().override(**{field: 5.0})
+    assert getattr(Settings().override(**{field: -1.0}), field) == -1.0
+
+
+def test_an_infinite_weight_is_refused_by_the_cli_not_printed_as_infinity(tmp_path, rfc_kb):
+    from typer.testing import CliRunner
+
+    from bara.cli import app
+
+    env = {"BARA_CACHE_DIR": str(tmp_path / "cache"), "BARA_MODEL": "", "BARA_WEIGHT_DENSE": "inf"}
+    result = CliRunner().invoke(app, ["search", "tcp", "--json", "--db", str(rfc_kb("round2_kb"))], env=env)
+    assert_clean_exit(result, 2)
+    assert "weight_dense" in result.output and "Infinity" not in result.output
+
+
+@pytest.mark.parametrize("content,says", [(None, "is a folder"), (b"bara = 3\n", "must be a table"),
+                                          (b"\xef\xbb\xbfk = 7\n", None)])
+def test_any_settings_file_is_read_or_refused_with_a_config_error(tmp_path, content, says):
+    from bara.errors import ConfigError
+    from bara.settings import load_settings
+
+    path = tmp_path / "bara.toml"
+    path.mkdir() if content is None else path.write_bytes(content)
+    if says is None:  # a byte-order mark (Windows editors write one) is not a TOML error
+        assert load_settings(environ={"BARA_CONFIG": str(path)}).k == 7
+        return
+    with pytest.raises(ConfigError, match=says):
+        load_settings(environ={"BARA_CONFIG": str(path)})

@@ -24,7 +24,9 @@ def _cache_home() -> Path:
 class CoreSettings(BaseModel):
     """The settings sections that come first; :class:`bara.settings.Settings` adds the rest."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan: no threshold, weight, budget or timeout means anything as NaN or infinity (a NaN floor
+    # silently drops every hit, an infinite weight makes every fused score Infinity, which is not JSON)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     # --- where things live -------------------------------------------------
     db: str = Field(default=str(_data_home() / "bara.db"),
@@ -129,13 +131,13 @@ class CoreSettings(BaseModel):
     # the dev half (sha256-even conversations; q8 embedder): 0.15 -> 0.654x, 0.25 -> 0.618x, 0.28 -> 0.584x,
     # at Recall@5 0.842 -> 0.816 (always 0.764, last2 0.776). Report half at 0.28: 0.546x, R@5 0.809
     # (always 0.777, last2 0.781). docs/evaluation.md, round 2, has the sweep.
-    floor_kb: float = Field(default=0.28, description="MiniLM cosine floor for knowledge-base hits: see the sweep "
+    floor_kb: float = Field(default=0.28, ge=-1.0, le=1.0, description="MiniLM cosine floor for knowledge-base hits: see the sweep "
                                               "above (what it costs in recall, what it saves in tokens).")
-    floor_continuation: float = Field(default=0.28, description="Same embedder, same sweep as floor_kb: the topic "
+    floor_continuation: float = Field(default=0.28, ge=-1.0, le=1.0, description="Same embedder, same sweep as floor_kb: the topic "
                                                         "vector already carries the conversation.")
-    floor_general: float = Field(default=0.28, description="Was 0.45 (copied from another embedder): it dropped "
+    floor_general: float = Field(default=0.28, ge=-1.0, le=1.0, description="Was 0.45 (copied from another embedder): it dropped "
                                                    "standalone turns' relevant hits (R@5 0.700 -> 0.510).")
-    floor_qa: float = Field(default=0.65, description="Old answers are reused only when the question nearly repeats.")
+    floor_qa: float = Field(default=0.65, ge=-1.0, le=1.0, description="Old answers are reused only when the question nearly repeats.")
 
     # --- gate: understand & decide (add gate thresholds below this line) ---
     gate_followup_threshold: float = Field(default=0.5, ge=0.0, le=1.0,
