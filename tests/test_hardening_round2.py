@@ -118,3 +118,39 @@ def test_any_settings_file_is_read_or_refused_with_a_config_error(tmp_path, cont
         return
     with pytest.raises(ConfigError, match=says):
         load_settings(environ={"BARA_CONFIG": str(path)})
+
+
+# ---- stores: a folder as --db, a store another process holds --------------------------------------
+@pytest.mark.parametrize("args", [["search", "tcp"], ["ingest", "DOCS"], ["memory", "inspect"], ["funds", "load"],
+                                  ["chat", "--script", "DOCS/s.jsonl"]], ids=lambda a: " ".join(a[:2]))
+def test_a_folder_as_db_is_named_as_a_folder(tmp_path, args):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "s.jsonl").write_text('{"user": "hi"}\n')
+    result = invoke([*(a.replace("DOCS", str(docs)) for a in args), "--db", str(docs)], tmp_path)
+    assert_clean_exit(result, 2)
+    assert f"{docs} is a folder" in result.output and "bara.db" in result.output
+    assert "corrupt" not in result.output and "bara ingest PATH --db" not in result.output
+    assert sorted(p.name for p in docs.iterdir()) == ["s.jsonl"]
+
+
+def test_a_store_locked_by_another_process_is_a_busy_error_not_a_traceback(tmp_path):
+    import sqlite3
+
+    from typer.testing import CliRunner
+
+    from bara.cli import app
+
+    db = tmp_path / "x.db"
+    SQLiteStore(db).close()
+    (tmp_path / "a.txt").write_text("Retransmission timers in TCP back off exponentially. " * 5)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process mid-write
+    try:
+        env = {"BARA_CACHE_DIR": str(tmp_path / "cache"), "BARA_MODEL": "", "BARA_STORE_BUSY_TIMEOUT_S": "0.05"}
+        result = CliRunner().invoke(app, ["ingest", str(tmp_path / "a.txt"), "--db", str(db)], env=env)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert_clean_exit(result, 2)
+    assert f"{db} is busy" in result.output and "Retry" in result.output

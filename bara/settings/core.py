@@ -105,6 +105,10 @@ class CoreSettings(BaseModel):
         "base is one scope; each user's Q&A, notes and episodes are one each), least recently searched "
         "dropped first: a server's memory no longer grows with every user it has served. A dropped "
         "scope is read again on its next search (~0.3 ms at 100 rows, ~2 ms at 1,000)."))
+    store_busy_timeout_s: float = Field(default=30.0, gt=0, le=3600, description=(
+        "SQLite: how long a write waits for another process's write lock (a running ingest, chat or serve on "
+        "the same file) before the command stops with 'busy' and says to retry; a document's transaction "
+        "takes well under a second, so 30 s only runs out when another writer is stuck or long-running."))
     store_matrix_cache_mb: float = Field(default=512.0, gt=0, description=(
         "SQLite: at most this many MiB of cached scope vectors (each row ~1.6 KB at 384 dimensions, with "
         "its id and row index), least recently searched dropped first, whatever the scope count: a few "
