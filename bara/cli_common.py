@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from bara.app import Bara
-from bara.errors import BaraError
+from bara.errors import BaraError, MissingStoreError
 from bara.settings import Settings, load_settings
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -47,14 +47,18 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def open_bara(db: Optional[str], mode: str = "read", **overrides: Any) -> Bara:
+def open_bara(db: Optional[str], mode: str = "read", create_with: str = "", **overrides: Any) -> Bara:
     """A Bara over the store at ``db`` (settings/$BARA_DB when None). ``mode``: ``read`` needs an
-    existing store and works on a read-only one; ``write`` may create it; ``update`` may not."""
+    existing store and works on a read-only one; ``write`` may create it; ``update`` may not.
+    ``create_with``: the command that makes the store this one needs, named when there is none."""
     from bara.store import open_store
 
     try:
         settings = load_settings(db=db, **overrides)
         return Bara(settings, store=open_store(settings.db, mode=mode, settings=settings))
+    except MissingStoreError as exc:
+        fail(f"no store at {exc.location}: run `{create_with} --db {exc.location}` first; check the --db path"
+             if create_with else str(exc))
     except BaraError as exc:
         fail(str(exc))
 

@@ -200,7 +200,7 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
     try:
         if model is not None and (":" not in model or not all(model.split(":", 1))):
             fail(f"--model {model!r} must be provider:name, e.g. openai:gpt-4o-mini")
-        with _open(db, "write", **({"model": model} if model else {})) as bara:
+        with open_bara(db, "update", "bara funds load", **({"model": model} if model else {})) as bara:
             chosen = _golden_model(bara)
             report = _run_golden(bara, chosen, gate_tools, picked, quiet=json_out)
     except BaraError as exc:

@@ -154,3 +154,38 @@ def test_a_store_locked_by_another_process_is_a_busy_error_not_a_traceback(tmp_p
         holder.close()
     assert_clean_exit(result, 2)
     assert f"{db} is busy" in result.output and "Retry" in result.output
+
+
+# ---- commands that change an existing store never create one on a mistyped --db -------------------
+@pytest.mark.parametrize("args", [["db", "reembed"], ["db", "migrate"],
+                                  ["eval", "golden", "--case", "num-value-asha", "--json"]],
+                         ids=lambda a: " ".join(a[:2]))
+def test_store_changing_commands_refuse_a_missing_store_and_create_nothing(tmp_path, args):
+    db = tmp_path / "typo" / "bara.db"
+    result = invoke([*args, "--db", str(db)], tmp_path)
+    assert_clean_exit(result, 2)
+    assert f"no store at {db}" in result.output
+    assert not db.parent.exists()
+
+
+@pytest.mark.parametrize("env", [{}, {"BARA_K": "many"}], ids=["text file", "bad BARA_K"])
+def test_db_migrate_of_an_unusable_store_or_setting_exits_2(tmp_path, env):
+    from typer.testing import CliRunner
+
+    from bara.cli import app
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes, not a store\n")
+    result = CliRunner().invoke(app, ["db", "migrate", "--db", str(notes)],
+                                env={"BARA_CACHE_DIR": str(tmp_path / "cache"), **env})
+    assert_clean_exit(result, 2)
+    assert ("BARA_K" in env and "k:" in result.output) or "not a SQLite database" in result.output
+    assert notes.read_text() == "my notes, not a store\n"
+
+
+def test_another_programs_file_as_db_is_not_called_damaged(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes, not a store\n" * 50)
+    result = invoke(["search", "tcp", "--db", str(notes)], tmp_path)
+    assert_clean_exit(result, 2)
+    assert "not a SQLite database" in result.output and "damaged" not in result.output

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from bara.errors import StoreError
+from bara.errors import MissingStoreError, StoreError
 from bara.store.base import LexicalPrefetch
 from bara.store.migrations import Migration, sqlite_migrations
 from bara.store.sqlite_files import (APPLICATION_ID, DEFAULT_BUSY_TIMEOUT_S, check_identity, check_integrity,
@@ -53,8 +53,7 @@ class SQLiteStore:
         self._matrices = Matrices(matrix_scopes, matrix_mb)  # the dense arm's scope vectors (sqlite_matrix)
         existed = exists(self.location)
         if not existed and mode != "write":
-            raise StoreError(f"no store at {self.location} (create one with `bara ingest PATH --db {self.location}`);"
-                             " check the --db path")
+            raise MissingStoreError(self.location)
         self._conn, self.read_only = connect_file(self.location, mode, busy_timeout_s)
         self._worker = LexicalWorker(self.location) if self.location != ":memory:" else None
         # the shared scopes' full-text rows, scored in memory (built on their own read-only connection)

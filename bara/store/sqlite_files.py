@@ -76,10 +76,22 @@ def file_problem(exc: sqlite3.DatabaseError, location: str) -> StoreError | None
         return StoreError(f"{location} is busy: another process (a `bara ingest`, `bara chat` or `bara serve` on "
                           "the same --db?) held its write lock for longer than store_busy_timeout_s. Retry when "
                           "it has finished, or stop it.")
+    if "not a database" in text and not _sqlite_header(location):
+        return StoreError(f"{location} is not a SQLite database (another program's file?): bara will neither read "
+                          "nor write it. Pass --db with the path of a bara store, or a new path to create one.")
     if any(sign in text for sign in ("malformed", "not a database", "corrupt", "encrypted",
                                      "vtable constructor failed")):  # a damaged full-text shadow table
         return _corrupt(location, exc)
     return None
+
+
+def _sqlite_header(location: str) -> bool:
+    """Whether the file starts as every SQLite database does (a damaged store still does, mostly)."""
+    try:
+        with open(Path(location).expanduser(), "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return True  # cannot tell: keep the damaged-store message
 
 
 def check_integrity(conn: sqlite3.Connection, location: str) -> None:
