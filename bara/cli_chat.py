@@ -20,6 +20,7 @@ from rich.text import Text
 
 from bara.app import Bara
 from bara.cli_common import fail, free_text, id_callback, k_option, open_bara
+from bara.datafiles import check_file, read_lines
 from bara.errors import BaraError
 from bara.llm.build import build_model
 from bara.memory.admin import TIERS, forget_user, inspect_report, query_tier
@@ -29,6 +30,7 @@ from bara.trace import HitRecord, TurnTrace
 DEFAULT_USER = "local"
 _PREVIEW = 200  # characters of a message or remembered turn shown per line (--json shows them whole)
 _EXIT_WORDS = frozenset({"exit", "quit", ":q"})
+SCRIPT = 'chat script (JSON lines {"user": "text"})'
 
 console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -62,11 +64,11 @@ class ScriptLine:
 
 
 def read_script(path: Path) -> Iterator[ScriptLine]:
-    """JSON lines ``{"user": "text"}``; blank lines are skipped, malformed ones reported."""
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for number, raw in enumerate(fh, 1):
-            if raw.strip():
-                yield parse_script_line(number, raw)
+    """JSON lines ``{"user": "text"}``; blank lines are skipped, malformed ones reported (a byte-order
+    mark or a stray non-UTF-8 byte spoils nothing: bara.datafiles)."""
+    for number, raw in enumerate(read_lines(path, SCRIPT), 1):
+        if raw.strip():
+            yield parse_script_line(number, raw)
 
 
 def parse_script_line(number: int, raw: str) -> ScriptLine:
@@ -131,8 +133,11 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
     """Chat over the knowledge base, with a per-turn timeline of every retrieval decision."""
     if mode not in (*MODES, "agent"):
         fail(f"--mode must be one of {', '.join((*MODES, 'agent'))}, not {mode!r}")
-    if script is not None and not script.is_file():
-        fail(f"script {script} does not exist: pass a JSON-lines file")
+    if script is not None:
+        try:
+            check_file(script, SCRIPT)
+        except BaraError as exc:
+            fail(exc)
     bara, warming = _open(db, "write"), None
     try:
         bara.check_vectors(write=True, say=err.print)

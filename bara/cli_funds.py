@@ -76,7 +76,8 @@ def load(data: Optional[Path] = DataOption, db: Optional[str] = DbOption,
         return
     amfi, docs = summary["amfi"], summary["docs"]
     console.print(f"AMFI: {amfi['schemes']} schemes, {amfi['navs']} NAVs of {amfi['nav_schemes']} schemes "
-                  f"({amfi['first_date']} to {amfi['last_date']}), {amfi['skipped_navs']} unusable NAV rows skipped")
+                  f"({amfi['first_date']} to {amfi['last_date']}), {amfi['skipped_navs']} unusable NAV rows skipped"
+                  + (f", {amfi['skipped_schemes']} cut-off scheme rows skipped" if amfi["skipped_schemes"] else ""))
     console.print(f"demo users: {', '.join(summary['users'])}")
     if docs:
         console.print(f"funds_docs: {docs['written']} written, {docs['unchanged']} unchanged, "
@@ -91,9 +92,10 @@ def _load(bara: Bara, data: Path, sheets: str | bool, quiet: bool) -> dict[str, 
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, disable=quiet) as bar:
         step = bar.add_task("AMFI data", total=2)
-        report = load_amfi(bara.store, data)
-        bar.update(step, advance=1, description="demo users")
-        ids = create_demo_users(bara.store)
+        with bara.store.transaction():  # both or neither: a refused load must not leave users without NAVs
+            report = load_amfi(bara.store, data)
+            bar.update(step, advance=1, description="demo users")
+            ids = create_demo_users(bara.store)
         bar.update(step, advance=1)
         codes = None if sheets == "all" else {r[0] for r in bara.store.query(
             "SELECT DISTINCT scheme_code FROM funds_transactions")}

@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from bara.app import Bara
+from bara.datafiles import check_file, require_some
 from bara.errors import BaraError, InputError
 from bara.eval.answers import answer_body, answer_kind, judge_agreement, judge_answer, rouge_l, token_f1
 from bara.eval.beir import BeirDoc, read_corpus
@@ -232,8 +233,8 @@ class Prepared:
 def prepare(tasks_path: Path, corpus_path: Path, limit: int | None) -> Prepared:
     task_problems, corpus_problems = Counter(), Counter()
     tasks = read_tasks(tasks_path, task_problems)[:limit]
-    if not corpus_path.is_file():
-        raise InputError(f"{corpus_path} does not exist: pass the corpus file's path")
+    require_some(tasks, tasks_path, "MTRAG-UN task", task_problems)
+    check_file(corpus_path, "corpus")
     docs = read_corpus(corpus_path, corpus_problems)
     if not docs:
         corpus_problems["empty corpus (no usable passages): nothing can be retrieved"] += 1

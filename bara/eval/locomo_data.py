@@ -69,7 +69,7 @@ def _image_caption(turn: dict) -> str:
 def load_locomo(path: Path) -> LocomoConversation:
     """One LoCoMo file; an unreadable or malformed file is an InputError naming what to fix."""
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read LoCoMo file {path}: {exc}; pass a conv-*.json file") from exc
     if isinstance(raw, list):

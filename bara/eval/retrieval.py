@@ -18,6 +18,7 @@ import ir_measures
 import numpy as np
 from ir_measures import RR, R, nDCG
 
+from bara.errors import InputError
 from bara.eval.beir import BeirData, BeirDoc, load_beir
 from bara.eval.stats import percentiles
 from bara.retrieval.hybrid import Arms, HybridRetriever
@@ -161,6 +162,9 @@ def evaluate_retrieval(corpus: Path, queries: Path, qrels: Path, arms: Sequence[
     """The JSON report of `bara eval retrieval`."""
     data = load_beir(corpus, queries, qrels)
     judged = {q: t for q, t in data.queries.items() if q in data.qrels}
+    if not judged:
+        raise InputError(f"no query of {queries} ({len(data.queries)} read) has a judgment in {qrels} "
+                         f"({len(data.qrels)} judged query ids): pass the queries and qrels of one dataset")
     store = SQLiteStore(_prepare(index_path(corpus, embedder, settings)))
     try:
         build_index(store, data.corpus, embedder,
