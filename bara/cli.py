@@ -146,9 +146,9 @@ def eval_retrieval(corpus: Path = typer.Option(..., "--corpus", help="BEIR corpu
 
     chosen = [a.strip() for a in arms.split(",") if a.strip()]
     unknown = [a for a in chosen if a not in ARM_NAMES]
-    if unknown:
-        err.print(f"[red]error:[/red] unknown arm(s) {unknown}; choose from {', '.join(ARM_NAMES)}")
-        raise typer.Exit(2)
+    if unknown or not chosen:
+        fail(f"unknown arm(s) {unknown}; choose from {', '.join(ARM_NAMES)}" if unknown else
+             f"--arms {arms!r} names no arm: pass one or more of {', '.join(ARM_NAMES)}, comma-separated")
     try:
         bara = Bara(load_settings())
         report = _run_eval(bara, corpus, queries, qrels, chosen, json_out)

@@ -43,6 +43,27 @@ def _settings() -> Settings:
         fail(str(exc))
 
 
+def output_folder(path: Optional[Path], option: str) -> None:
+    """Exit 2 before any work when ``path`` cannot hold the run's files (a file, or not creatable)."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        fail(f"{option} {path} is a file: pass a folder for the run's files (it is created if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"{option} {path}: cannot create the folder ({exc.strerror or exc}); pass a writable folder")
+
+
+def output_file(path: Optional[Path], option: str) -> None:
+    """Exit 2 before any work when ``path`` cannot be written as a file (a folder, or no writable folder)."""
+    if path is None:
+        return
+    if path.is_dir():
+        fail(f"{option} {path} is a folder: pass a file path, e.g. {path / 'floors.toml'}")
+    output_folder(path.parent, f"{option}'s folder")
+
+
 def default_prereg() -> Path:
     """``eval/preregistered.toml`` of the working directory, else of the source checkout."""
     return PREREG if PREREG.is_file() else Path(__file__).resolve().parents[1] / PREREG
@@ -85,6 +106,7 @@ def eval_ab(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN tasks .jso
     settings = _settings()
     if turns not in ("last", "all"):
         fail(f"--turns {turns!r}: pass 'last' (the final user turn) or 'all' (every user turn)")
+    output_folder(report, "--report")
     mix = None
     if mix_smalltalk is not None:
         mix = MixConfig(mix_smalltalk, mix_domains or mix_smalltalk.parent / "domains.json", mix_rate, seed)
@@ -330,6 +352,7 @@ def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev
     from bara.eval.calibrate import calibrate, to_toml
 
     settings = _settings()
+    output_file(out, "--out")
     try:
         prep = prepare(tasks, corpus, limit)
         with ProgressSteps(json_out) as step:
@@ -338,8 +361,12 @@ def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev
         fail(str(exc))
     result = calibration.as_dict()
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(to_toml(calibration), encoding="utf-8")
+        try:
+            out.write_text(to_toml(calibration), encoding="utf-8")
+        except OSError as exc:  # checked before the run; lost since (removed, filled up): the figures are still printed
+            _err().print(f"error: cannot write {out} ({exc.strerror or exc}); the floors follow on stdout")
+            print(to_toml(calibration))
+            raise typer.Exit(2)
     if json_out:
         print(json.dumps(result, sort_keys=True))
         return

@@ -326,3 +326,31 @@ def test_a_refused_funds_load_keeps_the_previous_data(tmp_path, data_dir):
     with SQLiteStore(db, mode="read") as store:
         assert store.query("SELECT (SELECT COUNT(*) FROM funds_navs), (SELECT COUNT(*) FROM funds_transactions)") \
             == before and before[0][0] > 0
+
+
+# ---- evaluation outputs are checked before the run, not after it ----------------------------------
+def _mtrag(tmp_path: Path, data_dir: Path) -> list[str]:
+    (tmp_path / "tasks.jsonl").write_text("".join((data_dir / "mtrag" / "tasks.dev.jsonl").open().readlines()[:2]))
+    (tmp_path / "corpus.jsonl").write_text("".join((data_dir / "mtrag" / "corpus.jsonl").open().readlines()[:50]))
+    return ["--tasks", str(tmp_path / "tasks.jsonl"), "--corpus", str(tmp_path / "corpus.jsonl"), "--json"]
+
+
+@pytest.mark.parametrize("command,option,target,says", [
+    ("ab", "--report", "file", "is a file"), ("calibrate", "--out", "folder", "is a folder"),
+    ("calibrate", "--out", "file/x.toml", "is a file")])
+def test_an_unusable_output_path_exits_2_before_the_run(tmp_path, data_dir, command, option, target, says):
+    (tmp_path / "file").write_text("keep me\n")
+    (tmp_path / "folder").mkdir()
+    args = ["eval", command, *_mtrag(tmp_path, data_dir), option, str(tmp_path / target)]
+    result = invoke(args + (["--judge-sample", "0"] if command == "ab" else []), tmp_path)
+    assert_clean_exit(result, 2)
+    assert says in result.output and result.stdout == ""  # nothing ran
+    assert (tmp_path / "file").read_text() == "keep me\n"
+
+
+def test_eval_retrieval_with_no_arm_exits_2(tmp_path):
+    args = _beir(tmp_path, b'{"_id": "d1", "text": "tea"}\n', b"q1\td1\t1\n")
+    args[args.index("bm25")] = " , "
+    result = invoke(args, tmp_path)
+    assert_clean_exit(result, 2)
+    assert "names no arm" in result.output
