@@ -354,3 +354,41 @@ def test_eval_retrieval_with_no_arm_exits_2(tmp_path):
     result = invoke(args, tmp_path)
     assert_clean_exit(result, 2)
     assert "names no arm" in result.output
+
+
+# ---- the library's search and turn refuse what they cannot mean --------------------------------------
+@pytest.fixture(scope="module")
+def kb_bara(rfc_kb):
+    from bara.app import Bara
+
+    with Bara.open(db=str(rfc_kb("round2_lib"))) as bara:
+        yield bara
+
+
+@pytest.mark.parametrize("kwargs", [{"k": 0}, {"k": -1}, {"k": 2.5}, {"k": "3"}, {"k": True},
+                                    {"floor": float("nan")}, {"floor": 2.0}, {"floor": -1.5}],
+                         ids=lambda kw: repr(kw))
+def test_search_refuses_a_k_or_floor_it_cannot_mean(kb_bara, kwargs):
+    from bara.errors import InputError
+
+    with pytest.raises(InputError, match="k must be a whole number|floor must be a cosine similarity"):
+        kb_bara.retriever.search("tcp retransmission", **kwargs)
+
+
+def test_search_keeps_its_numbers_at_the_edges(kb_bara):
+    import numpy as np
+
+    assert len(kb_bara.retriever.search("tcp retransmission", k=np.int64(2), floor=-1.0).hits) == 2
+    assert len(kb_bara.retriever.search("tcp retransmission", k=1, floor=1).hits) <= 1
+
+
+@pytest.mark.parametrize("bad", [None, 5, ["hi"]], ids=repr)
+def test_a_message_or_query_that_is_not_text_is_an_input_error(kb_bara, bad):
+    from bara.errors import InputError
+    from bara.pipeline import Assistant
+
+    with pytest.raises(InputError, match="must be text"):
+        kb_bara.retriever.search(bad)
+    with pytest.raises(InputError, match="a message must be text"):
+        Assistant(kb_bara).turn("round2-user", bad)
+    assert kb_bara.conversations.list("round2-user") == []  # nothing stored
