@@ -366,7 +366,7 @@ def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev
         except OSError as exc:  # checked before the run; lost since (removed, filled up): the figures are still printed
             _err().print(f"error: cannot write {out} ({exc.strerror or exc}); the floors follow on stdout")
             print(to_toml(calibration))
-            raise typer.Exit(2)
+            raise typer.Exit(2) from exc
     if json_out:
         print(json.dumps(result, sort_keys=True))
         return
