@@ -57,8 +57,8 @@ def migrate_cmd(db: Optional[str] = typer.Option(None, "--db", help="postgresql:
     from bara.settings import load_settings
 
     try:
-        s = load_settings()
-        url = db or s.pg_admin_url or s.db
+        s = load_settings(db=db)  # a blank --db is refused, not read as "the default store"
+        url = db if db is not None else s.pg_admin_url or s.db
         if not url.startswith(("postgresql://", "postgres://")):
             from bara.store import open_store
 

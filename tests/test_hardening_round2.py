@@ -392,3 +392,15 @@ def test_a_message_or_query_that_is_not_text_is_an_input_error(kb_bara, bad):
     with pytest.raises(InputError, match="a message must be text"):
         Assistant(kb_bara).turn("round2-user", bad)
     assert kb_bara.conversations.list("round2-user") == []  # nothing stored
+
+
+@pytest.mark.parametrize("db", ["", "  "], ids=["empty", "spaces"])
+@pytest.mark.parametrize("args", [["ingest", "FILE"], ["search", "tcp"], ["db", "migrate"], ["keys", "create", "--user", "a"]],
+                         ids=lambda a: " ".join(a[:2]))
+def test_a_blank_db_is_named_blank_and_creates_nothing(tmp_path, monkeypatch, args, db):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.txt").write_text("Retransmission timers in TCP back off exponentially. " * 5)
+    result = invoke([*(str(tmp_path / "a.txt") if a == "FILE" else a for a in args), "--db", db], tmp_path)
+    assert_clean_exit(result, 2)
+    assert "db: Value error, is blank" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]

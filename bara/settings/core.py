@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 def _data_home() -> Path:
@@ -31,6 +31,16 @@ class CoreSettings(BaseModel):
     # --- where things live -------------------------------------------------
     db: str = Field(default=str(_data_home() / "bara.db"),
                     description="Store location: a SQLite file path (embedded default).")
+
+    @field_validator("db")
+    @classmethod
+    def _db_named(cls, value: str) -> str:
+        """A blank location is a mistake (an unset variable in a script), not a file name: it was called
+        a damaged database, and a blank of spaces became a store file named by the spaces."""
+        if not value.strip():
+            raise ValueError("is blank: pass a SQLite file path or a postgresql:// URL (--db or BARA_DB)")
+        return value
+
     cache_dir: Path = Field(default=_cache_home(),
                             description="Embedding cache and eval index cache; safe to delete.")
     data_dir: Path = Field(default=Path("../shared/data"),
