@@ -81,12 +81,13 @@ def parse_script_line(number: int, raw: str) -> ScriptLine:
     return ScriptLine(number, item["user"])
 
 
-def _interactive() -> Iterator[str]:
+def _interactive(prompts: Console) -> Iterator[str]:
+    """Lines typed at ``prompts`` (stderr with --json: stdout carries only the turns' JSON objects)."""
     while True:
         try:
-            line = console.input("[bold cyan]you>[/bold cyan] ")
+            line = prompts.input("[bold cyan]you>[/bold cyan] ")
         except EOFError:
-            console.print()
+            prompts.print()
             return
         if line.strip().lower() in _EXIT_WORDS:
             return
@@ -108,8 +109,10 @@ def _conversation(assistant: Assistant, user: str, conversation: Optional[str], 
                   notices: Console) -> str:
     if conversation is not None and not new:
         return assistant.open_conversation(user, conversation)
+    known = conversation is not None and assistant.bara.conversations.get(user, conversation) is not None
     cid = assistant.open_conversation(user, conversation, create=True)
-    notices.print(Text(f"new conversation {cid} (user {user}); resume it with --conversation {cid}", style="dim"))
+    notices.print(Text(f"{'resuming' if known else 'new'} conversation {cid} (user {user}); resume it with "
+                       f"--conversation {cid}", style="dim"))
     return cid
 
 
@@ -143,7 +146,7 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
         bara.check_vectors(write=True, say=err.print)
         assistant = _assistant(bara, mode)
         cid = _conversation(assistant, user, conversation, new, err if json_out else console)
-        messages = _scripted(script, json_out) if script else _interactive()
+        messages = _scripted(script, json_out) if script else _interactive(err if json_out else console)
         warming = None if script else _warm_while_typing(bara)
         for message in messages:
             if warming is not None:  # the first turn starts once the warm-up is done (one store user at a time)

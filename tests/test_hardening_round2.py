@@ -404,3 +404,23 @@ def test_a_blank_db_is_named_blank_and_creates_nothing(tmp_path, monkeypatch, ar
     assert_clean_exit(result, 2)
     assert "db: Value error, is blank" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
+
+
+# ---- chat: --json keeps stdout to JSON when typed at; --new on a known id says it resumes -----------
+def test_interactive_chat_json_prints_only_json_on_stdout(tmp_path, rfc_kb):
+    import json
+
+    db = str(rfc_kb("round2_chat"))
+    result = invoke(["chat", "--json", "--db", db], tmp_path, stdin="what is a retransmission timeout?\nthanks\n")
+    assert_clean_exit(result, 0)
+    turns = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    assert [t["turn"] for t in turns] == [1, 2]
+
+
+def test_chat_new_on_a_known_conversation_says_it_resumes(tmp_path, rfc_kb):
+    db = str(rfc_kb("round2_resume"))
+    first = invoke(["chat", "--db", db, "--conversation", "c1", "--new", "--json"], tmp_path, stdin="hello\n")
+    again = invoke(["chat", "--db", db, "--conversation", "c1", "--new", "--json"], tmp_path, stdin="hello again\n")
+    assert_clean_exit(again, 0)
+    assert "new conversation c1" in first.stderr and "resuming conversation c1" in again.stderr
+    assert '"turn": 2' in again.stdout
