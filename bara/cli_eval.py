@@ -96,7 +96,7 @@ def eval_ab(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN tasks .jso
                                                             "--mix-smalltalk)."),
             mix_rate: float = typer.Option(0.3, "--mix-rate", min=0.0, max=0.95,
                                            help="Share of all user turns that are inserted small talk."),
-            seed: int = typer.Option(0, "--seed", help="Seed of the small-talk mixing.")) -> None:
+            seed: int = typer.Option(0, "--seed", min=0, help="Seed of the small-talk mixing (0 or more).")) -> None:
     """Every mode on the final user turn of each task (or every turn with --turns all): retrieval, tokens,
     quality, abstention, latency. Modes: the assistant's, plus the reference `last2`."""
     from bara.eval.ab import RunConfig, evaluate_ab

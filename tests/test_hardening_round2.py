@@ -424,3 +424,20 @@ def test_chat_new_on_a_known_conversation_says_it_resumes(tmp_path, rfc_kb):
     assert_clean_exit(again, 0)
     assert "new conversation c1" in first.stderr and "resuming conversation c1" in again.stderr
     assert '"turn": 2' in again.stdout
+
+
+def test_a_negative_mixing_seed_exits_2(tmp_path, data_dir):
+    args = ["eval", "ab", *_mtrag(tmp_path, data_dir), "--turns", "all", "--judge-sample", "0", "--limit", "1",
+            "--mix-smalltalk", str(data_dir / "clinc150" / "val.jsonl"), "--seed", "-1"]
+    result = invoke(args, tmp_path)
+    assert_clean_exit(result, 2)
+    assert "--seed" in result.output
+
+
+def test_the_library_refuses_a_negative_mixing_seed(data_dir):
+    from bara.errors import InputError
+    from bara.eval.mixing import MixConfig, mix_conversations
+
+    clinc = data_dir / "clinc150"
+    with pytest.raises(InputError, match="--seed -1 is not a seed"):
+        mix_conversations([], MixConfig(clinc / "val.jsonl", clinc / "domains.json", 0.3, -1))

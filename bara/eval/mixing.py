@@ -141,6 +141,8 @@ def mix_conversations(tasks: Sequence[Task], mix: MixConfig | None) -> tuple[Mix
     """Every task's whole conversation, with small talk inserted when ``mix`` is given."""
     if mix is None:
         return tuple(MixedConversation(t.id, tuple(base_turns(t))) for t in tasks)
+    if isinstance(mix.seed, bool) or not isinstance(mix.seed, int) or mix.seed < 0:
+        raise InputError(f"--seed {mix.seed!r} is not a seed: pass a whole number, 0 or more")
     pool = read_smalltalk(mix.smalltalk, mix.domains)
     counts = insert_counts([len(base_turns(t)) for t in tasks], mix.rate)
     return tuple(mix_one(t, c, pool, mix.seed) for t, c in zip(tasks, counts, strict=False))
