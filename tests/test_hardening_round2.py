@@ -441,3 +441,16 @@ def test_the_library_refuses_a_negative_mixing_seed(data_dir):
     clinc = data_dir / "clinc150"
     with pytest.raises(InputError, match="--seed -1 is not a seed"):
         mix_conversations([], MixConfig(clinc / "val.jsonl", clinc / "domains.json", 0.3, -1))
+
+
+# ---- eval report: a saved run that is damaged or incomplete is named, not a KeyError or left out ----
+@pytest.mark.parametrize("name,content,says", [("ab.json", "{}", "KeyError: 'modes'"),
+                                               ("ab.json", "{bad", "Expecting property name"),
+                                               ("ab.json", "[1]", "a JSON list"),
+                                               ("gate.json", '{"accuracy": 1}', "KeyError: 'latency_ms'")])
+def test_eval_report_names_an_unusable_saved_run(tmp_path, name, content, says):
+    (tmp_path / name).write_text(content)
+    result = invoke(["eval", "report", str(tmp_path)], tmp_path)
+    assert_clean_exit(result, 2)
+    assert f"{tmp_path / name} is not a usable saved run" in result.output and says in result.output
+    assert not (tmp_path / "report.md").exists()
