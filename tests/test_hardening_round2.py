@@ -454,3 +454,19 @@ def test_eval_report_names_an_unusable_saved_run(tmp_path, name, content, says):
     assert_clean_exit(result, 2)
     assert f"{tmp_path / name} is not a usable saved run" in result.output and says in result.output
     assert not (tmp_path / "report.md").exists()
+
+
+@pytest.mark.parametrize("command", ["retrieval", "ab"])
+def test_a_cache_dir_that_is_a_file_is_a_config_error_for_evaluations(tmp_path, data_dir, command):
+    from typer.testing import CliRunner
+
+    from bara.cli import app
+
+    (tmp_path / "cache").write_text("a file, not a folder\n")
+    if command == "retrieval":
+        args = _beir(tmp_path, b'{"_id": "d1", "text": "tea"}\n', b"q1\td1\t1\n")
+    else:
+        args = ["eval", "ab", *_mtrag(tmp_path, data_dir), "--judge-sample", "0", "--limit", "1"]
+    result = CliRunner().invoke(app, args, env={"BARA_CACHE_DIR": str(tmp_path / "cache"), "BARA_MODEL": ""})
+    assert_clean_exit(result, 2)
+    assert "BARA_CACHE_DIR" in result.output and "evaluation index" in result.output

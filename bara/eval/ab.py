@@ -48,7 +48,7 @@ from bara.eval.ab_rows import ROWS_FILE, ResultLog, ScoreRow  # noqa: F401 - ROW
 from bara.eval.mixing import MixConfig, MixedConversation, mix_conversations, mix_manifest
 from bara.eval.ab_summary import ABReport
 from bara.eval.prereg import Prereg, load_prereg, summarize
-from bara.eval.retrieval import INDEX_VERSION, build_index, index_path
+from bara.eval.retrieval import INDEX_VERSION, build_index, prepared_index
 from bara.memory.conversations import Conversations
 from bara.pipeline import MODES, Assistant
 from bara.settings import Settings
@@ -83,8 +83,7 @@ def check_contexts(tasks: Sequence[Task], docs: Sequence[BeirDoc], problems: Cou
 def cached_index(corpus: Path, docs: Sequence[BeirDoc], settings: Settings, embedder: Any,
                  progress: Callable[[int], None] | None = None) -> Path:
     """The corpus index under ``cache_dir/eval`` (built once; later runs only open it)."""
-    path = index_path(corpus, embedder, settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = prepared_index(corpus, embedder, settings)
     with SQLiteStore(path) as store:
         build_index(store, docs, embedder, progress)
     return path
