@@ -138,9 +138,11 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
         fail(f"--mode must be one of {', '.join((*MODES, 'agent'))}, not {mode!r}")
     if script is not None:
         try:
-            check_file(script, SCRIPT)
+            usable = any(line.text is not None for line in read_script(check_file(script, SCRIPT)))
         except BaraError as exc:
             fail(exc)
+        if not usable:  # a JSON array or any other file: nothing would run, and exit 0 would say it had
+            fail(f'{script} holds no usable line: pass JSON lines, one object like {{"user": "text"}} per line')
     bara, warming = _open(db, "write"), None
     try:
         bara.check_vectors(write=True, say=err.print)

@@ -470,3 +470,13 @@ def test_a_cache_dir_that_is_a_file_is_a_config_error_for_evaluations(tmp_path, 
     result = CliRunner().invoke(app, args, env={"BARA_CACHE_DIR": str(tmp_path / "cache"), "BARA_MODEL": ""})
     assert_clean_exit(result, 2)
     assert "BARA_CACHE_DIR" in result.output and "evaluation index" in result.output
+
+
+@pytest.mark.parametrize("content", [b"", b'[{"user": "hi"}]\n', bytes(range(256)) * 4], ids=["empty", "array", "binary"])
+def test_a_chat_script_with_no_usable_line_exits_2_and_stores_nothing(tmp_path, content):
+    script = tmp_path / "s.json"
+    script.write_bytes(content)
+    result = invoke(["chat", "--script", str(script), "--json", "--db", str(tmp_path / "x.db")], tmp_path)
+    assert_clean_exit(result, 2)
+    assert "holds no usable line" in result.output and result.stdout == ""
+    assert not (tmp_path / "x.db").exists()
