@@ -319,7 +319,8 @@ def memory_query(text: str = typer.Argument(..., help="What to look for.", callb
 @memory_app.command("forget")
 def memory_forget(user: str = typer.Option(..., "--user", help="User whose memory to delete.",
                                            callback=id_callback("user id")),
-                  key: Optional[str] = typer.Option(None, "--key", help="Delete only this profile fact."),
+                  key: Optional[str] = typer.Option(None, "--key", help="Delete only this profile fact.",
+                                                    callback=id_callback("profile key")),
                   json_out: bool = typer.Option(False, "--json", help="Print JSON."),
                   db: Optional[str] = DbOption) -> None:
     """Delete one profile fact (--key), or everything about the user: profile, notes, Q&A, episodes,

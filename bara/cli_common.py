@@ -93,6 +93,17 @@ def id_callback(name: str) -> Any:
     return lambda value: identifier(value, name)
 
 
+def utf8_callback(name: str) -> Any:
+    """For ids whose other checks live elsewhere (``check_user_id``): refuse only bytes that are not UTF-8
+    (they cannot be stored, hashed or sent: a UnicodeEncodeError deep inside)."""
+    def check(value: Optional[str]) -> Optional[str]:
+        if value is not None and _SURROGATE.search(value):
+            raise typer.BadParameter(f"{printable(value)!r} contains bytes that are not UTF-8: "
+                                     f"pass the {name} as UTF-8 text")
+        return value
+    return check
+
+
 def free_text(value: Optional[str]) -> Optional[str]:
     """Query or message text: undecodable bytes become U+FFFD (search never fails on odd text)."""
     return None if value is None else _SURROGATE.sub("\ufffd", value)

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bara.cli_common import K_MAX, K_MIN, fail
+from bara.cli_common import K_MAX, K_MIN, fail, id_callback
 from bara.errors import BaraError
 from bara.settings import Settings, load_settings
 
@@ -214,7 +214,7 @@ def eval_tools(bfcl: List[Path] = typer.Option(..., "--bfcl", help="BFCL cases .
                answers: Optional[List[Path]] = typer.Option(None, "--answers",
                                                             help="BFCL possible_answer .jsonl (repeatable; "
                                                                  "default: possible_answer/<same name>)"),
-               model: Optional[str] = typer.Option(None, "--model", help="LLM as provider:name; default: the "
+               model: Optional[str] = typer.Option(None, "--model", callback=id_callback("model name"), help="LLM as provider:name; default: the "
                                                                          "offline rule router."),
                json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     """Tool selection on BFCL cases: right function chosen, nothing called when none applies."""
@@ -264,7 +264,7 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
                 modes: str = typer.Option("turns,gated,full", "--modes", help="Comma-separated: turns,gated,full."),
                 k: int = typer.Option(10, "--k", min=1, max=100, help="Items counted per question (recall@k)."),
                 json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-                judge: Optional[str] = typer.Option(None, "--judge", help="provider:name of a model that answers "
+                judge: Optional[str] = typer.Option(None, "--judge", callback=id_callback("model name"), help="provider:name of a model that answers "
                                                                            "and judges (else retrieval only)."),
                 limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only N questions per file."),
                 sessions: Optional[int] = typer.Option(None, "--sessions", min=1,

@@ -185,7 +185,7 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
            case: Optional[List[str]] = typer.Option(None, "--case", help="Only cases whose id starts with this "
                                                                          "(repeatable)."),
            split: str = typer.Option("all", "--split", help="dev (tuned on), test (held out) or all."),
-           model: Optional[str] = typer.Option(None, "--model", help="LLM as provider:name (openai:..., "
+           model: Optional[str] = typer.Option(None, "--model", callback=id_callback("model name"), help="LLM as provider:name (openai:..., "
                                                "anthropic:..., or openai:<name> with llm_base_url for a local "
                                                "server); default: BARA_MODEL, else the offline rule router."),
            verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every case, not only failures.")) -> None:

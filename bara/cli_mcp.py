@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from bara.cli_common import utf8_callback
 from bara.errors import BaraError
 
 err = Console(stderr=True, highlight=False)
@@ -19,7 +20,8 @@ def register(app: typer.Typer) -> None:
     app.command("mcp")(mcp)
 
 
-def mcp(user: str = typer.Option(..., "--user", help="The user every tool acts for (fixed for the session)."),
+def mcp(user: str = typer.Option(..., "--user", help="The user every tool acts for (fixed for the session).",
+                                  callback=utf8_callback("user id")),
         db: Optional[str] = typer.Option(None, "--db", help="Store location. Default: settings / $BARA_DB.")
         ) -> None:
     """Serve search_knowledge, recall, remember (and the fund tools when fund data is loaded) over MCP stdio."""

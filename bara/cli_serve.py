@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from bara.cli_common import fail
+from bara.cli_common import fail, utf8_callback
 from bara.errors import BaraError
 
 out, err = Console(soft_wrap=True, highlight=False), Console(stderr=True, soft_wrap=True, highlight=False)
@@ -128,7 +128,7 @@ def require_store(location: str) -> None:
 
 
 @keys_app.command("create")
-def create(user: str = typer.Option(..., "--user", help="The user this key acts as."),
+def create(user: str = typer.Option(..., "--user", help="The user this key acts as.", callback=utf8_callback("user id")),
            admin: bool = typer.Option(False, "--admin", help="May also add to the shared knowledge base."),
            db: Optional[str] = DbOption,
            json_out: bool = typer.Option(False, "--json", help='Print {"user": ..., "key": ...}.')) -> None:
@@ -150,7 +150,8 @@ def create(user: str = typer.Option(..., "--user", help="The user this key acts 
 
 
 @keys_app.command("list")
-def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this user's keys."),
+def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this user's keys.",
+                                                callback=utf8_callback("user id")),
               db: Optional[str] = DbOption,
               json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List keys (ids, users, admin flag, created/revoked times; never the secrets)."""
@@ -176,7 +177,8 @@ def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this
 
 
 @keys_app.command("revoke")
-def revoke(key_id: str = typer.Argument(..., help="A key id from `bara keys list` (or the whole key)."),
+def revoke(key_id: str = typer.Argument(..., help="A key id from `bara keys list` (or the whole key).",
+                                        callback=utf8_callback("key id")),
            db: Optional[str] = DbOption) -> None:
     """Revoke a key: requests with it get 401 from then on."""
     try:

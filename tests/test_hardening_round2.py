@@ -480,3 +480,26 @@ def test_a_chat_script_with_no_usable_line_exits_2_and_stores_nothing(tmp_path, 
     assert_clean_exit(result, 2)
     assert "holds no usable line" in result.output and result.stdout == ""
     assert not (tmp_path / "x.db").exists()
+
+
+# ---- every id-like option refuses bytes that are not UTF-8 (a UnicodeEncodeError traceback before) ------
+@pytest.mark.parametrize("argv", [[b"keys", b"create", b"--user", b"\xff"], [b"keys", b"list", b"--user", b"\xff"],
+                                  [b"keys", b"revoke", b"\xff"], [b"memory", b"forget", b"--user", b"u", b"--key", b"\xff"],
+                                  [b"eval", b"tools", b"--bfcl", b"BFCL", b"--model", b"openai:\xff"],
+                                  [b"mcp", b"--user", b"\xff"]], ids=lambda a: b" ".join(a[:2]).decode())
+def test_undecodable_ids_exit_2_in_a_real_process(tmp_path, data_dir, argv):
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    db = tmp_path / "k.db"
+    SQLiteStore(db).close()
+    bfcl = os.fsencode(data_dir / "bfcl" / "BFCL_v4_irrelevance.jsonl")
+    args = [bfcl if a == b"BFCL" else a for a in argv] + ([] if argv[0] == b"eval" else [b"--db", os.fsencode(db)])
+    env = {**os.environ, "PYTHONPATH": str(root), "BARA_CACHE_DIR": str(tmp_path / "cache"), "LC_ALL": "C.UTF-8",
+           "OPENAI_API_KEY": "x"}
+    proc = subprocess.run([sys.executable.encode(), b"-m", b"bara.cli", *args], env=env, capture_output=True,
+                          stdin=subprocess.DEVNULL, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert b"Traceback" not in proc.stderr and b"UTF-8" in proc.stderr
