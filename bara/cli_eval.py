@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bara.cli_common import K_MAX, K_MIN, fail, id_callback
+from bara.cli_common import K_MAX, K_MIN, fail, id_callback, shown
 from bara.errors import BaraError
 from bara.settings import Settings, load_settings
 
@@ -162,7 +162,7 @@ def _print_ab(result: dict) -> None:
     console.print(table)
     for v in result.get("verdicts", []):
         console.print(f"{v['id']}: {v['verdict']} (estimate {v['estimate']}, 95% CI {v['ci']})")
-    console.print(f"problems: {result['problems']}  judge: {result['judge'].get('status')}")
+    console.print(f"problems: {shown(result['problems'])}  judge: {result['judge'].get('status')}")
 
 
 def _add_whole_rows(table: Table, result: dict, modes: list[str]) -> None:
@@ -286,7 +286,7 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
         model = _judge_model(settings, judge) if judge else None
         err = _err()
         rows, n = run_memory_eval(config, settings.override(memory_episodic_k=k), _embedder(settings),
-                                  progress=None if json_out else (lambda text: err.print(text)))
+                                  progress=None if json_out else (lambda text: err.print(text, markup=False)))
         result = summarise(rows, n).as_dict()
         result["judge"] = _judged(model, judge, rows, files) if model and judge else {"status": "not_run", "reason": NO_MODEL}
     except BaraError as exc:
@@ -332,7 +332,7 @@ def _print_memory(result: dict) -> None:
                                                  for m in modes])
     console.print(table)
     judge = result.get("judge", {})
-    console.print(f"judge: {judge.get('reason') if judge.get('status') != 'ok' else judge['modes']}")
+    console.print(f"judge: {shown(judge.get('reason') if judge.get('status') != 'ok' else judge['modes'])}")
 # ------------------------------------------------------------------- calibrate
 def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev tasks .jsonl"),
                    corpus: Path = typer.Option(..., "--corpus", help="Corpus .jsonl {_id,title,text,collection}"),
@@ -364,7 +364,7 @@ def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev
         try:
             out.write_text(to_toml(calibration), encoding="utf-8")
         except OSError as exc:  # checked before the run; lost since (removed, filled up): the figures are still printed
-            _err().print(f"error: cannot write {out} ({exc.strerror or exc}); the floors follow on stdout")
+            _err().print(f"error: cannot write {out} ({exc.strerror or exc}); the floors follow on stdout", markup=False)
             print(to_toml(calibration))
             raise typer.Exit(2) from exc
     if json_out:

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bara.app import Bara
-from bara.cli_common import fail, id_callback, open_bara
+from bara.cli_common import fail, id_callback, open_bara, say, shown
 from bara.errors import BaraError
 from bara.types import SHARED
 
@@ -63,11 +63,10 @@ def load(data: Optional[Path] = DataOption, db: Optional[str] = DbOption,
          json_out: bool = JsonOption) -> None:
     """Load AMFI schemes and NAVs, create the demo users, and index the funds_docs collection."""
     if sheets not in ("all", "held"):
-        err.print(f"[red]error:[/red] --sheets must be 'all' or 'held', not {sheets!r}")
-        raise typer.Exit(2)
+        fail(f"--sheets must be 'all' or 'held', not {sheets!r}")
     try:
         with _open(db, "write") as bara:
-            bara.check_vectors(write=True, say=err.print)
+            bara.check_vectors(write=True, say=say)
             summary = _load(bara, _data_dir(bara, data), index and sheets, quiet=json_out)
     except BaraError as exc:
         fail(exc)
@@ -132,7 +131,7 @@ def users(json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
     for col in ("id", "name", "transactions"):
         table.add_column(col)
     for uid, name, count in rows:
-        table.add_row(uid, name, str(count))
+        table.add_row(shown(uid), shown(name), str(count))
     console.print(table)
 
 
@@ -193,12 +192,10 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
     from bara.domains.funds.golden_cases import SPLITS, cases_for
 
     if split not in (*SPLITS, "all"):
-        err.print(f"[red]error:[/red] --split must be dev, test or all, not {split!r}")
-        raise typer.Exit(2)
+        fail(f"--split must be dev, test or all, not {split!r}")
     picked = [c for c in cases_for(split) if not case or c["id"].startswith(tuple(case))]
     if not picked:
-        err.print(f"[red]error:[/red] no golden case id starts with {case}; see bara/domains/funds/data/golden_*.jsonl")
-        raise typer.Exit(2)
+        fail(f"no golden case id starts with {case}; see bara/domains/funds/data/golden_*.jsonl")
     try:
         if model is not None and (":" not in model or not all(model.split(":", 1))):
             fail(f"--model {model!r} must be provider:name, e.g. openai:gpt-4o-mini")
@@ -236,7 +233,7 @@ def _run_golden(bara: Bara, model: Any, gate_tools: Optional[bool], cases: list,
 
 
 def _print_golden(report: Any, verbose: bool) -> None:
-    table = Table(title=f"golden set: model {report.model}, gate_tools {report.gate_tools}")
+    table = Table(title=f"golden set: model {shown(report.model)}, gate_tools {report.gate_tools}")
     for col in ("category", "passed", "total"):
         table.add_column(col)
     splits = report.splits()
@@ -249,7 +246,7 @@ def _print_golden(report: Any, verbose: bool) -> None:
     for o in report.outcomes:
         if verbose or not o.passed:
             mark = "[green]pass[/green]" if o.passed else "[red]FAIL[/red]"
-            console.print(f"{mark} {o.id} ({o.category}) tools={list(o.tools)}: {o.detail}")
+            console.print(f"{mark} {shown(o.id)} ({o.category}) tools={shown(list(o.tools))}: {shown(o.detail)}")
     t = report.totals()
     console.print(f"{t['passed']}/{t['cases']} passed; {t['model_calls']} model calls, {t['tool_calls']} tool calls "
                   f"({t['searches']} searches), {t['tool_specs_offered']} tool specs offered "

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from bara.cli_common import utf8_callback
+from bara.cli_common import shown, utf8_callback
 from bara.errors import BaraError
 
 err = Console(stderr=True, highlight=False)
@@ -45,5 +45,5 @@ def mcp(user: str = typer.Option(..., "--user", help="The user every tool acts f
         with Bara(settings) as bara:
             anyio.run(serve_stdio, bara, user.strip())
     except BaraError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {shown(exc)}")
         raise typer.Exit(2) from exc

@@ -503,3 +503,23 @@ def test_undecodable_ids_exit_2_in_a_real_process(tmp_path, data_dir, argv):
                           stdin=subprocess.DEVNULL, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert b"Traceback" not in proc.stderr and b"UTF-8" in proc.stderr
+
+
+# ---- text from documents, ids and paths is shown as written, never parsed as rich markup ----------
+def test_search_shows_a_document_with_square_brackets_as_written(tmp_path):
+    (tmp_path / "m.md").write_text("# Timers\n\nThe retransmission timer [/bold] closes [red]early[/red]; see "
+                                   "[link](http://x) and [/foo] in the notes about retransmission timers.\n")
+    db = str(tmp_path / "m.db")
+    assert_clean_exit(invoke(["ingest", str(tmp_path / "m.md"), "--db", db], tmp_path), 0)
+    for query in ("retransmission timer", "[/bold] retransmission"):
+        result = invoke(["search", query, "--db", db], tmp_path)
+        assert_clean_exit(result, 0)
+        assert "[/bold] closes [red]early[/red]" in result.output
+
+
+def test_keys_list_shows_a_user_id_with_square_brackets(tmp_path):
+    db = str(tmp_path / "k.db")
+    assert_clean_exit(invoke(["keys", "create", "--user", "[/x]", "--db", db], tmp_path), 0)
+    result = invoke(["keys", "list", "--db", db], tmp_path)
+    assert_clean_exit(result, 0)
+    assert "[/x]" in result.output
