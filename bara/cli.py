@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
@@ -29,7 +29,7 @@ err = Console(stderr=True)
 DbOption = typer.Option(None, "--db", help="Store location (SQLite file). Default: settings / $BARA_DB.")
 
 
-def _open(db: Optional[str], mode: str = "read", **overrides: object) -> Bara:
+def _open(db: Optional[str], mode: str = "read", **overrides: Any) -> Bara:
     return open_bara(db, mode, **overrides)
 
 

@@ -47,7 +47,7 @@ def _eval_group(app: typer.Typer) -> typer.Typer:
     return group_app
 
 
-def _open(db: Optional[str], mode: str = "read", **overrides: object) -> Bara:
+def _open(db: Optional[str], mode: str = "read", **overrides: Any) -> Bara:
     return open_bara(db, mode, **overrides)
 
 
