@@ -523,3 +523,13 @@ def test_keys_list_shows_a_user_id_with_square_brackets(tmp_path):
     result = invoke(["keys", "list", "--db", db], tmp_path)
     assert_clean_exit(result, 0)
     assert "[/x]" in result.output
+
+
+@pytest.mark.parametrize("tier,k,says", [("bogus", 3, "tier must be one of"), ("notes", -1, "not -1"),
+                                         ("profile", 0, "not 0")])
+def test_query_tier_refuses_an_unknown_tier_or_a_k_below_1(kb_bara, tier, k, says):
+    from bara.errors import InputError
+    from bara.memory.admin import query_tier
+
+    with pytest.raises(InputError, match=says):
+        query_tier(kb_bara, tier, "retransmission", "round2-user", k)
