@@ -26,6 +26,8 @@ def start(dir: Path = typer.Option(Path("/tmp/bara-postgres"), "--dir", help="Da
     from bara.store import pg_server
     from bara.store.pg_admin import migrate
 
+    if dir.exists() and not dir.is_dir():  # "remove the directory to start from scratch" must never name a file
+        fail(f"--dir {dir} is a file, not a folder: pass a folder for the server's data (created if missing)")
     try:
         s = load_settings()
         local = pg_server.start(dir)

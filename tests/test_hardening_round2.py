@@ -533,3 +533,11 @@ def test_query_tier_refuses_an_unknown_tier_or_a_k_below_1(kb_bara, tier, k, say
 
     with pytest.raises(InputError, match=says):
         query_tier(kb_bara, tier, "retransmission", "round2-user", k)
+
+
+def test_db_start_on_a_file_exits_2_and_leaves_the_file_alone(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me\n")
+    result = invoke(["db", "start", "--dir", str(notes)], tmp_path)
+    assert_clean_exit(result, 2)
+    assert "is a file, not a folder" in result.output and notes.read_text() == "keep me\n"
