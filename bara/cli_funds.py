@@ -149,6 +149,7 @@ def tool(name: str = typer.Argument(..., help="Tool name, e.g. get_holdings."),
 
     try:
         with _open(db) as bara:
+            bara.check_vectors(write=False)  # search_documents must not rank with another embedder's vectors
             parsed = parse_tool_args(args, bara.settings.tool_args_max_depth)
             envelope = {"ok": False, "error": parsed} if isinstance(parsed, str) else \
                 call_tool(bara, name, user, json.dumps(parsed))
@@ -200,6 +201,7 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
         if model is not None and (":" not in model or not all(model.split(":", 1))):
             fail(f"--model {model!r} must be provider:name, e.g. openai:gpt-4o-mini")
         with open_bara(db, "update", "bara funds load", **({"model": model} if model else {})) as bara:
+            bara.check_vectors(write=True, say=say)  # as `bara chat --mode agent` does before its turns
             chosen = _golden_model(bara)
             report = _run_golden(bara, chosen, gate_tools, picked, quiet=json_out)
     except BaraError as exc:

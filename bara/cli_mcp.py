@@ -43,6 +43,7 @@ def mcp(user: str = typer.Option(..., "--user", help="The user every tool acts f
         settings = load_settings(db=db)
         require_store(settings.db)
         with Bara(settings) as bara:
+            bara.check_vectors(write=True, say=lambda m: err.print(m, markup=False))  # as chat and serve do
             anyio.run(serve_stdio, bara, user.strip())
     except BaraError as exc:
         err.print(f"[red]error:[/red] {shown(exc)}")

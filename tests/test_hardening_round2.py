@@ -541,3 +541,27 @@ def test_db_start_on_a_file_exits_2_and_leaves_the_file_alone(tmp_path):
     result = invoke(["db", "start", "--dir", str(notes)], tmp_path)
     assert_clean_exit(result, 2)
     assert "is a file, not a folder" in result.output and notes.read_text() == "keep me\n"
+
+
+# ---- every command that ranks by vectors checks which embedder made them ---------------------------
+def _stamped_by_another_embedder(rfc_kb, name: str) -> str:
+    db = str(rfc_kb(name))
+    with SQLiteStore(db) as store:
+        store.execute("INSERT INTO store_meta (key, value, updated_at) VALUES ('embedder', 'some-other-model@128', 0) "
+                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value")
+    return db
+
+
+def test_funds_tool_refuses_a_store_of_another_embedder(tmp_path, rfc_kb):
+    db = _stamped_by_another_embedder(rfc_kb, "round2_other_tool")
+    args = ["funds", "tool", "search_documents", "--user", "u_asha", "--args", '{"query": "expense ratio"}']
+    result = invoke([*args, "--db", db], tmp_path)
+    assert_clean_exit(result, 2)
+    assert "store vectors were made by some-other-model@128" in result.output and "bara db reembed" in result.output
+
+
+def test_mcp_re_embeds_a_store_of_another_embedder_before_serving(tmp_path, rfc_kb):
+    db = _stamped_by_another_embedder(rfc_kb, "round2_other_mcp")
+    result = invoke(["mcp", "--user", "u1", "--db", db], tmp_path, stdin="")
+    assert result.exit_code == 0, result.output
+    assert "store vectors were made by some-other-model@128; re-embedding" in result.stderr
