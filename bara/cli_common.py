@@ -67,12 +67,23 @@ def open_bara(db: Optional[str], mode: str = "read", create_with: str = "", **ov
 
     try:
         settings = load_settings(db=db, **overrides)
+        kept(settings.db)
         return Bara(settings, store=open_store(settings.db, mode=mode, settings=settings))
     except MissingStoreError as exc:
         fail(f"no store at {exc.location}: run `{create_with} --db {exc.location}` first; check the --db path"
              if create_with else str(exc))
     except BaraError as exc:
         fail(str(exc))
+
+
+def kept(location: str) -> str:
+    """``location`` unless it is ``:memory:``: a store that vanishes when this one command ends would lose
+    everything it wrote (a key printed that can never be used) and show nothing to a reader. The library
+    and the long-running `bara serve` and `bara mcp` may use it."""
+    if location == ":memory:":
+        fail("--db :memory: keeps nothing once this command ends: pass a file path (an in-memory store is for "
+             "the library and the long-running `bara serve`)")
+    return location
 
 
 def k_option(default: Optional[int] = None, help: str = "How many results.") -> Any:

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from bara.cli_common import fail, open_bara
+from bara.cli_common import fail, kept, open_bara
 from bara.errors import BaraError
 
 out, err = Console(soft_wrap=True, markup=False), Console(stderr=True, soft_wrap=True, markup=False)  # paths, URLs
@@ -64,7 +64,7 @@ def migrate_cmd(db: Optional[str] = typer.Option(None, "--db", help="postgresql:
         if not url.startswith(("postgresql://", "postgres://")):
             from bara.store import open_store
 
-            open_store(url, mode="update").close()  # SQLite migrates on open; a mistyped path creates nothing
+            open_store(kept(url), mode="update").close()  # SQLite migrates on open; a mistyped path creates nothing
             out.print(f"{url}: up to date")
             return
     except BaraError as exc:

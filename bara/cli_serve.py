@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from bara.cli_common import fail, say, shown, utf8_callback
+from bara.cli_common import fail, kept, say, shown, utf8_callback
 from bara.errors import BaraError
 
 out, err = Console(soft_wrap=True, highlight=False), Console(stderr=True, soft_wrap=True, highlight=False)
@@ -109,6 +109,7 @@ def _keys(db: Optional[str], existing: bool = False):
     from bara.settings import load_settings
 
     settings = load_settings(db=db)
+    kept(settings.db)
     if existing:
         require_store(settings.db)
     bara = Bara(settings)

@@ -565,3 +565,14 @@ def test_mcp_re_embeds_a_store_of_another_embedder_before_serving(tmp_path, rfc_
     result = invoke(["mcp", "--user", "u1", "--db", db], tmp_path, stdin="")
     assert result.exit_code == 0, result.output
     assert "store vectors were made by some-other-model@128; re-embedding" in result.stderr
+
+
+@pytest.mark.parametrize("args", [["ingest", "FILE"], ["chat", "--script", "SCRIPT"], ["keys", "create", "--user", "a"],
+                                  ["funds", "load", "--no-index"], ["search", "tcp"]], ids=lambda a: " ".join(a[:2]))
+def test_an_in_memory_store_is_refused_by_one_shot_commands(tmp_path, args):
+    (tmp_path / "a.txt").write_text("Retransmission timers in TCP back off exponentially. " * 5)
+    (tmp_path / "s.jsonl").write_text('{"user": "hello"}\n')
+    paths = {"FILE": str(tmp_path / "a.txt"), "SCRIPT": str(tmp_path / "s.jsonl")}
+    result = invoke([*(paths.get(a, a) for a in args), "--db", ":memory:"], tmp_path)
+    assert_clean_exit(result, 2)
+    assert "keeps nothing once this command ends" in result.output and "bara_" not in result.stdout
