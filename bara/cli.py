@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from bara.app import Bara
-from bara.cli_common import fail, floor_option, free_text, k_option, open_bara, printable
+from bara.cli_common import fail, floor_option, free_text, k_option, open_bara, printable, say, shown
 from bara.errors import BaraError
 from bara.memory.knowledge import FileOutcome, IngestReport, discover
 from bara.settings import load_settings
@@ -29,7 +29,7 @@ err = Console(stderr=True)
 DbOption = typer.Option(None, "--db", help="Store location (SQLite file). Default: settings / $BARA_DB.")
 
 
-def _open(db: Optional[str], mode: str = "read", **overrides: object) -> Bara:
+def _open(db: Optional[str], mode: str = "read", **overrides: Any) -> Bara:
     return open_bara(db, mode, **overrides)
 
 
@@ -44,7 +44,7 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Files or folders to ing
         fail(f"no such file or folder: {', '.join(missing)}; pass files or folders that exist")
     try:
         with _open(db, "write") as bara:
-            bara.check_vectors(write=True, say=err.print)
+            bara.check_vectors(write=True, say=say)
             report = _ingest_with_progress(bara, paths, prune, quiet=json_out)
     except BaraError as exc:
         fail(exc)
@@ -118,15 +118,15 @@ def outcome_json(outcome: RetrievalOutcome) -> dict:
 
 
 def _print_outcome(outcome: RetrievalOutcome) -> None:
-    table = Table(title=f"{outcome.status.value}: {outcome.query[:60]}")
+    table = Table(title=f"{outcome.status.value}: {shown(outcome.query[:60])}")
     for col in ("#", "source", "section", "fused", "sim", "bm25 rank/score", "dense rank/score"):
         table.add_column(col)
     for n, h in enumerate(outcome.hits, 1):
-        table.add_row(str(n), Path(h.chunk.source).name, f"{h.chunk.section} {h.chunk.title}"[:40],
+        table.add_row(str(n), shown(Path(h.chunk.source).name), shown(f"{h.chunk.section} {h.chunk.title}"[:40]),
                       f"{h.score:.4f}", f"{h.similarity:.3f}", _arm(h.lexical), _arm(h.dense))
     console.print(table)
     for n, h in enumerate(outcome.hits, 1):
-        console.print(f"[bold]{n}.[/bold] {h.chunk.text[:240].strip()}…")
+        console.print(f"[bold]{n}.[/bold] {shown(h.chunk.text[:240].strip())}…")
     if outcome.reasons:
         console.print(f"reasons: {', '.join(outcome.reasons)}; dropped by floor: {outcome.n_dropped}")
 
@@ -146,9 +146,9 @@ def eval_retrieval(corpus: Path = typer.Option(..., "--corpus", help="BEIR corpu
 
     chosen = [a.strip() for a in arms.split(",") if a.strip()]
     unknown = [a for a in chosen if a not in ARM_NAMES]
-    if unknown:
-        err.print(f"[red]error:[/red] unknown arm(s) {unknown}; choose from {', '.join(ARM_NAMES)}")
-        raise typer.Exit(2)
+    if unknown or not chosen:
+        fail(f"unknown arm(s) {unknown}; choose from {', '.join(ARM_NAMES)}" if unknown else
+             f"--arms {arms!r} names no arm: pass one or more of {', '.join(ARM_NAMES)}, comma-separated")
     try:
         bara = Bara(load_settings())
         report = _run_eval(bara, corpus, queries, qrels, chosen, json_out)
@@ -174,12 +174,12 @@ def _run_eval(bara: Bara, corpus: Path, queries: Path, qrels: Path, arms: list[s
 
 
 def _print_eval(report: dict) -> None:
-    table = Table(title=f"{report['dataset']}: {report['n_queries']} queries, {report['n_docs']} docs")
+    table = Table(title=f"{shown(report['dataset'])}: {report['n_queries']} queries, {report['n_docs']} docs")
     for col in ("arm", "nDCG@10", "Recall@100", "MRR@10", "p50 ms", "p95 ms"):
         table.add_column(col)
     for name, r in report["arms"].items():
         if "skipped" in r:
-            table.add_row(name, f"skipped: {r['skipped']}", "", "", "", "")
+            table.add_row(name, f"skipped: {shown(r['skipped'])}", "", "", "", "")
             continue
         table.add_row(name, f"{r['ndcg@10']:.4f}", f"{r['recall@100']:.4f}", f"{r['mrr@10']:.4f}",
                       f"{r['latency_ms']['p50']:.2f}", f"{r['latency_ms']['p95']:.2f}")

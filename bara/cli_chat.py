@@ -19,7 +19,8 @@ from rich.console import Console
 from rich.text import Text
 
 from bara.app import Bara
-from bara.cli_common import fail, free_text, id_callback, k_option, open_bara
+from bara.cli_common import fail, free_text, id_callback, k_option, open_bara, printable, say
+from bara.datafiles import check_file, read_lines
 from bara.errors import BaraError
 from bara.llm.build import build_model
 from bara.memory.admin import TIERS, forget_user, inspect_report, query_tier
@@ -29,6 +30,7 @@ from bara.trace import HitRecord, TurnTrace
 DEFAULT_USER = "local"
 _PREVIEW = 200  # characters of a message or remembered turn shown per line (--json shows them whole)
 _EXIT_WORDS = frozenset({"exit", "quit", ":q"})
+SCRIPT = 'chat script (JSON lines {"user": "text"})'
 
 console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -62,11 +64,11 @@ class ScriptLine:
 
 
 def read_script(path: Path) -> Iterator[ScriptLine]:
-    """JSON lines ``{"user": "text"}``; blank lines are skipped, malformed ones reported."""
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for number, raw in enumerate(fh, 1):
-            if raw.strip():
-                yield parse_script_line(number, raw)
+    """JSON lines ``{"user": "text"}``; blank lines are skipped, malformed ones reported (a byte-order
+    mark or a stray non-UTF-8 byte spoils nothing: bara.datafiles)."""
+    for number, raw in enumerate(read_lines(path, SCRIPT), 1):
+        if raw.strip():
+            yield parse_script_line(number, raw)
 
 
 def parse_script_line(number: int, raw: str) -> ScriptLine:
@@ -79,12 +81,13 @@ def parse_script_line(number: int, raw: str) -> ScriptLine:
     return ScriptLine(number, item["user"])
 
 
-def _interactive() -> Iterator[str]:
+def _interactive(prompts: Console) -> Iterator[str]:
+    """Lines typed at ``prompts`` (stderr with --json: stdout carries only the turns' JSON objects)."""
     while True:
         try:
-            line = console.input("[bold cyan]you>[/bold cyan] ")
+            line = prompts.input("[bold cyan]you>[/bold cyan] ")
         except EOFError:
-            console.print()
+            prompts.print()
             return
         if line.strip().lower() in _EXIT_WORDS:
             return
@@ -95,7 +98,7 @@ def _scripted(path: Path, json_out: bool) -> Iterator[str]:
     out = err if json_out else console
     for line in read_script(path):
         if line.text is None:
-            err.print(f"{path}:{line.number}: skipped: {line.problem}")
+            err.print(Text(f"{printable(str(path))}:{line.number}: skipped: {line.problem}"))
             continue
         if not json_out:
             out.print(Text("you> ", style="bold cyan") + Text(line.text))
@@ -106,8 +109,10 @@ def _conversation(assistant: Assistant, user: str, conversation: Optional[str], 
                   notices: Console) -> str:
     if conversation is not None and not new:
         return assistant.open_conversation(user, conversation)
+    known = conversation is not None and assistant.bara.conversations.get(user, conversation) is not None
     cid = assistant.open_conversation(user, conversation, create=True)
-    notices.print(Text(f"new conversation {cid} (user {user}); resume it with --conversation {cid}", style="dim"))
+    notices.print(Text(f"{'resuming' if known else 'new'} conversation {cid} (user {user}); resume it with "
+                       f"--conversation {cid}", style="dim"))
     return cid
 
 
@@ -131,14 +136,19 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
     """Chat over the knowledge base, with a per-turn timeline of every retrieval decision."""
     if mode not in (*MODES, "agent"):
         fail(f"--mode must be one of {', '.join((*MODES, 'agent'))}, not {mode!r}")
-    if script is not None and not script.is_file():
-        fail(f"script {script} does not exist: pass a JSON-lines file")
+    if script is not None:
+        try:
+            usable = any(line.text is not None for line in read_script(check_file(script, SCRIPT)))
+        except BaraError as exc:
+            fail(exc)
+        if not usable:  # a JSON array or any other file: nothing would run, and exit 0 would say it had
+            fail(f'{script} holds no usable line: pass JSON lines, one object like {{"user": "text"}} per line')
     bara, warming = _open(db, "write"), None
     try:
-        bara.check_vectors(write=True, say=err.print)
+        bara.check_vectors(write=True, say=say)
         assistant = _assistant(bara, mode)
         cid = _conversation(assistant, user, conversation, new, err if json_out else console)
-        messages = _scripted(script, json_out) if script else _interactive()
+        messages = _scripted(script, json_out) if script else _interactive(err if json_out else console)
         warming = None if script else _warm_while_typing(bara)
         for message in messages:
             if warming is not None:  # the first turn starts once the warm-up is done (one store user at a time)
@@ -309,7 +319,8 @@ def memory_query(text: str = typer.Argument(..., help="What to look for.", callb
 @memory_app.command("forget")
 def memory_forget(user: str = typer.Option(..., "--user", help="User whose memory to delete.",
                                            callback=id_callback("user id")),
-                  key: Optional[str] = typer.Option(None, "--key", help="Delete only this profile fact."),
+                  key: Optional[str] = typer.Option(None, "--key", help="Delete only this profile fact.",
+                                                    callback=id_callback("profile key")),
                   json_out: bool = typer.Option(False, "--json", help="Print JSON."),
                   db: Optional[str] = DbOption) -> None:
     """Delete one profile fact (--key), or everything about the user: profile, notes, Q&A, episodes,

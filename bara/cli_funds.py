@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bara.app import Bara
-from bara.cli_common import fail, id_callback, open_bara
+from bara.cli_common import fail, id_callback, open_bara, say, shown
 from bara.errors import BaraError
 from bara.types import SHARED
 
@@ -47,7 +47,7 @@ def _eval_group(app: typer.Typer) -> typer.Typer:
     return group_app
 
 
-def _open(db: Optional[str], mode: str = "read", **overrides: object) -> Bara:
+def _open(db: Optional[str], mode: str = "read", **overrides: Any) -> Bara:
     return open_bara(db, mode, **overrides)
 
 
@@ -63,11 +63,10 @@ def load(data: Optional[Path] = DataOption, db: Optional[str] = DbOption,
          json_out: bool = JsonOption) -> None:
     """Load AMFI schemes and NAVs, create the demo users, and index the funds_docs collection."""
     if sheets not in ("all", "held"):
-        err.print(f"[red]error:[/red] --sheets must be 'all' or 'held', not {sheets!r}")
-        raise typer.Exit(2)
+        fail(f"--sheets must be 'all' or 'held', not {sheets!r}")
     try:
         with _open(db, "write") as bara:
-            bara.check_vectors(write=True, say=err.print)
+            bara.check_vectors(write=True, say=say)
             summary = _load(bara, _data_dir(bara, data), index and sheets, quiet=json_out)
     except BaraError as exc:
         fail(exc)
@@ -76,7 +75,8 @@ def load(data: Optional[Path] = DataOption, db: Optional[str] = DbOption,
         return
     amfi, docs = summary["amfi"], summary["docs"]
     console.print(f"AMFI: {amfi['schemes']} schemes, {amfi['navs']} NAVs of {amfi['nav_schemes']} schemes "
-                  f"({amfi['first_date']} to {amfi['last_date']}), {amfi['skipped_navs']} unusable NAV rows skipped")
+                  f"({amfi['first_date']} to {amfi['last_date']}), {amfi['skipped_navs']} unusable NAV rows skipped"
+                  + (f", {amfi['skipped_schemes']} cut-off scheme rows skipped" if amfi["skipped_schemes"] else ""))
     console.print(f"demo users: {', '.join(summary['users'])}")
     if docs:
         console.print(f"funds_docs: {docs['written']} written, {docs['unchanged']} unchanged, "
@@ -91,9 +91,10 @@ def _load(bara: Bara, data: Path, sheets: str | bool, quiet: bool) -> dict[str, 
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, disable=quiet) as bar:
         step = bar.add_task("AMFI data", total=2)
-        report = load_amfi(bara.store, data)
-        bar.update(step, advance=1, description="demo users")
-        ids = create_demo_users(bara.store)
+        with bara.store.transaction():  # both or neither: a refused load must not leave users without NAVs
+            report = load_amfi(bara.store, data)
+            bar.update(step, advance=1, description="demo users")
+            ids = create_demo_users(bara.store)
         bar.update(step, advance=1)
         codes = None if sheets == "all" else {r[0] for r in bara.store.query(
             "SELECT DISTINCT scheme_code FROM funds_transactions")}
@@ -130,7 +131,7 @@ def users(json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
     for col in ("id", "name", "transactions"):
         table.add_column(col)
     for uid, name, count in rows:
-        table.add_row(uid, name, str(count))
+        table.add_row(shown(uid), shown(name), str(count))
     console.print(table)
 
 
@@ -148,6 +149,7 @@ def tool(name: str = typer.Argument(..., help="Tool name, e.g. get_holdings."),
 
     try:
         with _open(db) as bara:
+            bara.check_vectors(write=False)  # search_documents must not rank with another embedder's vectors
             parsed = parse_tool_args(args, bara.settings.tool_args_max_depth)
             envelope = {"ok": False, "error": parsed} if isinstance(parsed, str) else \
                 call_tool(bara, name, user, json.dumps(parsed))
@@ -183,7 +185,7 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
            case: Optional[List[str]] = typer.Option(None, "--case", help="Only cases whose id starts with this "
                                                                          "(repeatable)."),
            split: str = typer.Option("all", "--split", help="dev (tuned on), test (held out) or all."),
-           model: Optional[str] = typer.Option(None, "--model", help="LLM as provider:name (openai:..., "
+           model: Optional[str] = typer.Option(None, "--model", callback=id_callback("model name"), help="LLM as provider:name (openai:..., "
                                                "anthropic:..., or openai:<name> with llm_base_url for a local "
                                                "server); default: BARA_MODEL, else the offline rule router."),
            verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every case, not only failures.")) -> None:
@@ -191,16 +193,15 @@ def golden(json_out: bool = JsonOption, db: Optional[str] = DbOption,
     from bara.domains.funds.golden_cases import SPLITS, cases_for
 
     if split not in (*SPLITS, "all"):
-        err.print(f"[red]error:[/red] --split must be dev, test or all, not {split!r}")
-        raise typer.Exit(2)
+        fail(f"--split must be dev, test or all, not {split!r}")
     picked = [c for c in cases_for(split) if not case or c["id"].startswith(tuple(case))]
     if not picked:
-        err.print(f"[red]error:[/red] no golden case id starts with {case}; see bara/domains/funds/data/golden_*.jsonl")
-        raise typer.Exit(2)
+        fail(f"no golden case id starts with {case}; see bara/domains/funds/data/golden_*.jsonl")
     try:
         if model is not None and (":" not in model or not all(model.split(":", 1))):
             fail(f"--model {model!r} must be provider:name, e.g. openai:gpt-4o-mini")
-        with _open(db, "write", **({"model": model} if model else {})) as bara:
+        with open_bara(db, "update", "bara funds load", **({"model": model} if model else {})) as bara:
+            bara.check_vectors(write=True, say=say)  # as `bara chat --mode agent` does before its turns
             chosen = _golden_model(bara)
             report = _run_golden(bara, chosen, gate_tools, picked, quiet=json_out)
     except BaraError as exc:
@@ -234,7 +235,7 @@ def _run_golden(bara: Bara, model: Any, gate_tools: Optional[bool], cases: list,
 
 
 def _print_golden(report: Any, verbose: bool) -> None:
-    table = Table(title=f"golden set: model {report.model}, gate_tools {report.gate_tools}")
+    table = Table(title=f"golden set: model {shown(report.model)}, gate_tools {report.gate_tools}")
     for col in ("category", "passed", "total"):
         table.add_column(col)
     splits = report.splits()
@@ -247,7 +248,7 @@ def _print_golden(report: Any, verbose: bool) -> None:
     for o in report.outcomes:
         if verbose or not o.passed:
             mark = "[green]pass[/green]" if o.passed else "[red]FAIL[/red]"
-            console.print(f"{mark} {o.id} ({o.category}) tools={list(o.tools)}: {o.detail}")
+            console.print(f"{mark} {shown(o.id)} ({o.category}) tools={shown(list(o.tools))}: {shown(o.detail)}")
     t = report.totals()
     console.print(f"{t['passed']}/{t['cases']} passed; {t['model_calls']} model calls, {t['tool_calls']} tool calls "
                   f"({t['searches']} searches), {t['tool_specs_offered']} tool specs offered "

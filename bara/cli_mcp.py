@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from bara.cli_common import shown, utf8_callback
 from bara.errors import BaraError
 
 err = Console(stderr=True, highlight=False)
@@ -19,7 +20,8 @@ def register(app: typer.Typer) -> None:
     app.command("mcp")(mcp)
 
 
-def mcp(user: str = typer.Option(..., "--user", help="The user every tool acts for (fixed for the session)."),
+def mcp(user: str = typer.Option(..., "--user", help="The user every tool acts for (fixed for the session).",
+                                  callback=utf8_callback("user id")),
         db: Optional[str] = typer.Option(None, "--db", help="Store location. Default: settings / $BARA_DB.")
         ) -> None:
     """Serve search_knowledge, recall, remember (and the fund tools when fund data is loaded) over MCP stdio."""
@@ -41,7 +43,8 @@ def mcp(user: str = typer.Option(..., "--user", help="The user every tool acts f
         settings = load_settings(db=db)
         require_store(settings.db)
         with Bara(settings) as bara:
+            bara.check_vectors(write=True, say=lambda m: err.print(m, markup=False))  # as chat and serve do
             anyio.run(serve_stdio, bara, user.strip())
     except BaraError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {shown(exc)}")
         raise typer.Exit(2) from exc

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from bara.cli_common import fail
+from bara.cli_common import fail, kept, say, shown, utf8_callback
 from bara.errors import BaraError
 
 out, err = Console(soft_wrap=True, highlight=False), Console(stderr=True, soft_wrap=True, highlight=False)
@@ -45,8 +45,8 @@ def serve(db: Optional[str] = DbOption,
     except BaraError as exc:
         fail(str(exc))
     if _is_new_sqlite(settings.db):
-        err.print(f"[yellow]note:[/yellow] no store at {settings.db} yet: starting with an empty one (check --db; "
-                  f"add documents with `bara ingest PATH --db {settings.db}`)")
+        err.print(f"[yellow]note:[/yellow] no store at {shown(settings.db)} yet: starting with an empty one (check "
+                  f"--db; add documents with `bara ingest PATH --db {shown(settings.db)}`)")
     _check_store(settings)
     _check_port(host, port)
     if workers > 1 and not settings.db.startswith(("postgresql://", "postgres://")):
@@ -67,7 +67,7 @@ def serve(db: Optional[str] = DbOption,
         # learned before its response (bara.memory.writebehind).
         os.environ["BARA_SERVE_LEARN_AFTER_RESPONSE"] = "false"
     os.environ[ENV_MODE] = mode
-    err.print(f"bara serve: http://{host}:{port}  (docs /docs, mode {mode}, {workers} worker(s), db {_safe(settings.db)})")
+    err.print(f"bara serve: http://{host}:{port}  (docs /docs, mode {mode}, {workers} worker(s), db {shown(_safe(settings.db))})")
     uvicorn.run("bara.serve.app:factory", factory=True, host=host, port=port, workers=workers, log_level="warning")
 
 
@@ -78,7 +78,7 @@ def _check_store(settings) -> None:
 
     try:
         with Bara(settings) as bara:
-            bara.check_vectors(write=True, say=err.print)
+            bara.check_vectors(write=True, say=say)
     except BaraError as exc:
         fail(str(exc))
 
@@ -109,6 +109,7 @@ def _keys(db: Optional[str], existing: bool = False):
     from bara.settings import load_settings
 
     settings = load_settings(db=db)
+    kept(settings.db)
     if existing:
         require_store(settings.db)
     bara = Bara(settings)
@@ -128,7 +129,7 @@ def require_store(location: str) -> None:
 
 
 @keys_app.command("create")
-def create(user: str = typer.Option(..., "--user", help="The user this key acts as."),
+def create(user: str = typer.Option(..., "--user", help="The user this key acts as.", callback=utf8_callback("user id")),
            admin: bool = typer.Option(False, "--admin", help="May also add to the shared knowledge base."),
            db: Optional[str] = DbOption,
            json_out: bool = typer.Option(False, "--json", help='Print {"user": ..., "key": ...}.')) -> None:
@@ -146,11 +147,13 @@ def create(user: str = typer.Option(..., "--user", help="The user this key acts 
         print(json.dumps({"user": user, "key": new.key, "key_id": new.info.key_id, "admin": admin}))
         return
     out.print(new.key)
-    err.print(f"key {new.info.key_id} for user {user!r}{' (admin)' if admin else ''}: store it now, it is not shown again")
+    err.print(f"key {new.info.key_id} for user {shown(repr(user))}{' (admin)' if admin else ''}: store it now, it is not "
+              "shown again")
 
 
 @keys_app.command("list")
-def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this user's keys."),
+def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this user's keys.",
+                                                callback=utf8_callback("user id")),
               db: Optional[str] = DbOption,
               json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List keys (ids, users, admin flag, created/revoked times; never the secrets)."""
@@ -169,14 +172,17 @@ def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this
                            "revoked_at": k.revoked_at} for k in rows]))
         return
     if not rows:
-        err.print("no keys" + (f" for user {user!r}" if user else "") + ": create one with `bara keys create --user U`")
+        err.print("no keys" + (f" for user {shown(repr(user))}" if user else "") + ": create one with `bara keys create "
+                  "--user U`")
     for k in rows:
         state = "revoked " + _when(k.revoked_at) if k.revoked_at else "active"
-        out.print(f"{k.key_id}  {k.user_id}  {'admin' if k.admin else 'user'}  created {_when(k.created_at)}  {state}")
+        out.print(f"{shown(k.key_id)}  {shown(k.user_id)}  {'admin' if k.admin else 'user'}  created {_when(k.created_at)}  "
+                  f"{state}")
 
 
 @keys_app.command("revoke")
-def revoke(key_id: str = typer.Argument(..., help="A key id from `bara keys list` (or the whole key)."),
+def revoke(key_id: str = typer.Argument(..., help="A key id from `bara keys list` (or the whole key).",
+                                        callback=utf8_callback("key id")),
            db: Optional[str] = DbOption) -> None:
     """Revoke a key: requests with it get 401 from then on."""
     try:
@@ -185,10 +191,10 @@ def revoke(key_id: str = typer.Argument(..., help="A key id from `bara keys list
             n = keys.revoke(key_id)
     except BaraError as exc:
         fail(str(exc))
-    shown = _key_id(key_id)  # never print a whole key (a secret) back
+    shown_id = shown(_key_id(key_id))  # never print a whole key (a secret) back
     if not n:
-        fail(f"no active key {shown!r}: see `bara keys list`")
-    out.print(f"revoked {shown}")
+        fail(f"no active key {_key_id(key_id)!r}: see `bara keys list`")
+    out.print(f"revoked {shown_id}")
 
 
 def _key_id(given: str) -> str:

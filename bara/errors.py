@@ -15,6 +15,15 @@ class StoreError(BaraError):
     """The store cannot be opened or used as asked (corrupt, foreign, newer schema...)."""
 
 
+class MissingStoreError(StoreError):
+    """A command that needs an existing store was pointed at a path with none (a mistyped --db?)."""
+
+    def __init__(self, location: str):
+        super().__init__(f"no store at {location} (create one with `bara ingest PATH --db {location}`); "
+                         "check the --db path")
+        self.location = location
+
+
 class EmbedderError(BaraError):
     """The embedding model cannot be loaded or run."""
 

@@ -81,7 +81,7 @@ def test_floor_applies_to_lexical_only_hits_too(tmp_path, embedder):
                                      Arms.HYBRID))
     xylo = [c for c in result.candidates if c.dense.rank is None and c.lexical.rank is not None]
     assert xylo, "the query must produce a lexical-only candidate"
-    strict = r.search(query, k=3, floor=1.01)
+    strict = r.search(query, k=3, floor=1.0)  # the highest floor there is: only an identical text reaches it
     assert strict.status is Status.EMPTY and "all_below_floor" in strict.reasons
     assert strict.n_dropped == len(result.candidates) > 3  # more than the dense arm alone could supply
     above = r.search(query, k=3, floor=xylo[0].similarity + 1e-6)
@@ -131,15 +131,15 @@ def test_the_lexical_arms_first_candidates_can_be_held_to_a_lower_floor(tmp_path
     by_lexical = sorted((c for c in ranked if c.lexical.rank is not None), key=lambda c: c.lexical.rank or 0)
     assert len(by_lexical) >= 3
     for spare in (1, 2):
-        out = r.search(XYLO_QUERY, k=3, floor=1.01, spare_lexical=spare)  # above every cosine; spare floor -1
+        out = r.search(XYLO_QUERY, k=3, floor=1.0, spare_lexical=spare)  # above every cosine; spare floor -1
         assert {h.id for h in out.hits} == {c.chunk_id for c in by_lexical[:spare]}
         assert out.status is Status.OK and f"floor_spared_lexical:{spare}" in out.reasons
         assert out.n_dropped == len(ranked) - spare
     second = by_lexical[1].similarity  # a spare floor between the two: only the one above it is kept
     first = by_lexical[0].similarity
-    out = r.search(XYLO_QUERY, k=3, floor=1.01, spare_lexical=2, spare_floor=(first + second) / 2)
+    out = r.search(XYLO_QUERY, k=3, floor=1.0, spare_lexical=2, spare_floor=(first + second) / 2)
     assert [h.id for h in out.hits] == [(by_lexical[0] if first > second else by_lexical[1]).chunk_id]
-    none = r.search(XYLO_QUERY, k=3, floor=1.01)
+    none = r.search(XYLO_QUERY, k=3, floor=1.0)
     assert none.status is Status.EMPTY and not any(x.startswith("floor_spared") for x in none.reasons)
     above = r.search(XYLO_QUERY, k=3, floor=-1.0, spare_lexical=2)  # nothing below the floor: nothing spared
     assert not any(x.startswith("floor_spared") for x in above.reasons)

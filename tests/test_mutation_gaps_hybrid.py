@@ -36,10 +36,10 @@ def test_clean_query_cap_boundary():
 
 
 def test_lexical_miss_and_floor_reasons_are_both_kept(retriever):
-    out = retriever.search("zzqxv wvvyq", floor=1.01)
+    out = retriever.search("zzqxv wvvyq", floor=1.0)
     assert out.status == Status.EMPTY
     assert out.reasons == ("lexical_empty_dense_only", "all_below_floor")
-    long = retriever.search("TCP " * (retriever.settings.max_query_chars // 4 + 10), floor=1.01)
+    long = retriever.search("TCP " * (retriever.settings.max_query_chars // 4 + 10), floor=1.0)
     assert long.reasons[0] == "query_truncated" and long.reasons[-1] == "all_below_floor"
 
 

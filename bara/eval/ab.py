@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from bara.app import Bara
+from bara.datafiles import check_file, require_some
 from bara.errors import BaraError, InputError
 from bara.eval.answers import answer_body, answer_kind, judge_agreement, judge_answer, rouge_l, token_f1
 from bara.eval.beir import BeirDoc, read_corpus
@@ -47,7 +48,7 @@ from bara.eval.ab_rows import ROWS_FILE, ResultLog, ScoreRow  # noqa: F401 - ROW
 from bara.eval.mixing import MixConfig, MixedConversation, mix_conversations, mix_manifest
 from bara.eval.ab_summary import ABReport
 from bara.eval.prereg import Prereg, load_prereg, summarize
-from bara.eval.retrieval import INDEX_VERSION, build_index, index_path
+from bara.eval.retrieval import INDEX_VERSION, build_index, prepared_index
 from bara.memory.conversations import Conversations
 from bara.pipeline import MODES, Assistant
 from bara.settings import Settings
@@ -82,8 +83,7 @@ def check_contexts(tasks: Sequence[Task], docs: Sequence[BeirDoc], problems: Cou
 def cached_index(corpus: Path, docs: Sequence[BeirDoc], settings: Settings, embedder: Any,
                  progress: Callable[[int], None] | None = None) -> Path:
     """The corpus index under ``cache_dir/eval`` (built once; later runs only open it)."""
-    path = index_path(corpus, embedder, settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = prepared_index(corpus, embedder, settings)
     with SQLiteStore(path) as store:
         build_index(store, docs, embedder, progress)
     return path
@@ -232,8 +232,8 @@ class Prepared:
 def prepare(tasks_path: Path, corpus_path: Path, limit: int | None) -> Prepared:
     task_problems, corpus_problems = Counter(), Counter()
     tasks = read_tasks(tasks_path, task_problems)[:limit]
-    if not corpus_path.is_file():
-        raise InputError(f"{corpus_path} does not exist: pass the corpus file's path")
+    require_some(tasks, tasks_path, "MTRAG-UN task", task_problems)
+    check_file(corpus_path, "corpus")
     docs = read_corpus(corpus_path, corpus_problems)
     if not docs:
         corpus_problems["empty corpus (no usable passages): nothing can be retrieved"] += 1

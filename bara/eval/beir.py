@@ -6,13 +6,13 @@ InputError naming it.
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, ContextManager, Iterator
 
+from bara.datafiles import open_text
 from bara.errors import InputError
 
 
@@ -31,12 +31,9 @@ class BeirData:
     problems: Counter = field(default_factory=Counter)
 
 
-def _open(path: Path) -> IO[str]:
-    if not path.is_file():
-        raise InputError(f"{path} does not exist: pass the BEIR file's path")
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open(encoding="utf-8")
+def _open(path: Path) -> ContextManager[IO[str]]:
+    """Plain or .gz; a missing, damaged or non-UTF-8 file is an InputError or U+FFFD (bara.datafiles)."""
+    return open_text(path, "BEIR")
 
 
 def _json_lines(path: Path, problems: Counter) -> Iterator[dict]:

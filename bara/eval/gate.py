@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from bara.datafiles import check_file, read_lines, require_some
 from bara.decide import GateResult, decide
-from bara.errors import InputError
 from bara.eval.stats import percentiles
 from bara.understand.sanitize import sanitize
 from bara.settings import Settings
@@ -62,21 +62,18 @@ class Task:
 # ---------------------------------------------------------------------- reading
 def json_rows(path: Path, problems: Counter) -> Iterator[tuple[dict, str]]:
     """(object, raw line) per usable line; blank lines skipped, bad ones counted by reason."""
-    if not path.is_file():
-        raise InputError(f"{path} does not exist: pass the tasks file's path")
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                problems["malformed JSON line"] += 1
-                continue
-            if isinstance(row, dict):
-                yield row, line.strip()
-            else:
-                problems["line is not a JSON object"] += 1
+    for line in read_lines(path, "JSON-lines"):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            problems["malformed JSON line"] += 1
+            continue
+        if isinstance(row, dict):
+            yield row, line.strip()
+        else:
+            problems["line is not a JSON object"] += 1
 
 
 def read_tasks(path: Path, problems: Counter) -> list[Task]:
@@ -197,7 +194,7 @@ class Labelled:
 def read_domains(path: Path) -> dict[str, str] | None:
     """intent -> domain from CLINC150's ``domains.json``; None when it is missing or unusable."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
@@ -369,10 +366,10 @@ def _group_stats(pairs: Sequence[tuple[bool, bool]]) -> GroupStats:
 
 def evaluate_gate(path: Path, domains: Path | None, settings: Settings, embedder: Any) -> GateReport:
     """The JSON report of `bara eval gate`: full gate and rules-only figures on one labelled file."""
-    if not path.is_file():
-        raise InputError(f"{path} does not exist: pass the labelled data file's path")
+    check_file(path, "labelled data")
     problems: Counter = Counter()
     items = read_labelled(path, domains, problems)
+    require_some(items, path, "labelled utterance", problems)
     labels = [i.needs_retrieval for i in items]
     prototypes = gate_prototypes(embedder)
     full, full_ms = gate_calls(items, GateReplay(settings, prototypes, embedder))

@@ -78,7 +78,7 @@ def load_locomo_all(path: Path) -> tuple[LocomoConversation, ...]:
     """Every conversation of a LoCoMo file: one object (``conv-26.json``) or the released list of them
     (``locomo10.json``); an unreadable or malformed file is an InputError naming what to fix."""
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read LoCoMo file {path}: {exc}; pass a conv-*.json or locomo10.json file") from exc
     if not isinstance(raw, list):

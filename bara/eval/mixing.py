@@ -30,6 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bara.datafiles import check_file
 from bara.errors import InputError
 from bara.eval.gate import NO_RETRIEVAL_DOMAINS, Task, file_sha256, json_rows, read_domains
 
@@ -70,8 +71,7 @@ class MixedConversation:
 
 def read_smalltalk(path: Path, domains_path: Path) -> tuple[str, ...]:
     """Utterances of the small_talk and meta intents, file order, duplicates dropped."""
-    if not path.is_file():
-        raise InputError(f"{path} does not exist: pass a CLINC150-format .jsonl to --mix-smalltalk")
+    check_file(path, "CLINC150-format --mix-smalltalk")
     domains = read_domains(domains_path)
     if not domains:
         raise InputError(f"{domains_path} is missing or not a CLINC150 domains.json: pass it to --mix-domains")
@@ -141,6 +141,8 @@ def mix_conversations(tasks: Sequence[Task], mix: MixConfig | None) -> tuple[Mix
     """Every task's whole conversation, with small talk inserted when ``mix`` is given."""
     if mix is None:
         return tuple(MixedConversation(t.id, tuple(base_turns(t))) for t in tasks)
+    if isinstance(mix.seed, bool) or not isinstance(mix.seed, int) or mix.seed < 0:
+        raise InputError(f"--seed {mix.seed!r} is not a seed: pass a whole number, 0 or more")
     pool = read_smalltalk(mix.smalltalk, mix.domains)
     counts = insert_counts([len(base_turns(t)) for t in tasks], mix.rate)
     return tuple(mix_one(t, c, pool, mix.seed) for t, c in zip(tasks, counts, strict=False))

@@ -90,7 +90,7 @@ def load_prereg(path: Path) -> Prereg:
     """Read and validate the criteria file; an unusable file is an InputError naming the problem."""
     try:
         raw = path.read_bytes()
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = tomllib.loads(raw.decode("utf-8-sig"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise InputError(f"pre-registration {path} is unreadable ({exc}); pass --prereg with a valid TOML file") from exc
     study, boot = data.get("study", {}), data.get("bootstrap", {})

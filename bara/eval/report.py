@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from bara.errors import InputError
-from bara.eval.report_round2 import MIXED_DIR, load_json, round2_section
+from bara.eval.report_round2 import MIXED_DIR, load_json, round2_section, unusable_run
 
 PLOT_METRICS = (("retrieval_rate", "retrieval rate"), ("retrieval_calls", "retrieval calls / turn"),
                 ("context_tokens", "context tokens / turn"), ("recall@5", "Recall@5"), ("ndcg@10", "nDCG@10"),
@@ -213,24 +213,36 @@ def reproducibility(ab: Mapping[str, Any]) -> list[str]:
 
 
 def write_report(folder: Path) -> Path:
-    """Write ``report.md`` (and plots) for the runs saved in ``folder``; returns the report's path."""
+    """Write ``report.md`` (and plots) for the runs saved in ``folder``; returns the report's path. A saved
+    run that lacks what its section needs is an InputError naming the file, not a KeyError."""
     ab = load_json(folder / "ab.json")
-    gates = {p.stem: g for p in sorted(folder.glob("gate*.json")) if (g := load_json(p)) and "accuracy" in g}
-    tools = {p.stem: t for p in sorted(folder.glob("tools*.json")) if (t := load_json(p)) and "selection_accuracy" in t}
+    gates = {p: g for p in sorted(folder.glob("gate*.json")) if (g := load_json(p)) and "accuracy" in g}
+    tools = {p: t for p in sorted(folder.glob("tools*.json")) if (t := load_json(p)) and "selection_accuracy" in t}
     if ab is None and not gates and not tools and not (folder / MIXED_DIR / "ab.json").is_file():
         raise InputError(f"{folder} holds no saved runs: run `bara eval ab --report {folder}` first")
     lines = ["# bara evaluation report", ""]
     if ab is not None:
-        plot_metrics(ab, folder / "ab_metrics.png")
-        plot_latency(ab, folder / "ab_latency.png")
-        plot_by_answerability(ab, folder / "ab_by_answerability.png")
-        lines += ab_section(ab)
-    lines += round2_section(folder, _fmt, _ci, _table)
-    for name, gate in gates.items():
-        lines += gate_section(name, gate)
-    for name, tool in tools.items():
-        lines += tools_section(name, tool)
-    lines += reproducibility(ab) if ab is not None else []
+        lines += _section(folder / "ab.json", _ab_lines, ab, folder)
+    lines += _section(folder / MIXED_DIR, round2_section, folder, _fmt, _ci, _table)
+    for path, gate in gates.items():
+        lines += _section(path, gate_section, path.stem, gate)
+    for path, tool in tools.items():
+        lines += _section(path, tools_section, path.stem, tool)
+    lines += _section(folder / "ab.json", reproducibility, ab) if ab is not None else []
     out = folder / "report.md"
     out.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     return out
+
+
+def _ab_lines(ab: Mapping[str, Any], folder: Path) -> list[str]:
+    plot_metrics(ab, folder / "ab_metrics.png")
+    plot_latency(ab, folder / "ab_latency.png")
+    plot_by_answerability(ab, folder / "ab_by_answerability.png")
+    return ab_section(ab)
+
+
+def _section(path: Path, build: Callable[..., list[str]], *args: Any) -> list[str]:
+    try:
+        return build(*args)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise unusable_run(path, f"{type(exc).__name__}: {exc}") from exc

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from matplotlib.figure import Figure
 
-from bara.errors import BaraError
+from bara.errors import BaraError, InputError
 from bara.eval.prereg import gate_verdicts, load_prereg
 
 MIXED_DIR = "mixed"
@@ -156,9 +156,20 @@ def round2_section(folder: Path, fmt: Fmt, ci: Fmt, table: Table) -> list[str]:
 
 
 def load_json(path: Path) -> dict[str, Any] | None:
-    """A report input: the JSON object in ``path``, or None when it is missing, unreadable or not an object."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """A report input: the JSON object in ``path``, or None when there is no such file. A file that is
+    there but unreadable, not JSON or not an object is an InputError (it was left out of the report
+    without a word)."""
+    if not path.exists():
         return None
-    return data if isinstance(data, dict) else None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError) as exc:
+        raise unusable_run(path, exc) from exc
+    if not isinstance(data, dict):
+        raise unusable_run(path, f"a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def unusable_run(path: Path, why: object) -> InputError:
+    return InputError(f"{path} is not a usable saved run ({why}): re-run the evaluation that writes it, or move "
+                      "it out of the folder")

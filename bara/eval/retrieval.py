@@ -18,6 +18,7 @@ import ir_measures
 import numpy as np
 from ir_measures import RR, R, nDCG
 
+from bara.errors import ConfigError, InputError
 from bara.eval.beir import BeirData, BeirDoc, load_beir
 from bara.eval.stats import percentiles
 from bara.retrieval.hybrid import Arms, HybridRetriever
@@ -161,7 +162,10 @@ def evaluate_retrieval(corpus: Path, queries: Path, qrels: Path, arms: Sequence[
     """The JSON report of `bara eval retrieval`."""
     data = load_beir(corpus, queries, qrels)
     judged = {q: t for q, t in data.queries.items() if q in data.qrels}
-    store = SQLiteStore(_prepare(index_path(corpus, embedder, settings)))
+    if not judged:
+        raise InputError(f"no query of {queries} ({len(data.queries)} read) has a judgment in {qrels} "
+                         f"({len(data.qrels)} judged query ids): pass the queries and qrels of one dataset")
+    store = SQLiteStore(prepared_index(corpus, embedder, settings))
     try:
         build_index(store, data.corpus, embedder,
                     (lambda n: progress("index", n, len(data.corpus))) if progress else None)
@@ -170,8 +174,14 @@ def evaluate_retrieval(corpus: Path, queries: Path, qrels: Path, arms: Sequence[
         store.close()
 
 
-def _prepare(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def prepared_index(corpus: Path, embedder: Embedder, settings: Settings) -> Path:
+    """:func:`index_path` with its folder made; a cache folder that cannot hold it is a ConfigError."""
+    path = index_path(corpus, embedder, settings)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"the evaluation index cannot be kept in {path.parent} ({exc.strerror or exc}): point "
+                          "BARA_CACHE_DIR (cache_dir) at a writable folder") from exc
     return path
 
 

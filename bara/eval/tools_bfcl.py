@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from bara.datafiles import check_file, require_some
 from bara.errors import InputError
 from bara.eval.gate import file_sha256, json_rows
 from bara.eval.stats import percentiles
@@ -335,11 +336,15 @@ def default_answers(path: Path) -> Path | None:
 def evaluate_tools(bfcl: Sequence[Path], answers: Sequence[Path], selector: Any) -> ToolsReport:
     """The JSON report of `bara eval tools`."""
     problems: Counter = Counter()
+    for path in (*bfcl, *answers):
+        if path.is_dir() or (path.exists() and not path.is_file()):
+            check_file(path, "BFCL")  # a folder or a device: says which
     missing = [p for p in (*bfcl, *answers) if not p.is_file()]
     if missing:
         raise InputError(f"{missing[0]} does not exist: pass BFCL case and possible_answer files")
     answer_files = list(answers) or [a for a in map(default_answers, bfcl) if a is not None]
     truth = read_answers(answer_files, problems)
     cases = [c for path in bfcl for c in read_cases(path, truth, problems)]
+    require_some(cases, Path(", ".join(map(str, bfcl))), "BFCL case", problems)
     return ToolsReport(score([run_case(selector, c) for c in cases]), selector.name, dict(problems),
                        tuple(DataFile(str(p), file_sha256(p)) for p in (*bfcl, *answer_files)))

@@ -60,7 +60,12 @@ def episodic_report(bara: MemoryOwner, user: str) -> dict[str, Any]:
 
 
 def query_tier(bara: MemoryOwner, tier: str, text: str, user: str, k: int) -> list[dict[str, Any]]:
-    """Search one tier the way the pipeline would (the user's rows only), as plain rows."""
+    """Search one tier the way the pipeline would (the user's rows only), as plain rows. An unknown tier or
+    a k below 1 is an InputError (an unknown tier was searched as the profile)."""
+    if tier not in TIERS:
+        raise InputError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InputError(f"k must be a whole number of results, 1 or more, not {k!r}")
     bara.flush()
     if tier == "kb":
         out = bara.retriever.search(text, k=k, floor=bara.settings.floor_kb)

@@ -66,19 +66,53 @@ class IngestReport:
             self.chunks_unchanged += outcome.chunks
 
 
-def discover(paths: Sequence[str | Path]) -> tuple[list[Path], list[FileOutcome]]:
-    """Expand folders into text-like files (sorted); report missing paths as skipped."""
+def discover(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], list[FileOutcome]]:
+    """Expand folders into text-like files (sorted per folder); report what cannot be read as skipped:
+    missing paths, devices and pipes named outright, folders and entries that cannot be listed or
+    examined. One path may be passed on its own (a string is a path, never a list of characters)."""
     files: list[Path] = []
-    missing: list[FileOutcome] = []
-    for raw in paths:
+    skipped: list[FileOutcome] = []
+    for raw in as_paths(paths):
         p = Path(raw).expanduser()
-        if p.is_dir():
-            files.extend(sorted(f for f in p.rglob("*") if f.is_file() and _texty(f)))
-        elif p.is_file():
-            files.append(p)
-        else:
-            missing.append(FileOutcome(printable_path(str(p)), "skipped", reason="not found"))
-    return files, missing
+        try:
+            if p.is_dir():
+                files.extend(_walk(p, skipped))
+            elif p.is_file():
+                files.append(p)
+            else:
+                skipped.append(_skip(p, "not a regular file (a device, pipe or socket)" if p.exists()
+                                     else "not found"))
+        except OSError as exc:
+            skipped.append(_skip(p, f"unreadable: {exc.strerror or exc}"))
+    return files, skipped
+
+
+def as_paths(paths: Sequence[str | Path] | str | Path) -> list[str | Path]:
+    """``paths`` as a list: one path given on its own is a list of one."""
+    return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+
+
+def _walk(folder: Path, skipped: list[FileOutcome]) -> list[Path]:
+    """The text-like files under ``folder``, sorted; folders that cannot be listed and entries that
+    cannot be examined are reported in ``skipped`` instead of ending the walk."""
+    found: list[Path] = []
+
+    def unlistable(exc: OSError) -> None:
+        skipped.append(_skip(Path(exc.filename or folder), f"folder unreadable: {exc.strerror or exc}"))
+
+    for top, _dirs, names in os.walk(folder, onerror=unlistable):
+        for name in names:
+            path = Path(top) / name
+            try:
+                if _texty(path) and path.is_file():
+                    found.append(path)
+            except OSError as exc:
+                skipped.append(_skip(path, f"unreadable: {exc.strerror or exc}"))
+    return sorted(found)
+
+
+def _skip(path: Path, reason: str) -> FileOutcome:
+    return FileOutcome(printable_path(str(path)), "skipped", reason=reason)
 
 
 def printable_path(path: str) -> str:
@@ -114,10 +148,11 @@ class KnowledgeBase:
         self.store, self.embedder, self.settings = store, embedder, settings
         self.owner, self.collection = owner, collection
 
-    def ingest(self, paths: Sequence[str | Path], prune: bool = False,
+    def ingest(self, paths: Sequence[str | Path] | str | Path, prune: bool = False,
                progress: Callable[[FileOutcome], None] | None = None) -> IngestReport:
-        """Ingest every file under ``paths``; Ctrl-C stops cleanly between documents."""
+        """Ingest every file under ``paths`` (or the one path given); Ctrl-C stops cleanly between documents."""
         report, start = IngestReport(), time.perf_counter()
+        paths = as_paths(paths)
         files, missing = discover(paths)
         for outcome in missing:
             report.add(outcome)
@@ -180,9 +215,9 @@ class KnowledgeBase:
             reason += " (stored version removed)"
         return FileOutcome(source, "skipped", reason=reason)
 
-    def prune(self, roots: Sequence[str | Path]) -> Iterable[FileOutcome]:
-        """Remove stored documents under ``roots`` whose file no longer exists."""
-        resolved = [str(Path(r).expanduser().resolve()) for r in roots]
+    def prune(self, roots: Sequence[str | Path] | str | Path) -> Iterable[FileOutcome]:
+        """Remove stored documents under ``roots`` (or the one root given) whose file no longer exists."""
+        resolved = [str(Path(r).expanduser().resolve()) for r in as_paths(roots)]
         prefixes = tuple(r.rstrip(os.sep) + os.sep for r in resolved)  # "docs" must not prune "docs2"
         for source in self.store.list_sources(self.owner, self.collection):
             if (source in resolved or source.startswith(prefixes)) and not Path(source).exists():

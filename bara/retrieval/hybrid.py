@@ -7,6 +7,7 @@ nothing, the floor, reranking, and the typed outcome with its reasons.
 
 from __future__ import annotations
 
+import numbers
 import re
 import time
 from functools import lru_cache
@@ -15,6 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bara.errors import InputError
 from bara.retrieval.protocol import Embedder
 from bara.retrieval.rerank import PassthroughReranker, Reranker
 from bara.settings import Settings
@@ -42,6 +44,27 @@ def clean_query(text: str, max_chars: int) -> tuple[str, tuple[str, ...]]:
     return cleaned, ()
 
 
+def search_limits(k: object, floor: object, settings: Settings) -> tuple[int, float]:
+    """``k`` and ``floor`` of one search (None: the settings' defaults). A k below 1 (which sliced the
+    hits from the end) or not a whole number, and a floor that is not a cosine similarity (NaN drops
+    every hit), are InputErrors saying what to pass."""
+    if k is None:
+        k = settings.k
+    elif isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise InputError(f"k must be a whole number of hits, 1 or more, not {k!r}")
+    if floor is None:
+        floor = settings.search_floor
+    elif isinstance(floor, bool) or not isinstance(floor, numbers.Real) or not -1.0 <= float(floor) <= 1.0:
+        raise InputError(f"floor must be a cosine similarity from -1 to 1, not {floor!r}")
+    return int(k), float(floor)
+
+
+def query_text(query: object) -> str:
+    if not isinstance(query, str):
+        raise InputError(f"a search query must be text (str), not {type(query).__name__}")
+    return query
+
+
 @lru_cache(maxsize=1024)
 def query_terms(text: str) -> tuple[str, ...]:
     """The lexical terms of a cleaned query, analysed once per text: a turn's prefetch and its search
@@ -67,11 +90,12 @@ class HybridRetriever:
         the background work."""
         if not self.settings.retrieval_prefetch_lexical or self._prefetcher is None:
             return None
-        text, _ = clean_query(query, self.settings.max_query_chars)
+        k, _ = search_limits(k, None, self.settings)
+        text, _ = clean_query(query_text(query), self.settings.max_query_chars)
         terms = query_terms(text) if text else ()
         if not terms:
             return None
-        return self._prefetcher.prefetch_lexical(self._request(terms, None, k or self.settings.k, owners, collections,
+        return self._prefetcher.prefetch_lexical(self._request(terms, None, k, owners, collections,
                                                          Arms.HYBRID))
 
     def search(self, query: str, *, k: int | None = None, floor: float | None = None,
@@ -79,15 +103,15 @@ class HybridRetriever:
                arms: Arms = Arms.HYBRID, rerank: bool | None = None,
                vector: np.ndarray | None = None, prefetched: LexicalPrefetch | None = None,
                spare_lexical: int = 0, spare_floor: float = -1.0) -> RetrievalOutcome:
-        """Return an ok / empty / degraded outcome; never raises on odd query text.
+        """Return an ok / empty / degraded outcome; never raises on odd query text (InputError on a query
+        that is not text, a k below 1 or a floor outside -1..1: :func:`search_limits`).
 
         ``floor`` is a cosine floor, so it judges a candidate by the dense arm alone; the full-text arm's
         first ``spare_lexical`` candidates are held to ``spare_floor`` instead, since a chunk that arm
         ranks at the top has evidence of its own (reason ``floor_spared_lexical:M``: M of the hits shown
         are below ``floor``)."""
-        k = k or self.settings.k
-        floor = self.settings.search_floor if floor is None else floor
-        text, reasons = clean_query(query, self.settings.max_query_chars)
+        k, floor = search_limits(k, floor, self.settings)
+        text, reasons = clean_query(query_text(query), self.settings.max_query_chars)
         if not text:
             return RetrievalOutcome(Status.EMPTY, query, reasons=(*reasons, "empty_query"))
         timings: dict[str, float] = {}

@@ -331,10 +331,20 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The settings in ``path``: top level or a ``[bara]`` table; a UTF-8 byte-order mark is allowed."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError as exc:
         raise ConfigError(f"settings file {path} does not exist; create it or unset BARA_CONFIG") from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"settings file {path} is a folder: point BARA_CONFIG at a TOML file") from exc
+    except OSError as exc:
+        raise ConfigError(f"settings file {path} cannot be read ({exc.strerror or exc}): make it readable "
+                          "or unset BARA_CONFIG") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"settings file {path} is not valid TOML: {exc}") from exc
-    return dict(data.get("bara", data))
+    table = data.get("bara", data)
+    if not isinstance(table, dict):
+        raise ConfigError(f"settings file {path}: 'bara' must be a table ([bara] followed by key = value "
+                          f"lines), not {type(table).__name__}")
+    return dict(table)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 def _data_home() -> Path:
@@ -24,11 +24,23 @@ def _cache_home() -> Path:
 class CoreSettings(BaseModel):
     """The settings sections that come first; :class:`bara.settings.Settings` adds the rest."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan: no threshold, weight, budget or timeout means anything as NaN or infinity (a NaN floor
+    # silently drops every hit, an infinite weight makes every fused score Infinity, which is not JSON)
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     # --- where things live -------------------------------------------------
     db: str = Field(default=str(_data_home() / "bara.db"),
                     description="Store location: a SQLite file path (embedded default).")
+
+    @field_validator("db")
+    @classmethod
+    def _db_named(cls, value: str) -> str:
+        """A blank location is a mistake (an unset variable in a script), not a file name: it was called
+        a damaged database, and a blank of spaces became a store file named by the spaces."""
+        if not value.strip():
+            raise ValueError("is blank: pass a SQLite file path or a postgresql:// URL (--db or BARA_DB)")
+        return value
+
     cache_dir: Path = Field(default=_cache_home(),
                             description="Embedding cache and eval index cache; safe to delete.")
     data_dir: Path = Field(default=Path("../shared/data"),
@@ -103,6 +115,10 @@ class CoreSettings(BaseModel):
         "base is one scope; each user's Q&A, notes and episodes are one each), least recently searched "
         "dropped first: a server's memory no longer grows with every user it has served. A dropped "
         "scope is read again on its next search (~0.3 ms at 100 rows, ~2 ms at 1,000)."))
+    store_busy_timeout_s: float = Field(default=30.0, gt=0, le=3600, description=(
+        "SQLite: how long a write waits for another process's write lock (a running ingest, chat or serve on "
+        "the same file) before the command stops with 'busy' and says to retry; a document's transaction "
+        "takes well under a second, so 30 s only runs out when another writer is stuck or long-running."))
     store_matrix_cache_mb: float = Field(default=512.0, gt=0, description=(
         "SQLite: at most this many MiB of cached scope vectors (each row ~1.6 KB at 384 dimensions, with "
         "its id and row index), least recently searched dropped first, whatever the scope count: a few "
@@ -129,13 +145,13 @@ class CoreSettings(BaseModel):
     # the dev half (sha256-even conversations; q8 embedder): 0.15 -> 0.654x, 0.25 -> 0.618x, 0.28 -> 0.584x,
     # at Recall@5 0.842 -> 0.816 (always 0.764, last2 0.776). Report half at 0.28: 0.546x, R@5 0.809
     # (always 0.777, last2 0.781). docs/evaluation.md, round 2, has the sweep.
-    floor_kb: float = Field(default=0.28, description="MiniLM cosine floor for knowledge-base hits: see the sweep "
+    floor_kb: float = Field(default=0.28, ge=-1.0, le=1.0, description="MiniLM cosine floor for knowledge-base hits: see the sweep "
                                               "above (what it costs in recall, what it saves in tokens).")
-    floor_continuation: float = Field(default=0.28, description="Same embedder, same sweep as floor_kb: the topic "
+    floor_continuation: float = Field(default=0.28, ge=-1.0, le=1.0, description="Same embedder, same sweep as floor_kb: the topic "
                                                         "vector already carries the conversation.")
-    floor_general: float = Field(default=0.28, description="Was 0.45 (copied from another embedder): it dropped "
+    floor_general: float = Field(default=0.28, ge=-1.0, le=1.0, description="Was 0.45 (copied from another embedder): it dropped "
                                                    "standalone turns' relevant hits (R@5 0.700 -> 0.510).")
-    floor_qa: float = Field(default=0.65, description="Old answers are reused only when the question nearly repeats.")
+    floor_qa: float = Field(default=0.65, ge=-1.0, le=1.0, description="Old answers are reused only when the question nearly repeats.")
 
     # --- gate: understand & decide (add gate thresholds below this line) ---
     gate_followup_threshold: float = Field(default=0.5, ge=0.0, le=1.0,

@@ -66,8 +66,8 @@ def start(data_dir: str | Path = DEFAULT_DIR) -> LocalServer:
     """Start (or reuse) the server in ``data_dir``; it keeps running after this process exits."""
     ep = _embedded()
     path = Path(data_dir).expanduser().resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         server = ep.get_server(path, cleanup_mode=None)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError, AssertionError) as exc:
         log = path / "log"

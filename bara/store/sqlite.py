@@ -20,10 +20,11 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from bara.errors import StoreError
+from bara.errors import MissingStoreError, StoreError
 from bara.store.base import LexicalPrefetch
 from bara.store.migrations import Migration, announce_upgrade, sqlite_migrations
-from bara.store.sqlite_files import APPLICATION_ID, check_identity, check_integrity, connect_file, exists, file_problem
+from bara.store.sqlite_files import (APPLICATION_ID, DEFAULT_BUSY_TIMEOUT_S, check_identity, check_integrity,
+                                     connect_file, exists, file_problem)
 from bara.store.sqlite_bm25 import Lexicons
 from bara.store.sqlite_lexical import (LexicalWorker, collect, index_chunk, lexical_arm, members, runner,
                                       scope_table_rows, unindex_document)
@@ -43,7 +44,7 @@ class SQLiteStore:
 
     def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None, *, mode: str = "write",
                  matrix_scopes: int = DEFAULT_SCOPES, matrix_mb: float = DEFAULT_MB,
-                 lexicon_scopes: int = DEFAULT_LEXICON_SCOPES):
+                 lexicon_scopes: int = DEFAULT_LEXICON_SCOPES, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.location = str(path)
@@ -52,9 +53,8 @@ class SQLiteStore:
         self._matrices = Matrices(matrix_scopes, matrix_mb)  # the dense arm's scope vectors (sqlite_matrix)
         existed = exists(self.location)
         if not existed and mode != "write":
-            raise StoreError(f"no store at {self.location} (create one with `bara ingest PATH --db {self.location}`);"
-                             " check the --db path")
-        self._conn, self.read_only = connect_file(self.location, mode)
+            raise MissingStoreError(self.location)
+        self._conn, self.read_only = connect_file(self.location, mode, busy_timeout_s)
         self._worker = LexicalWorker(self.location) if self.location != ":memory:" else None
         # the shared scopes' full-text rows, scored in memory (built on their own read-only connection)
         self._lexicons = Lexicons(SHARED, self._worker.uri if self._worker is not None else None)

@@ -10,16 +10,23 @@ from pathlib import Path
 from bara.errors import StoreError
 
 APPLICATION_ID = 0x62617261  # "bara": marks the file as ours
+DEFAULT_BUSY_TIMEOUT_S = 30.0  # Settings.store_busy_timeout_s
 
 
 def exists(location: str) -> bool:
+    """Whether the store file is there; a folder is refused (StoreError), whatever the command."""
+    if location != ":memory:" and Path(location).expanduser().is_dir():
+        raise StoreError(f"{location} is a folder, not a store file: pass --db with a file path, e.g. "
+                         f"{Path(location) / 'bara.db'}")
     return location == ":memory:" or Path(location).expanduser().is_file()
 
 
-def connect_file(location: str, mode: str) -> tuple[sqlite3.Connection, bool]:
-    """The connection and whether it is read-only (a read-only file opened by a reader)."""
+def connect_file(location: str, mode: str, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S
+                 ) -> tuple[sqlite3.Connection, bool]:
+    """The connection and whether it is read-only (a read-only file opened by a reader). A statement
+    waits up to ``busy_timeout_s`` for another connection's write lock, then fails as busy."""
     if location == ":memory:":
-        return _open(location, location, False), False
+        return _open(location, location, False, busy_timeout_s), False
     path = Path(location).expanduser()
     if not path.exists():
         try:
@@ -30,13 +37,13 @@ def connect_file(location: str, mode: str) -> tuple[sqlite3.Connection, bool]:
     elif not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
         if mode != "read":
             raise _read_only(location)
-        return _open(f"{path.resolve().as_uri()}?mode=ro", location, True), True
-    return _open(str(path), location, False), False
+        return _open(f"{path.resolve().as_uri()}?mode=ro", location, True, busy_timeout_s), True
+    return _open(str(path), location, False, busy_timeout_s), False
 
 
-def _open(target: str, location: str, read_only: bool) -> sqlite3.Connection:
+def _open(target: str, location: str, read_only: bool, busy_timeout_s: float) -> sqlite3.Connection:
     try:
-        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30.0,
+        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s,
                                uri=read_only)
         conn.execute("PRAGMA foreign_keys = ON")
         if not read_only:
@@ -61,14 +68,30 @@ def _corrupt(location: str, detail: object) -> StoreError:
 
 
 def file_problem(exc: sqlite3.DatabaseError, location: str) -> StoreError | None:
-    """A StoreError for a damaged or read-only file; None for other errors (locks, constraints)."""
+    """A StoreError for a damaged, read-only or busy file; None for other errors (constraints...)."""
     text = str(exc).lower()
     if "readonly" in text or "read-only" in text:
         return _read_only(location)
+    if "database is locked" in text or "database is busy" in text:
+        return StoreError(f"{location} is busy: another process (a `bara ingest`, `bara chat` or `bara serve` on "
+                          "the same --db?) held its write lock for longer than store_busy_timeout_s. Retry when "
+                          "it has finished, or stop it.")
+    if "not a database" in text and not _sqlite_header(location):
+        return StoreError(f"{location} is not a SQLite database (another program's file?): bara will neither read "
+                          "nor write it. Pass --db with the path of a bara store, or a new path to create one.")
     if any(sign in text for sign in ("malformed", "not a database", "corrupt", "encrypted",
                                      "vtable constructor failed")):  # a damaged full-text shadow table
         return _corrupt(location, exc)
     return None
+
+
+def _sqlite_header(location: str) -> bool:
+    """Whether the file starts as every SQLite database does (a damaged store still does, mostly)."""
+    try:
+        with open(Path(location).expanduser(), "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return True  # cannot tell: keep the damaged-store message
 
 
 def check_integrity(conn: sqlite3.Connection, location: str) -> None:

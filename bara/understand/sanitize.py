@@ -10,6 +10,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from bara.errors import InputError
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
@@ -24,7 +26,10 @@ class CleanInput:
 
 
 def sanitize(message: str | bytes, max_query_chars: int) -> CleanInput:
-    """Decode bytes leniently, replace lone surrogates, drop control characters, cap the search copy."""
+    """Decode bytes leniently, replace lone surrogates, drop control characters, cap the search copy;
+    anything but text or bytes is an InputError (a None message was a TypeError deep inside)."""
+    if not isinstance(message, (str, bytes)):
+        raise InputError(f"a message must be text (str, or UTF-8 bytes), not {type(message).__name__}")
     reasons: list[str] = []
     text = message.decode("utf-8", errors="replace") if isinstance(message, bytes) else message
     if "\ufffd" in text and isinstance(message, bytes):

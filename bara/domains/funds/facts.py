@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 from bara.domains.funds import metrics
 from bara.domains.funds.repo import FundsRepo, NavSeries, Scheme
+from bara.datafiles import read_lines
 from bara.errors import InputError
 
 FIQA_COLLECTION = "fiqa"
@@ -85,21 +86,21 @@ def fiqa_documents(corpus_path: str | Path) -> list[FactDoc]:
         raise InputError(f"MTRAG corpus not found: {path}. Whoever builds the index must pass the path of "
                          "corpus.jsonl (e.g. <data>/mtrag/corpus.jsonl).")
     return [(f"fiqa/{rec['_id']}", _fiqa_title(rec), rec["text"].strip())
-            for rec in _records(path) if rec.get("collection") == FIQA_COLLECTION and rec.get("text", "").strip()]
+            for rec in _records(path) if rec.get("collection") == FIQA_COLLECTION
+            and isinstance(rec.get("text"), str) and rec["text"].strip()]
 
 
 def _records(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError as exc:
-                raise InputError(f"{path}:{number} is not valid JSON ({exc}); fix or replace the corpus file") from exc
-            if not isinstance(rec, dict) or "_id" not in rec:
-                raise InputError(f"{path}:{number} lacks an _id field; the corpus must be MTRAG corpus.jsonl")
-            yield rec
+    for number, line in enumerate(read_lines(path, "MTRAG corpus"), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{path}:{number} is not valid JSON ({exc}); fix or replace the corpus file") from exc
+        if not isinstance(rec, dict) or "_id" not in rec:
+            raise InputError(f"{path}:{number} lacks an _id field; the corpus must be MTRAG corpus.jsonl")
+        yield rec
 
 
 def _fiqa_title(rec: dict[str, Any]) -> str:

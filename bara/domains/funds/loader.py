@@ -10,13 +10,13 @@ portfolios); those rows are skipped and counted, never stored.
 from __future__ import annotations
 
 import csv
-import gzip
 import time
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Collection, Iterator, Sequence
+from typing import Any, Collection, Sequence
 
+from bara.datafiles import open_text
 from bara.errors import InputError
 
 SCHEMES_FILE = "schemes.csv"
@@ -35,7 +35,8 @@ _INSERT_NAV = "INSERT INTO funds_navs (scheme_code, date, nav) VALUES (?, ?, ?)"
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What one load stored; ``skipped_navs`` counts rows with a zero, negative or unreadable NAV."""
+    """What one load stored; ``skipped_navs`` counts rows with a zero, negative or unreadable NAV (or too
+    few columns), ``skipped_schemes`` scheme rows with too few columns."""
 
     schemes: int
     navs: int
@@ -44,6 +45,7 @@ class LoadReport:
     first_date: str | None
     last_date: str | None
     seconds: float
+    skipped_schemes: int = 0
 
 
 def amfi_dir(data_dir: str | Path) -> Path:
@@ -62,7 +64,7 @@ def load_amfi(runner: Any, data_dir: str | Path, only_codes: Collection[str] | N
     started = time.perf_counter()
     folder = amfi_dir(data_dir)
     schemes_path, navs_path = _require(folder / SCHEMES_FILE), _require(folder / NAVS_FILE)
-    schemes = list(_read_schemes(schemes_path))
+    schemes, skipped_schemes = _read_schemes(schemes_path)
     navs, skipped = _read_navs(navs_path, {s[0] for s in schemes}, only_codes)
     with runner.transaction():
         runner.executemany(_UPSERT_SCHEME, schemes)
@@ -71,7 +73,7 @@ def load_amfi(runner: Any, data_dir: str | Path, only_codes: Collection[str] | N
     dates = [n[1] for n in navs]
     return LoadReport(len(schemes), len(navs), len({n[0] for n in navs}), skipped,
                       min(dates, default=None), max(dates, default=None),
-                      round(time.perf_counter() - started, 3))
+                      round(time.perf_counter() - started, 3), skipped_schemes)
 
 
 def _require(path: Path) -> Path:
@@ -88,15 +90,21 @@ def _check_header(path: Path, found: Sequence[str] | None, wanted: tuple[str, ..
                          "Replace it with an AMFI export in the documented layout.")
 
 
-def _read_schemes(path: Path) -> Iterator[tuple[str, str, str, str, str, str]]:
-    with path.open(newline="", encoding="utf-8") as fh:
+def _read_schemes(path: Path) -> tuple[list[tuple[str, str, str, str, str, str]], int]:
+    """Scheme rows with a code, and how many rows were too short to read."""
+    rows, skipped = [], 0
+    with open_text(path, "AMFI schemes", newline="") as fh:
         reader = csv.DictReader(fh)
         _check_header(path, reader.fieldnames, SCHEME_COLUMNS)
         for row in reader:
-            code = (row["scheme_code"] or "").strip()
+            if any(row[c] is None for c in SCHEME_COLUMNS):  # a cut-off line: fewer fields than the header
+                skipped += 1
+                continue
+            code = row["scheme_code"].strip()
             if code:
-                yield (code, _isin(row["isin_growth"]), _isin(row["isin_reinvest"]),
-                       row["scheme_name"].strip(), row["category"].strip(), row["fund_house"].strip())
+                rows.append((code, _isin(row["isin_growth"]), _isin(row["isin_reinvest"]),
+                             row["scheme_name"].strip(), row["category"].strip(), row["fund_house"].strip()))
+    return rows, skipped
 
 
 def _isin(value: str | None) -> str:
@@ -110,12 +118,15 @@ def _read_navs(path: Path, known: set[str], only: Collection[str] | None
     keep = set(only) if only is not None else None
     rows: list[tuple[str, str, float]] = []
     skipped = 0
-    with gzip.open(path, "rt", newline="", encoding="utf-8") as fh:
+    with open_text(path, "AMFI NAV history", newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         _check_header(path, header, NAV_COLUMNS)
         at = [header.index(c) for c in NAV_COLUMNS]  # type: ignore[union-attr]
         for record in reader:
+            if len(record) <= max(at):  # a cut-off line
+                skipped += 1
+                continue
             day, code, nav = (record[i].strip() for i in at)
             if keep is not None and code not in keep:
                 continue
