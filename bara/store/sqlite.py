@@ -30,6 +30,7 @@ from bara.store.sqlite_lexical import (LexicalWorker, collect, index_chunk, lexi
                                       scope_table_rows, unindex_document)
 from bara.store.sqlite_matrix import DEFAULT_MB, DEFAULT_SCOPES, Appended, Matrices, Matrix
 from bara.store.sqlite_scope_bm25 import DEFAULT_LEXICON_SCOPES, ScopeLexicons
+from bara.store.sqlite_sql import chunks_sql, generations, marks, prefix_end, stored_chunk
 from bara.text.fusion import weighted_rrf
 from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
                         StoreSearchResult)
@@ -293,8 +294,8 @@ class SQLiteStore:
         cached = self._matrices.get(key)
         if cached is not None and cached.gens == gens:
             return cached
-        rows = self.query(f"SELECT id, embedding FROM chunks WHERE owner IN ({_marks(owners)})"
-                          f" AND collection IN ({_marks(colls)}) ORDER BY id", (*owners, *colls))
+        rows = self.query(f"SELECT id, embedding FROM chunks WHERE owner IN ({marks(owners)})"
+                          f" AND collection IN ({marks(colls)}) ORDER BY id", (*owners, *colls))
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         vecs = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
                 if rows else np.zeros((0, 0), dtype=np.float32))
@@ -307,7 +308,7 @@ class SQLiteStore:
         if not ids:
             return []
         params: tuple = (*(int(i) for i in ids), *(owners or ()))
-        by_id = {r[0]: _stored(r) for r in self.query(chunks_sql(len(ids), None if owners is None else len(owners)),
+        by_id = {r[0]: stored_chunk(r) for r in self.query(chunks_sql(len(ids), None if owners is None else len(owners)),
                                                       params)}
         return [by_id[i] for i in ids if i in by_id]
 
@@ -375,40 +376,3 @@ class SQLiteStore:
             self._conn.execute("INSERT INTO bara_migrations (name, applied_at) VALUES (?, ?)",
                                (step.name, time.time()))
             self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-
-
-def prefix_end(prefix: str) -> str | None:
-    """The least string above every string that starts with ``prefix`` (its last character plus one),
-    or None when there is none to write (the last code point, or a surrogate next)."""
-    last = ord(prefix[-1]) + 1
-    return None if last > 0x10FFFF or 0xD800 <= last <= 0xDFFF else prefix[:-1] + chr(last)
-
-
-def _marks(values: Sequence[Any]) -> str:
-    return ",".join("?" * len(values))
-
-
-def generations(run: Any, owners: Sequence[str], colls: Sequence[str]) -> tuple[int, ...]:
-    """The write generation of each (owner, collection) scope, as ``run``'s connection sees them."""
-    rows = dict(((o, c), g) for o, c, g in run(
-        f"SELECT owner, collection, gen FROM scope_generation WHERE owner IN ({_marks(owners)})"
-        f" AND collection IN ({_marks(colls)})", (*owners, *colls)))
-    return tuple(rows.get((o, c), 0) for o in owners for c in colls)
-
-
-def chunks_sql(n_ids: int, n_owners: int | None) -> str:
-    """The query that reads ``n_ids`` chunks by id, optionally only those of ``n_owners`` owners.
-
-    The owner test is written ``+c.owner`` so that SQLite looks the few ids up by primary key: left
-    to itself, with no statistics, it walks the owner index instead, i.e. every chunk of the shared
-    knowledge base, for each search's handful of hits (0.1 ms at 1,152 chunks, growing with the KB)."""
-    sql = (f"SELECT c.id, c.text, d.source, c.section, c.title, c.collection, c.owner, c.ordinal,"
-           f" c.start_char, c.end_char, d.title, d.meta FROM chunks c JOIN documents d ON d.id = c.doc_id"
-           f" WHERE c.id IN ({_marks(range(n_ids))})")
-    return sql if n_owners is None else sql + f" AND +c.owner IN ({_marks(range(n_owners))})"
-
-
-def _stored(r: tuple) -> StoredChunk:
-    meta = json.loads(r[11]) if r[11] else {}
-    return StoredChunk(id=r[0], text=r[1], source=r[2], section=r[3], title=r[4] or r[10], collection=r[5],
-                       owner=r[6], ordinal=r[7], start=r[8], end=r[9], meta={**meta, "doc_title": r[10]})
