@@ -42,11 +42,11 @@ from bara.trace import (StoredRecord, TurnRecorder, TurnTrace, prompt_summary,
                         retrieval_summary, trace_fields)
 from bara.turn import TurnStart, empty_trace, run_turn
 from bara.types import PIPELINE_MODES, PipelineMode, Tier, Utterance
-from bara.understand.features import compute_features
+from bara.understand.features import compute_features, normalize
 from bara.understand.intent import apply_rules
 from bara.understand.prototypes import prototypes_for
 from bara.understand.rewrite import RewriteRules
-from bara.understand.state import ConversationState
+from bara.understand.state import ConversationState, note_ungated_turn
 from bara.understand.topic import compose_topic, topic_dependence
 
 MODES = PIPELINE_MODES
@@ -382,7 +382,8 @@ class Assistant:
         ctx = self._context(t, None)
         answer, prompt = self._generate(inputs, ctx, rec)
         plan = PersistPlan(t.clean.text, answer, learn_profile=False, extract_notes=False, add_qa=False)
-        stored = self._persist(t, t.state, plan, retrieved, ctx, rec)
+        state = note_ungated_turn(t.state, normalize(t.clean.query), self.settings)  # a later gated turn reads it
+        stored = self._persist(t, state, plan, retrieved, ctx, rec)
         trace = self._trace(t, None, None, retrieved, prompt, answer, stored, rec)
         return TurnResult(answer, trace, t.conversation_id)
 

@@ -399,3 +399,15 @@ def test_demo_script_shows_every_gate(assistant, user):
     recap = by_text["What did we decide about TLS?"]
     assert recap.tiers["notes"] >= 1 and "We decided" in recap.answer
     assert by_text["What do you know about me?"].route == "privacy"
+
+
+def test_an_always_turn_in_a_mixed_conversation_keeps_the_gate_state_current(bara):
+    """Modes may mix in one conversation (``bara serve`` takes a mode per request): a question asked in
+    ``always`` mode and repeated in gated mode is a repetition, and the always turn is counted."""
+    gated, always = Assistant(bara), Assistant(bara, mode="always")
+    first = gated.turn("mixed-user", "What is HTTP Strict Transport Security?")
+    cid = first.conversation_id
+    always.turn("mixed-user", "How does TCP detect a lost segment?", cid)
+    again = gated.turn("mixed-user", "How does TCP detect a lost segment?", cid)
+    assert "behavior:repetition_boost" in again.trace.reasons
+    assert again.trace.gates.state is not None and again.trace.gates.state["turn_count"] == 3

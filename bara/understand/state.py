@@ -148,3 +148,15 @@ def update_state(state: ConversationState | None, message: str, intent_result: I
         frustration_streak=_streak(state.frustration_streak, tone == "frustrated"),
         followup_streak=_streak(state.followup_streak, features.is_followup or intent == "continuation"),
     )
+
+
+def note_ungated_turn(state: ConversationState | None, normalized: str,
+                      settings: Settings | None = None) -> ConversationState:
+    """The state after a turn the gate did not see (an ``always`` turn in a conversation that mixes
+    modes, e.g. per-request modes in ``bara serve``): counted, and its message kept among the recent
+    queries, so the next gated turn still notices a repeated question; streaks and the intent history
+    are left as they were, since no intent was decided."""
+    state = state or ConversationState()
+    size = (settings or Settings()).state_history_window
+    return dataclasses.replace(state, turn_count=state.turn_count + 1,
+                               recent_queries=_window(state.recent_queries, normalized or None, size))
