@@ -34,7 +34,7 @@ from bara.serve.auth import caller
 from bara.serve.errors import ApiError
 from bara.serve.keys import ApiKey
 from bara.serve.native import check_message, run_turn
-from bara.serve.runtime import no_surrogates
+from bara.serve.runtime import can_exist, storable
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 MODELS = {"bara-gated": "gated", "bara-always": "always", "bara-agent": "agent"}
@@ -95,10 +95,12 @@ class ModelList(BaseModel):
 
 
 def text_of(m: ChatMessage) -> str:
+    """The message's text as stored (:func:`storable`), so a history imported from ``messages`` and its
+    fingerprint hold on every store."""
     if isinstance(m.content, str):
-        return no_surrogates(m.content)
+        return storable(m.content)
     parts = m.content or []
-    return no_surrogates("\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)))
+    return storable("\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)))
 
 
 def thread_hash(turns: list[tuple[str, str]]) -> str:
@@ -137,8 +139,9 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
     check_message(request, message)
     user = key.user_id
     if x_bara_conversation is not None:
-        if not x_bara_conversation.strip():
-            raise ApiError(422, "invalid_request", "X-Bara-Conversation must not be empty: omit it or send an id")
+        if not x_bara_conversation.strip() or not can_exist(x_bara_conversation):
+            raise ApiError(422, "invalid_request", "X-Bara-Conversation must be a non-empty id without NUL "
+                           "characters: omit it or send an id")
         cid, create, prior = x_bara_conversation, True, []
     else:
         prior = dialogue(body.messages[:-1])
