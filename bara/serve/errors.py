@@ -1,4 +1,7 @@
-"""JSON errors: every refusal is ``{"error": {"type", "message"}}`` and says what to change.
+"""JSON errors: every refusal is ``{"error": {"type", "message", "param", "code"}}`` and says what to change.
+
+That is OpenAI's error shape, so OpenAI clients read it on ``/v1`` (``code`` repeats bara's stable
+``type``; ``param`` names the request field to change, or is null).
 
 Provider faults become 502 (the model failed) or 504 (it did not answer in time) with a fixed
 message that names neither the provider's URL nor any key.
@@ -16,9 +19,10 @@ from bara.llm.errors import LLMDeadlineError, LLMError
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, type_: str, message: str, headers: dict[str, str] | None = None):
+    def __init__(self, status: int, type_: str, message: str, headers: dict[str, str] | None = None,
+                 param: str | None = None):
         super().__init__(message)
-        self.status, self.type, self.message, self.headers = status, type_, message, headers
+        self.status, self.type, self.message, self.headers, self.param = status, type_, message, headers, param
 
 
 def not_found(what: str = "conversation") -> ApiError:
@@ -26,8 +30,13 @@ def not_found(what: str = "conversation") -> ApiError:
     return ApiError(404, "not_found", f"no such {what}: use an id returned to this API key")
 
 
-def error_json(status: int, type_: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"type": type_, "message": message}}, status_code=status, headers=headers)
+def error_body(type_: str, message: str, param: str | None = None) -> dict[str, dict[str, str | None]]:
+    return {"error": {"type": type_, "message": message, "param": param, "code": type_}}
+
+
+def error_json(status: int, type_: str, message: str, headers: dict[str, str] | None = None,
+               param: str | None = None) -> JSONResponse:
+    return JSONResponse(error_body(type_, message, param), status_code=status, headers=headers)
 
 
 def _http_message(request: Request, exc: StarletteHTTPException) -> str:
@@ -57,6 +66,15 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "invalid request: " + "; ".join(parts) + " (fix these fields and retry)"
 
 
+def _validation_param(exc: RequestValidationError) -> str | None:
+    """The first invalid field, dotted as the request spells it (``messages.0.role``); None for the body."""
+    for e in exc.errors():
+        loc = [str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path", "header")]
+        if loc and e.get("type") != "json_invalid":
+            return ".".join(loc)
+    return None
+
+
 def provider_error(exc: LLMError) -> ApiError:
     if isinstance(exc, LLMDeadlineError) or "Timeout" in str(exc):  # the text stays internal
         return ApiError(504, "provider_timeout", "the model provider did not answer in time; retry later")
@@ -67,11 +85,11 @@ def provider_error(exc: LLMError) -> ApiError:
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api(_: Request, exc: ApiError) -> JSONResponse:
-        return error_json(exc.status, exc.type, exc.message, exc.headers)
+        return error_json(exc.status, exc.type, exc.message, exc.headers, exc.param)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_json(422, "invalid_request", _validation_message(exc))
+        return error_json(422, "invalid_request", _validation_message(exc), param=_validation_param(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
