@@ -9,6 +9,8 @@ message that names neither the provider's URL nor any key.
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -52,8 +54,12 @@ def _http_message(request: Request, exc: StarletteHTTPException) -> str:
     return str(exc.detail)
 
 
-def _validation_message(exc: RequestValidationError) -> str:
+def _validation_message(request: Request, exc: RequestValidationError) -> str:
     errors = exc.errors()
+    if _json_sent_as_something_else(request, errors):
+        sent = request.headers.get("content-type") or "none"
+        return (f"the request body must be a JSON object sent with the header Content-Type: application/json "
+                f"(this request's Content-Type: {sent}); with curl, add -H 'Content-Type: application/json'")
     if any(e.get("type") == "json_invalid" for e in errors):
         e = next(e for e in errors if e.get("type") == "json_invalid")
         at = e.get("loc", ("body", "?"))[-1]
@@ -64,6 +70,14 @@ def _validation_message(exc: RequestValidationError) -> str:
         loc = ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body"
         parts.append(f"{loc}: {e.get('msg', 'invalid')}")
     return "invalid request: " + "; ".join(parts) + " (fix these fields and retry)"
+
+
+def _json_sent_as_something_else(request: Request, errors: Any) -> bool:
+    """A body refused as a whole (not an object) whose Content-Type is not JSON: FastAPI then reads the
+    body as raw bytes, so even a valid JSON object fails, and "fix these fields" would mislead."""
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    whole_body = any(tuple(e.get("loc", ())) == ("body",) and e.get("type") != "missing" for e in errors)
+    return whole_body and not (kind == "application/json" or kind.endswith("+json"))
 
 
 def _validation_param(exc: RequestValidationError) -> str | None:
@@ -88,8 +102,8 @@ def install(app: FastAPI) -> None:
         return error_json(exc.status, exc.type, exc.message, exc.headers, exc.param)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_json(422, "invalid_request", _validation_message(exc), param=_validation_param(exc))
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_json(422, "invalid_request", _validation_message(request, exc), param=_validation_param(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
