@@ -49,8 +49,12 @@ def _http_message(request: Request, exc: StarletteHTTPException) -> str:
     if exc.status_code == 405:
         allowed = (getattr(exc, "headers", None) or {}).get("Allow") or "another method"
         return f"{request.method} is not allowed on {request.url.path}: use {allowed} (see /docs)"
-    if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
-        return "the request body could not be read: send a complete JSON object (or a multipart upload)"
+    if exc.status_code == 400:  # only a body that could not be parsed raises a bare 400 here
+        if "multipart/" in request.headers.get("content-type", ""):
+            return (f"the multipart upload could not be read ({exc.detail}): send multipart/form-data with the "
+                    "file in a field named 'file' (with curl: -F file=@notes.txt)")
+        return ("the request body could not be parsed: send one complete JSON object, nested at most a few "
+                "hundred levels deep, with Content-Type: application/json")
     return str(exc.detail)
 
 
@@ -107,8 +111,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(exc.status_code,
-                                                                                          "http_error")
+        kind = {400: "invalid_body", 404: "not_found", 405: "method_not_allowed",
+                413: "request_too_large"}.get(exc.status_code, "http_error")
         return error_json(exc.status_code, kind, _http_message(request, exc), getattr(exc, "headers", None))
 
     @app.exception_handler(LLMError)
