@@ -2,7 +2,7 @@
 
 One server object serves two transports:
 
-* stdio (``bara mcp --user U``): the identity is fixed when the process starts;
+* stdio (``bara mcp --user U``, :mod:`bara.mcp.stdio`): the identity is fixed when the process starts;
 * streamable HTTP (:func:`mcp_http_app`, mounted at ``/mcp`` by ``bara serve``):
   the identity comes from each request's ``Authorization: Bearer <key>``,
   resolved by the caller-supplied ``resolve_user(key) -> user id | None``.
@@ -141,56 +141,6 @@ def _version() -> str:
 
 
 # ------------------------------------------------------------------- transports
-async def serve_stdio(bara: Bara, user: str) -> None:
-    """Serve ``bara``'s tools for ``user`` on this process's stdin/stdout until the client disconnects."""
-    import io
-    import sys
-
-    from mcp.server.stdio import stdio_server
-
-    server = build_server(bara, fixed_identity(user))
-    stdin = CleanLines(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
-    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-def clean_line(line: str) -> str:
-    """A JSON-RPC line with lone UTF-16 surrogate escapes ("\\ud83d", legal JSON) re-encoded with
-    U+FFFD in their place. The SDK's parser rejects such a line and answers nothing, so a client
-    waited for ever; a pair ("\\ud83d\\ude00") is one character and stays. Other lines pass as they are."""
-    if "\\u" not in line:
-        return line
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return line
-    return json.dumps(_replace_surrogates(message), ensure_ascii=False) + ("\n" if line.endswith("\n") else "")
-
-
-def _replace_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
-    if isinstance(value, list):
-        return [_replace_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
-    return value
-
-
-class CleanLines:
-    """stdin for the SDK's stdio transport: its lines through :func:`clean_line`."""
-
-    def __init__(self, inner: Any):
-        self.inner = inner
-
-    def __aiter__(self) -> Any:
-        return self._lines()
-
-    async def _lines(self) -> Any:
-        async for line in self.inner:
-            yield clean_line(line)
-
-
 def mcp_http_app(bara: Bara, resolve_user: UserResolver, path: str = "/", allowed_hosts: list[str] | None = None):
     """The MCP server as an ASGI app (streamable HTTP, stateless, JSON responses) for mounting.
 
