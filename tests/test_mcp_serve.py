@@ -3,6 +3,7 @@ user taken from each request's API key (keys issued by the serve key store), ove
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -92,3 +93,16 @@ def test_each_key_acts_for_its_own_user_in_parallel(served):
         assert {"search_knowledge", "recall", "remember", "get_holdings"} <= names
         assert codes == [h.code for h in facts.holdings(user)]
         assert notes == [f"Decision: {user} keeps the index fund."]
+
+
+def test_get_opens_no_event_stream_that_could_block_shutdown(served):
+    """Stateless /mcp has no session to push on: a GET (some clients open one after initialize) is a 405
+    saying to POST, not an event stream held open until the client leaves, which kept `bara serve` from
+    shutting down."""
+    url, keys, _, _ = served
+    for accept in ("text/event-stream", "application/json, text/event-stream"):
+        headers = {"Authorization": f"Bearer {keys['u_asha']}", "Accept": accept}
+        with httpx.stream("GET", url, headers=headers, timeout=30) as r:  # the status, without waiting on a body
+            assert r.status_code == 405 and r.headers["allow"] == "POST", r.headers
+            assert "POST" in json.loads(r.read())["error"]["message"]
+    assert httpx.get(url, headers={"Accept": "text/event-stream"}, timeout=30).status_code == 401  # key first

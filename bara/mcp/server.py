@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 
 from bara.agent.tools import Tool, ToolContext, ToolServices, run_tool
 from bara.app import Bara
-from bara.prompts.mcp import INSTRUCTIONS, NO_USER, SERVER_NAME, UNKNOWN_KEY
+from bara.prompts.mcp import INSTRUCTIONS, NO_EVENT_STREAM, NO_USER, SERVER_NAME, UNKNOWN_KEY
 from bara.types import SHARED
 
 #: ``identity(ctx)`` -> the user id this request acts for, or None (refused).
@@ -161,7 +161,10 @@ def mcp_http_app(bara: Bara, resolve_user: UserResolver, path: str = "/", allowe
 
 
 class RequireKey:
-    """ASGI wrapper: 401 (with ``WWW-Authenticate: Bearer``) unless the request carries a known key."""
+    """ASGI wrapper: 401 (with ``WWW-Authenticate: Bearer``) unless the request carries a known key, and
+    405 for GET: a stateless server has no session to push messages on, so the SDK's event stream for a
+    GET could never carry one and stayed open for ever (blocking a graceful shutdown of ``bara serve``
+    until the client left); the MCP specification lets a server answer 405 instead."""
 
     def __init__(self, app: Any, resolve_user: UserResolver) -> None:
         self.app, self.resolve_user = app, resolve_user
@@ -175,13 +178,19 @@ class RequireKey:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             key = bearer_key(headers)
             if not key or not self.resolve_user(key):
-                body = json.dumps({"error": {"type": "invalid_api_key", "message": UNKNOWN_KEY}}).encode()
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="bara"'),
-                    (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
+                await _refuse(send, 401, "invalid_api_key", UNKNOWN_KEY, (b"www-authenticate", b'Bearer realm="bara"'))
+                return
+            if scope.get("method") == "GET":
+                await _refuse(send, 405, "method_not_allowed", NO_EVENT_STREAM, (b"allow", b"POST"))
                 return
         await self.app(scope, receive, send)
+
+
+async def _refuse(send: Callable, status: int, type_: str, message: str, header: tuple[bytes, bytes]) -> None:
+    body = json.dumps({"error": {"type": type_, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), header, (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def mcp_lifespan(app: Any):

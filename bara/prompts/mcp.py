@@ -42,3 +42,5 @@ LINE_NOT_JSON = ("parse error: the line is not one complete JSON object; send ea
 LINE_NOT_JSONRPC = ("invalid request: the line is JSON but not a JSON-RPC 2.0 message; send one object per line "
                     "with \"jsonrpc\": \"2.0\", a \"method\" and, for a request, an integer or string \"id\" "
                     "(batches are not supported)")
+NO_EVENT_STREAM = ("this MCP endpoint is stateless and opens no server-to-client event stream: send every request "
+                   "with POST (GET is not supported)")
