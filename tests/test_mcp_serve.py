@@ -106,3 +106,17 @@ def test_get_opens_no_event_stream_that_could_block_shutdown(served):
             assert r.status_code == 405 and r.headers["allow"] == "POST", r.headers
             assert "POST" in json.loads(r.read())["error"]["message"]
     assert httpx.get(url, headers={"Accept": "text/event-stream"}, timeout=30).status_code == 401  # key first
+
+
+def test_a_lone_surrogate_escape_is_served_over_http_as_over_stdio(served):
+    """Half an emoji ("\\ud83d", legal JSON) in a tool argument: served (U+FFFD in its place), not the
+    SDK's 400 'Parse error: unexpected end of hex escape' for a request stdio serves."""
+    url, keys, _, _ = served
+    body = ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "search_knowledge", '
+            '"arguments": {"query": "HSTS max-age \\ud83d"}}}')
+    r = httpx.post(url, content=body.encode(), timeout=60, headers={
+        "Authorization": f"Bearer {keys['u_asha']}", "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    result = r.json()["result"]
+    assert not result.get("isError") and result["structuredContent"]["query"] == "HSTS max-age \ufffd"

@@ -29,6 +29,7 @@ from mcp.shared.exceptions import MCPError
 
 from bara.agent.tools import Tool, ToolContext, ToolServices, run_tool
 from bara.app import Bara
+from bara.mcp.surrogates import clean_line
 from bara.prompts.mcp import INSTRUCTIONS, NO_EVENT_STREAM, NO_USER, SERVER_NAME, UNKNOWN_KEY
 from bara.types import SHARED
 
@@ -183,7 +184,33 @@ class RequireKey:
             if scope.get("method") == "GET":
                 await _refuse(send, 405, "method_not_allowed", NO_EVENT_STREAM, (b"allow", b"POST"))
                 return
+            if scope.get("method") == "POST":
+                receive = await _surrogates_replaced(receive)
         await self.app(scope, receive, send)
+
+
+async def _surrogates_replaced(receive: Callable) -> Callable:
+    """``receive`` replaying the request body with lone surrogate escapes replaced (:func:`clean_line`), which
+    the SDK refused with a 400 parse error over HTTP while stdio served the same request."""
+    parts, message = [], {"more_body": True}
+    while message.get("more_body", False):
+        message = await receive()
+        if message["type"] != "http.request":
+            return _replay([], message, receive)
+        parts.append(message.get("body", b""))
+    body = b"".join(parts)
+    if b"\\u" in body:
+        body = clean_line(body.decode("utf-8", errors="replace")).encode()
+    return _replay([{"type": "http.request", "body": body, "more_body": False}], None, receive)
+
+
+def _replay(messages: list[dict], last: dict | None, receive: Callable) -> Callable:
+    queue = [*messages, *([last] if last else [])]
+
+    async def replayed() -> dict:
+        return queue.pop(0) if queue else await receive()
+
+    return replayed
 
 
 async def _refuse(send: Callable, status: int, type_: str, message: str, header: tuple[bytes, bytes]) -> None:

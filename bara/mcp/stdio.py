@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from bara.app import Bara
 from bara.mcp.server import build_server, fixed_identity
+from bara.mcp.surrogates import clean_line
 from bara.prompts.mcp import LINE_NOT_JSON, LINE_NOT_JSONRPC
 
 _ID = re.compile(r'"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")\s*[,}]')
@@ -52,29 +53,6 @@ async def _send_all(source: Any, sink: Any) -> None:
     async with source, sink:
         async for message in source:
             await sink.send(message)
-
-
-def clean_line(line: str) -> str:
-    """A JSON-RPC line with lone UTF-16 surrogate escapes ("\\ud83d", legal JSON) re-encoded with
-    U+FFFD in their place. The SDK's parser rejects such a line and answers nothing, so a client
-    waited for ever; a pair ("\\ud83d\\ude00") is one character and stays. Other lines pass as they are."""
-    if "\\u" not in line:
-        return line
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):  # not JSON, or nested past Python's parser: refused later
-        return line
-    return json.dumps(_replace_surrogates(message), ensure_ascii=False) + ("\n" if line.endswith("\n") else "")
-
-
-def _replace_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
-    if isinstance(value, list):
-        return [_replace_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
-    return value
 
 
 def refusal(line: str) -> types.JSONRPCError | None:
