@@ -5,7 +5,9 @@ choices, tool calls, log-probabilities, a JSON or audio answer would get a reply
 ignores it, so such a request is refused (``code: "unsupported_parameter"``, ``param``: its name),
 while the neutral value of each (``n: 1``, ``tools: []``, ``response_format: {"type": "text"}``...) is
 accepted. Sampling hints (``temperature``, ``top_p``, ``seed``, penalties...) and unknown fields are
-accepted and ignored: no answer is wrong because of them.
+accepted and ignored. So are ``max_tokens`` and ``stop``, knowingly: bara's own pipeline sets how long
+an answer is, and most clients send them on every request, so refusing them would turn those clients
+away (README, "bara serve").
 """
 
 from __future__ import annotations
