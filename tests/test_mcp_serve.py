@@ -3,6 +3,7 @@ user taken from each request's API key (keys issued by the serve key store), ove
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -92,3 +93,30 @@ def test_each_key_acts_for_its_own_user_in_parallel(served):
         assert {"search_knowledge", "recall", "remember", "get_holdings"} <= names
         assert codes == [h.code for h in facts.holdings(user)]
         assert notes == [f"Decision: {user} keeps the index fund."]
+
+
+def test_get_opens_no_event_stream_that_could_block_shutdown(served):
+    """Stateless /mcp has no session to push on: a GET (some clients open one after initialize) is a 405
+    saying to POST, not an event stream held open until the client leaves, which kept `bara serve` from
+    shutting down."""
+    url, keys, _, _ = served
+    for accept in ("text/event-stream", "application/json, text/event-stream"):
+        headers = {"Authorization": f"Bearer {keys['u_asha']}", "Accept": accept}
+        with httpx.stream("GET", url, headers=headers, timeout=30) as r:  # the status, without waiting on a body
+            assert r.status_code == 405 and r.headers["allow"] == "POST", r.headers
+            assert "POST" in json.loads(r.read())["error"]["message"]
+    assert httpx.get(url, headers={"Accept": "text/event-stream"}, timeout=30).status_code == 401  # key first
+
+
+def test_a_lone_surrogate_escape_is_served_over_http_as_over_stdio(served):
+    """Half an emoji ("\\ud83d", legal JSON) in a tool argument: served (U+FFFD in its place), not the
+    SDK's 400 'Parse error: unexpected end of hex escape' for a request stdio serves."""
+    url, keys, _, _ = served
+    body = ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "search_knowledge", '
+            '"arguments": {"query": "HSTS max-age \\ud83d"}}}')
+    r = httpx.post(url, content=body.encode(), timeout=60, headers={
+        "Authorization": f"Bearer {keys['u_asha']}", "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    result = r.json()["result"]
+    assert not result.get("isError") and result["structuredContent"]["query"] == "HSTS max-age \ufffd"

@@ -302,7 +302,7 @@ def test_http_two_keys_in_parallel_act_for_their_own_users(world, http_url):
 
 
 def test_clean_line_replaces_only_lone_surrogates():
-    from bara.mcp.server import clean_line
+    from bara.mcp.stdio import clean_line
 
     lone = '{"jsonrpc": "2.0", "id": 3, "params": {"q": "a\\ud83d b", "k": ["\\udc00"]}}\n'
     assert json.loads(clean_line(lone))["params"] == {"q": "a\ufffd b", "k": ["\ufffd"]}
@@ -313,41 +313,76 @@ def test_clean_line_replaces_only_lone_surrogates():
     assert clean_line("not json \\ud83d\n") == "not json \\ud83d\n"
 
 
-def test_stdio_answers_a_request_carrying_a_lone_surrogate(world, tmp_path):
-    """Legal JSON with a lone surrogate escape used to get no reply at all: the client waited for ever."""
-    import select
-    import subprocess
+class StdioProcess:
+    """`bara mcp` as a subprocess spoken to line by line (initialised on entry, killed on exit)."""
 
-    _bara, db = world
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "BARA_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.Popen([sys.executable, "-m", "bara.cli", "mcp", "--user", "u_chitra", "--db", str(db)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                            cwd=str(ROOT))
+    def __init__(self, db, tmp_path):
+        import subprocess
 
-    def send(line: str) -> None:
-        proc.stdin.write(line.encode() + b"\n")
-        proc.stdin.flush()
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "BARA_CACHE_DIR": str(tmp_path / "cache")}
+        self.proc = subprocess.Popen([sys.executable, "-m", "bara.cli", "mcp", "--user", "u_chitra", "--db", str(db)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=env, cwd=str(ROOT))
 
-    def reply(wanted: int, seconds: float = 60.0) -> dict:
+    def __enter__(self):
+        self.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
+        assert "result" in self.reply(1)
+        self.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def reply(self, wanted, seconds: float = 60.0) -> dict:
+        """The next message whose id is ``wanted`` (None: a reply with a null id)."""
+        import select
+
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
                 break
-            message = json.loads(proc.stdout.readline())
+            line = self.proc.stdout.readline()
+            assert line, "the MCP server closed its output (it exited)"
+            message = json.loads(line)
             if message.get("id") == wanted:
                 return message
         raise AssertionError(f"no reply to request {wanted} within {seconds} s")
 
-    try:
-        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
-        assert "result" in reply(1)
-        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search_knowledge", '
-             '"arguments": {"query": "HSTS max-age \\ud83d"}}}')
-        answer = reply(2)
+
+def test_stdio_answers_a_request_carrying_a_lone_surrogate(world, tmp_path):
+    """Legal JSON with a lone surrogate escape used to get no reply at all: the client waited for ever."""
+    with StdioProcess(world[1], tmp_path) as mcp:
+        mcp.send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search_knowledge", '
+                 '"arguments": {"query": "HSTS max-age \\ud83d"}}}')
+        answer = mcp.reply(2)
         assert "result" in answer and not answer["result"].get("isError"), answer
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
+
+
+def test_stdio_answers_every_line_it_cannot_read_and_keeps_serving(world, tmp_path):
+    """A truncated line, text that is not JSON, JSON that is not JSON-RPC (wrong version, a batch) and a
+    request nested past the parser (which, carrying a \\u escape, used to crash the reader and end the
+    server) each get a JSON-RPC error (-32700 / -32600) with the request's id when it can be read; a blank
+    line is skipped; the next request is served."""
+    deep = "[" * 3000 + '"caf\\u00e9"' + "]" * 3000
+    with StdioProcess(world[1], tmp_path) as mcp:
+        mcp.send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search_kn')
+        assert mcp.reply(2)["error"]["code"] == -32700
+        mcp.send("")
+        mcp.send("not json at all")
+        assert mcp.reply(None)["error"]["code"] == -32700
+        mcp.send('{"jsonrpc": "1.0", "id": "three", "method": "tools/list"}')
+        assert mcp.reply("three")["error"]["code"] == -32600
+        mcp.send('[{"jsonrpc": "2.0", "id": 4, "method": "tools/list"}]')
+        assert "batches" in mcp.reply(None)["error"]["message"]
+        mcp.send('{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "search_knowledge", '
+                 f'"arguments": {{"query": {deep}}}}}}}')
+        assert mcp.reply(5)["error"]["code"] == -32700
+        mcp.send(json.dumps({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}))
+        assert {t["name"] for t in mcp.reply(6)["result"]["tools"]} >= MEMORY_TOOLS

@@ -196,3 +196,33 @@ def test_a_stored_trace_with_a_lone_surrogate_still_reads(api):
     assert turns.json()["turns"][0]["trace"]["message"] == "old \ufffd text"
     one = c.get(f"/api/traces/{legacy['trace_id']}", headers=bearer(keys["sam"]))
     assert one.status_code == 200 and one.json()["message"] == "old \ufffd text"
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_json_sent_without_the_json_content_type_says_to_set_it(api, content_type):
+    """`curl -d '{...}'` sends a form Content-Type: the refusal names the header, not "fix these fields"."""
+    c, keys, _ = api
+    headers = {**bearer(keys["sam"]), **({"content-type": content_type} if content_type else {})}
+    for path, body in (("/api/turns", b'{"message": "hello"}'),
+                       ("/v1/chat/completions", b'{"model": "bara-gated", "messages": [{"role": "user", "content": "hi"}]}')):
+        err = _error(c.post(path, content=body, headers=headers), 422)
+        assert "Content-Type: application/json" in err["message"] and (content_type or "none") in err["message"]
+    sent = c.post("/api/turns", content=b'{"message": "hello"}',
+                  headers={**bearer(keys["sam"]), "content-type": "application/json; charset=utf-8"})
+    assert sent.status_code == 200, sent.text
+
+
+def test_a_body_that_cannot_be_parsed_is_a_documented_400_saying_what_to_send(api):
+    """Nesting past the parser's depth and a broken multipart upload: a 400 (documented for every POST)
+    that says what to send, not 'send a complete JSON object' for a complete one."""
+    c, keys, runtime = api
+    deep = b'{"message": ' + b"[" * 1900 + b"]" * 1900 + b"}"
+    err = _error(c.post("/api/turns", content=deep, headers={**bearer(keys["sam"]), "content-type": "application/json"}),
+                 400)
+    assert err["type"] == "invalid_body" and "nested" in err["message"]
+    broken = b"--b\r\n[[1, 2], {\"a\": 3}]--b--\r\n"
+    err = _error(c.post("/api/ingest", content=broken, headers={**bearer(runtime.keys.create("root", admin=True).key),
+                                                                "content-type": "multipart/form-data; boundary=b"}), 400)
+    assert "multipart" in err["message"] and "file=@" in err["message"]
+    responses = c.get("/openapi.json").json()["paths"]
+    assert all("400" in ops["post"]["responses"] for ops in responses.values() if "post" in ops)

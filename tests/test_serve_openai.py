@@ -138,6 +138,44 @@ def test_errors_are_json_the_sdk_understands(server):
     assert e.value.status_code == 413
 
 
+TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}
+UNHONOURABLE = [("n", {"n": 2}), ("tools", {"tools": [TOOL]}), ("tool_choice", {"tool_choice": "required"}),
+                ("logprobs", {"logprobs": True}), ("top_logprobs", {"top_logprobs": 3}),
+                ("response_format", {"response_format": {"type": "json_object"}}),
+                ("modalities", {"modalities": ["text", "audio"]}),
+                ("functions", {"extra_body": {"functions": [TOOL["function"]]}})]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("param,kw", UNHONOURABLE, ids=[p for p, _ in UNHONOURABLE])
+def test_parameters_bara_cannot_honour_are_refused_naming_them(server, param, kw, stream):
+    """n>1, tools, logprobs, JSON or audio output: a 400 in OpenAI's shape naming the parameter, before
+    any turn runs (nothing is stored), never a plain answer that ignores it."""
+    c = client(server)
+    before = len(httpx.get(f"{server[0]}/api/conversations", headers=bearer(server[1]["alice"])).json()["conversations"])
+    with pytest.raises(openai.BadRequestError) as e:
+        c.chat.completions.create(model="bara-gated", stream=stream, messages=[{"role": "user", "content": "hi"}], **kw)
+    assert e.value.code == "unsupported_parameter" and e.value.param == param
+    assert param in e.value.message and "omit" in e.value.message
+    after = httpx.get(f"{server[0]}/api/conversations", headers=bearer(server[1]["alice"])).json()["conversations"]
+    assert len(after) == before
+
+
+def test_neutral_values_and_sampling_hints_are_accepted(server):
+    done = client(server).chat.completions.create(
+        model="bara-gated", messages=[{"role": "user", "content": "hello"}], n=1, logprobs=False, temperature=0.2,
+        top_p=0.9, seed=7, response_format={"type": "text"}, tool_choice="none", modalities=["text"],
+        extra_body={"tools": []})
+    assert done.choices[0].message.content and len(done.choices) == 1
+
+
+def test_validation_errors_name_the_field_as_openai_clients_read_it(server):
+    with pytest.raises(openai.UnprocessableEntityError) as e:
+        client(server).chat.completions.create(model="bara-gated", messages=[{"role": "robot", "content": "x"}])
+    assert e.value.param == "messages.0.role" and e.value.code == "invalid_request"
+    assert set(e.value.body) == {"type", "message", "param", "code"}
+
+
 def test_bara_serve_command_starts_and_stops(tmp_path):
     """`bara serve` itself (the uvicorn import-string factory) on a free loopback port."""
     import os

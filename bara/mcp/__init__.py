@@ -8,8 +8,8 @@ Public API::
     mcp_http_app(bara, resolve_user, path="/")   -> ASGI app (Bearer key -> user per request)
 """
 
-from bara.mcp.server import (bearer_identity, build_server, fixed_identity, mcp_http_app, mcp_lifespan,
-                             serve_stdio)
+from bara.mcp.server import bearer_identity, build_server, fixed_identity, mcp_http_app, mcp_lifespan
+from bara.mcp.stdio import serve_stdio
 from bara.mcp.tools import build_mcp_tools, build_memory_tools
 
 __all__ = ["bearer_identity", "build_mcp_tools", "build_memory_tools", "build_server", "fixed_identity",

@@ -2,7 +2,7 @@
 
 One server object serves two transports:
 
-* stdio (``bara mcp --user U``): the identity is fixed when the process starts;
+* stdio (``bara mcp --user U``, :mod:`bara.mcp.stdio`): the identity is fixed when the process starts;
 * streamable HTTP (:func:`mcp_http_app`, mounted at ``/mcp`` by ``bara serve``):
   the identity comes from each request's ``Authorization: Bearer <key>``,
   resolved by the caller-supplied ``resolve_user(key) -> user id | None``.
@@ -29,7 +29,8 @@ from mcp.shared.exceptions import MCPError
 
 from bara.agent.tools import Tool, ToolContext, ToolServices, run_tool
 from bara.app import Bara
-from bara.prompts.mcp import INSTRUCTIONS, NO_USER, SERVER_NAME, UNKNOWN_KEY
+from bara.mcp.surrogates import clean_line
+from bara.prompts.mcp import INSTRUCTIONS, NO_EVENT_STREAM, NO_USER, SERVER_NAME, UNKNOWN_KEY
 from bara.types import SHARED
 
 #: ``identity(ctx)`` -> the user id this request acts for, or None (refused).
@@ -141,56 +142,6 @@ def _version() -> str:
 
 
 # ------------------------------------------------------------------- transports
-async def serve_stdio(bara: Bara, user: str) -> None:
-    """Serve ``bara``'s tools for ``user`` on this process's stdin/stdout until the client disconnects."""
-    import io
-    import sys
-
-    from mcp.server.stdio import stdio_server
-
-    server = build_server(bara, fixed_identity(user))
-    stdin = CleanLines(anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")))
-    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-def clean_line(line: str) -> str:
-    """A JSON-RPC line with lone UTF-16 surrogate escapes ("\\ud83d", legal JSON) re-encoded with
-    U+FFFD in their place. The SDK's parser rejects such a line and answers nothing, so a client
-    waited for ever; a pair ("\\ud83d\\ude00") is one character and stays. Other lines pass as they are."""
-    if "\\u" not in line:
-        return line
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return line
-    return json.dumps(_replace_surrogates(message), ensure_ascii=False) + ("\n" if line.endswith("\n") else "")
-
-
-def _replace_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
-    if isinstance(value, list):
-        return [_replace_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
-    return value
-
-
-class CleanLines:
-    """stdin for the SDK's stdio transport: its lines through :func:`clean_line`."""
-
-    def __init__(self, inner: Any):
-        self.inner = inner
-
-    def __aiter__(self) -> Any:
-        return self._lines()
-
-    async def _lines(self) -> Any:
-        async for line in self.inner:
-            yield clean_line(line)
-
-
 def mcp_http_app(bara: Bara, resolve_user: UserResolver, path: str = "/", allowed_hosts: list[str] | None = None):
     """The MCP server as an ASGI app (streamable HTTP, stateless, JSON responses) for mounting.
 
@@ -211,7 +162,10 @@ def mcp_http_app(bara: Bara, resolve_user: UserResolver, path: str = "/", allowe
 
 
 class RequireKey:
-    """ASGI wrapper: 401 (with ``WWW-Authenticate: Bearer``) unless the request carries a known key."""
+    """ASGI wrapper: 401 (with ``WWW-Authenticate: Bearer``) unless the request carries a known key, and
+    405 for GET: a stateless server has no session to push messages on, so the SDK's event stream for a
+    GET could never carry one and stayed open for ever (blocking a graceful shutdown of ``bara serve``
+    until the client left); the MCP specification lets a server answer 405 instead."""
 
     def __init__(self, app: Any, resolve_user: UserResolver) -> None:
         self.app, self.resolve_user = app, resolve_user
@@ -225,13 +179,45 @@ class RequireKey:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             key = bearer_key(headers)
             if not key or not self.resolve_user(key):
-                body = json.dumps({"error": {"type": "invalid_api_key", "message": UNKNOWN_KEY}}).encode()
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="bara"'),
-                    (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
+                await _refuse(send, 401, "invalid_api_key", UNKNOWN_KEY, (b"www-authenticate", b'Bearer realm="bara"'))
                 return
+            if scope.get("method") == "GET":
+                await _refuse(send, 405, "method_not_allowed", NO_EVENT_STREAM, (b"allow", b"POST"))
+                return
+            if scope.get("method") == "POST":
+                receive = await _surrogates_replaced(receive)
         await self.app(scope, receive, send)
+
+
+async def _surrogates_replaced(receive: Callable) -> Callable:
+    """``receive`` replaying the request body with lone surrogate escapes replaced (:func:`clean_line`), which
+    the SDK refused with a 400 parse error over HTTP while stdio served the same request."""
+    parts, message = [], {"more_body": True}
+    while message.get("more_body", False):
+        message = await receive()
+        if message["type"] != "http.request":
+            return _replay([], message, receive)
+        parts.append(message.get("body", b""))
+    body = b"".join(parts)
+    if b"\\u" in body:
+        body = clean_line(body.decode("utf-8", errors="replace")).encode()
+    return _replay([{"type": "http.request", "body": body, "more_body": False}], None, receive)
+
+
+def _replay(messages: list[dict], last: dict | None, receive: Callable) -> Callable:
+    queue = [*messages, *([last] if last else [])]
+
+    async def replayed() -> dict:
+        return queue.pop(0) if queue else await receive()
+
+    return replayed
+
+
+async def _refuse(send: Callable, status: int, type_: str, message: str, header: tuple[bytes, bytes]) -> None:
+    body = json.dumps({"error": {"type": type_, "message": message}}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), header, (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def mcp_lifespan(app: Any):

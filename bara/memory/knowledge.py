@@ -25,7 +25,6 @@ from bara.store.base import Store
 from bara.types import SHARED, Chunk, Document, text_hash
 
 TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".rst", ".text", ""})
-_SNIFF_BYTES = 8192
 
 
 @dataclass(frozen=True)
@@ -130,9 +129,15 @@ def read_text(path: Path) -> tuple[str | None, str]:
         data = path.read_bytes()
     except OSError as exc:
         return None, f"unreadable: {exc.strerror or exc}"
+    return decode_text(data)
+
+
+def decode_text(data: bytes) -> tuple[str | None, str]:
+    """A file's bytes as text (a UTF-8 BOM dropped), or None and the reason they cannot be used. A NUL
+    byte anywhere makes it binary: no text file holds one, and PostgreSQL text cannot store it."""
     if not data.strip():
         return None, "empty file"
-    if b"\x00" in data[:_SNIFF_BYTES]:
+    if b"\x00" in data:
         return None, "binary file"
     try:
         return data.decode("utf-8-sig"), ""

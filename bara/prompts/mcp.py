@@ -37,3 +37,10 @@ NO_STORE = "this MCP server has no store; the operator must configure one (--db 
 UNKNOWN_KEY = "missing or unknown API key: send 'Authorization: Bearer <key>' with a key issued for a bara user"
 EMPTY_USER = "--user must name a user (got an empty value); pass the id the memory belongs to, e.g. --user u_asha"
 NOT_READY = "the MCP endpoint is not ready: the server is starting or stopping; retry shortly"
+LINE_NOT_JSON = ("parse error: the line is not one complete JSON object; send each JSON-RPC message as one line "
+                 "of JSON (nested at most a few hundred levels deep)")
+LINE_NOT_JSONRPC = ("invalid request: the line is JSON but not a JSON-RPC 2.0 message; send one object per line "
+                    "with \"jsonrpc\": \"2.0\", a \"method\" and, for a request, an integer or string \"id\" "
+                    "(batches are not supported)")
+NO_EVENT_STREAM = ("this MCP endpoint is stateless and opens no server-to-client event stream: send every request "
+                   "with POST (GET is not supported)")

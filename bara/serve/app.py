@@ -114,7 +114,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     for path, ops in schema.get("paths", {}).items():
         for method, op in ops.items():
             responses = op.setdefault("responses", {})
-            codes = ["413", "422", "429", "500"] if method in ("post", "put") else ["422", "500"]
+            codes = ["400", "413", "422", "429", "500"] if method in ("post", "put") else ["422", "500"]
             if path != "/api/health":
                 codes += ["401", "404"]
             if path.startswith("/v1/chat") or path == "/api/turns":

@@ -1,10 +1,15 @@
-"""JSON errors: every refusal is ``{"error": {"type", "message"}}`` and says what to change.
+"""JSON errors: every refusal is ``{"error": {"type", "message", "param", "code"}}`` and says what to change.
+
+That is OpenAI's error shape, so OpenAI clients read it on ``/v1`` (``code`` repeats bara's stable
+``type``; ``param`` names the request field to change, or is null).
 
 Provider faults become 502 (the model failed) or 504 (it did not answer in time) with a fixed
 message that names neither the provider's URL nor any key.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -16,9 +21,10 @@ from bara.llm.errors import LLMDeadlineError, LLMError
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, type_: str, message: str, headers: dict[str, str] | None = None):
+    def __init__(self, status: int, type_: str, message: str, headers: dict[str, str] | None = None,
+                 param: str | None = None):
         super().__init__(message)
-        self.status, self.type, self.message, self.headers = status, type_, message, headers
+        self.status, self.type, self.message, self.headers, self.param = status, type_, message, headers, param
 
 
 def not_found(what: str = "conversation") -> ApiError:
@@ -26,8 +32,13 @@ def not_found(what: str = "conversation") -> ApiError:
     return ApiError(404, "not_found", f"no such {what}: use an id returned to this API key")
 
 
-def error_json(status: int, type_: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"type": type_, "message": message}}, status_code=status, headers=headers)
+def error_body(type_: str, message: str, param: str | None = None) -> dict[str, dict[str, str | None]]:
+    return {"error": {"type": type_, "message": message, "param": param, "code": type_}}
+
+
+def error_json(status: int, type_: str, message: str, headers: dict[str, str] | None = None,
+               param: str | None = None) -> JSONResponse:
+    return JSONResponse(error_body(type_, message, param), status_code=status, headers=headers)
 
 
 def _http_message(request: Request, exc: StarletteHTTPException) -> str:
@@ -38,13 +49,21 @@ def _http_message(request: Request, exc: StarletteHTTPException) -> str:
     if exc.status_code == 405:
         allowed = (getattr(exc, "headers", None) or {}).get("Allow") or "another method"
         return f"{request.method} is not allowed on {request.url.path}: use {allowed} (see /docs)"
-    if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
-        return "the request body could not be read: send a complete JSON object (or a multipart upload)"
+    if exc.status_code == 400:  # only a body that could not be parsed raises a bare 400 here
+        if "multipart/" in request.headers.get("content-type", ""):
+            return (f"the multipart upload could not be read ({exc.detail}): send multipart/form-data with the "
+                    "file in a field named 'file' (with curl: -F file=@notes.txt)")
+        return ("the request body could not be parsed: send one complete JSON object, nested at most a few "
+                "hundred levels deep, with Content-Type: application/json")
     return str(exc.detail)
 
 
-def _validation_message(exc: RequestValidationError) -> str:
+def _validation_message(request: Request, exc: RequestValidationError) -> str:
     errors = exc.errors()
+    if _json_sent_as_something_else(request, errors):
+        sent = request.headers.get("content-type") or "none"
+        return (f"the request body must be a JSON object sent with the header Content-Type: application/json "
+                f"(this request's Content-Type: {sent}); with curl, add -H 'Content-Type: application/json'")
     if any(e.get("type") == "json_invalid" for e in errors):
         e = next(e for e in errors if e.get("type") == "json_invalid")
         at = e.get("loc", ("body", "?"))[-1]
@@ -57,6 +76,23 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "invalid request: " + "; ".join(parts) + " (fix these fields and retry)"
 
 
+def _json_sent_as_something_else(request: Request, errors: Any) -> bool:
+    """A body refused as a whole (not an object) whose Content-Type is not JSON: FastAPI then reads the
+    body as raw bytes, so even a valid JSON object fails, and "fix these fields" would mislead."""
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    whole_body = any(tuple(e.get("loc", ())) == ("body",) and e.get("type") != "missing" for e in errors)
+    return whole_body and not (kind == "application/json" or kind.endswith("+json"))
+
+
+def _validation_param(exc: RequestValidationError) -> str | None:
+    """The first invalid field, dotted as the request spells it (``messages.0.role``); None for the body."""
+    for e in exc.errors():
+        loc = [str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path", "header")]
+        if loc and e.get("type") != "json_invalid":
+            return ".".join(loc)
+    return None
+
+
 def provider_error(exc: LLMError) -> ApiError:
     if isinstance(exc, LLMDeadlineError) or "Timeout" in str(exc):  # the text stays internal
         return ApiError(504, "provider_timeout", "the model provider did not answer in time; retry later")
@@ -67,16 +103,16 @@ def provider_error(exc: LLMError) -> ApiError:
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api(_: Request, exc: ApiError) -> JSONResponse:
-        return error_json(exc.status, exc.type, exc.message, exc.headers)
+        return error_json(exc.status, exc.type, exc.message, exc.headers, exc.param)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_json(422, "invalid_request", _validation_message(exc))
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_json(422, "invalid_request", _validation_message(request, exc), param=_validation_param(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        kind = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(exc.status_code,
-                                                                                          "http_error")
+        kind = {400: "invalid_body", 404: "not_found", 405: "method_not_allowed",
+                413: "request_too_large"}.get(exc.status_code, "http_error")
         return error_json(exc.status_code, kind, _http_message(request, exc), getattr(exc, "headers", None))
 
     @app.exception_handler(LLMError)

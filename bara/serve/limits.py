@@ -12,6 +12,8 @@ from typing import Any, Awaitable, Callable
 
 from starlette.exceptions import HTTPException
 
+from bara.serve.errors import error_body
+
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -31,7 +33,7 @@ def _message(limit: int, what: str) -> str:
 
 
 def _refusal(limit: int, what: str) -> bytes:
-    return json.dumps({"error": {"type": "request_too_large", "message": _message(limit, what)}}).encode()
+    return json.dumps(error_body("request_too_large", _message(limit, what))).encode()
 
 
 class BodyLimit:

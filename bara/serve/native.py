@@ -13,16 +13,27 @@ from typing import Any
 from fastapi import APIRouter, BackgroundTasks, Depends, File, Query, Request, Response, UploadFile
 
 from bara.memory.admin import episodic_report
+from bara.memory.knowledge import decode_text
 from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
 from bara.serve.auth import admin_caller, caller
 from bara.serve.errors import ApiError, not_found
 from bara.serve.keys import ApiKey
+from bara.serve.runtime import can_exist, storable
 from bara.serve.schemas import (ConversationList, ConversationOut, EpisodicOut, ForgetOut, HealthOut, IngestOut,
                                 MemoryOut, SearchHit, SearchOut, TurnIn, TurnList, TurnOut, TurnRecord)
 
-router = APIRouter(prefix="/api")
+def existing_ids(request: Request) -> None:
+    """Router dependency: a path id that no store can hold (a NUL in it) is the same 404 as an unknown id,
+    instead of a database error."""
+    for name, value in request.path_params.items():
+        if isinstance(value, str) and not can_exist(value):
+            raise not_found(_ID_NAMES.get(name, name))
+
+
+_ID_NAMES = {"conversation_id": "conversation", "trace_id": "trace", "fact": "profile fact"}
+router = APIRouter(prefix="/api", dependencies=[Depends(existing_ids)])
 
 
 _VISIBLE = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")  # what an empty-looking message may still contain
@@ -74,7 +85,8 @@ def post_turn(body: TurnIn, request: Request, response: Response, background: Ba
     message as gated, always (the sliding-window RAG baseline) or agent. The ``trace`` is the turn's
     full trace (see TraceOut); its id is also in the ``X-Bara-Trace-Id`` header."""
     check_message(request, body.message)
-    if body.conversation_id is not None and runtime(request).conversations.get(key.user_id, body.conversation_id) is None:
+    cid = body.conversation_id
+    if cid is not None and (not can_exist(cid) or runtime(request).conversations.get(key.user_id, cid) is None):
         raise not_found()
     out = run_turn(request, key.user_id, body.message, body.conversation_id, body.mode, background)
     response.headers["X-Bara-Trace-Id"] = out.trace["trace_id"]
@@ -196,12 +208,10 @@ def ingest(request: Request, file: UploadFile = File(..., description="a UTF-8 t
     if len(raw) > rt.settings.serve_max_upload_bytes:
         raise ApiError(413, "request_too_large", f"the upload is larger than {rt.settings.serve_max_upload_bytes} "
                        "bytes: split the file")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ApiError(415, "not_utf8", f"the file is not UTF-8 text (invalid byte at offset {exc.start}): "
-                       "convert it to UTF-8 text first") from exc
-    name = (file.filename or "upload.txt").replace("\\", "/").rsplit("/", 1)[-1][:200] or "upload.txt"
-    outcome = rt.bara.knowledge.add_text(f"upload/{name}", text)
+    text, reason = decode_text(raw)  # the checks `bara ingest` makes of a file (binary, not UTF-8, BOM)
+    if text is None and raw.strip():
+        raise ApiError(415, "not_utf8", f"the file is not UTF-8 text ({reason}): convert it to UTF-8 text first")
+    name = storable(file.filename or "upload.txt").replace("\\", "/").rsplit("/", 1)[-1][:200] or "upload.txt"
+    outcome = rt.bara.knowledge.add_text(f"upload/{name}", text or "")
     return IngestOut(source=outcome.path, status=outcome.status, chunks=outcome.chunks, reason=outcome.reason)
 

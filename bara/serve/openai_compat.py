@@ -16,6 +16,8 @@ Which conversation a request continues:
 The reply is a standard ``chat.completion`` (or ``chat.completion.chunk`` events ending with
 ``data: [DONE]`` when ``stream`` is true) plus ``"bara": {"conversation_id", "trace"}`` and the
 ``X-Bara-Trace-Id`` / ``X-Bara-Conversation`` headers. The ``user`` field is never used as identity.
+Parameters bara cannot honour (``n`` > 1, ``tools``, ``logprobs``, a JSON ``response_format``...) get a
+400 naming the parameter (:mod:`bara.serve.openai_params`), never an answer that ignores them.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from bara.serve.auth import caller
 from bara.serve.errors import ApiError
 from bara.serve.keys import ApiKey
 from bara.serve.native import check_message, run_turn
-from bara.serve.runtime import no_surrogates
+from bara.serve.openai_params import refuse_unsupported
+from bara.serve.runtime import can_exist, storable
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 MODELS = {"bara-gated": "gated", "bara-always": "always", "bara-agent": "agent"}
@@ -49,7 +52,8 @@ class ChatMessage(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """OpenAI's request body; unknown sampling parameters are accepted and ignored."""
+    """OpenAI's request body; sampling hints and unknown fields are accepted and ignored, parameters bara
+    cannot honour (n>1, tools, logprobs, response_format...) are refused (bara.serve.openai_params)."""
 
     model_config = ConfigDict(extra="allow")
     model: str = Field(description="bara-gated | bara-always | bara-agent")
@@ -95,10 +99,12 @@ class ModelList(BaseModel):
 
 
 def text_of(m: ChatMessage) -> str:
+    """The message's text as stored (:func:`storable`), so a history imported from ``messages`` and its
+    fingerprint hold on every store."""
     if isinstance(m.content, str):
-        return no_surrogates(m.content)
+        return storable(m.content)
     parts = m.content or []
-    return no_surrogates("\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)))
+    return storable("\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)))
 
 
 def thread_hash(turns: list[tuple[str, str]]) -> str:
@@ -126,6 +132,7 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
     if mode is None:
         raise ApiError(404, "model_not_found", f"model {body.model!r} does not exist: use one of "
                        f"{', '.join(MODELS)} (GET /v1/models)")
+    refuse_unsupported(body.model_extra or {})
     settings = request.app.state.runtime.settings
     if len(body.messages) > settings.serve_max_messages:
         raise ApiError(413, "too_many_messages", f"{len(body.messages)} messages; the limit is "
@@ -137,8 +144,9 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
     check_message(request, message)
     user = key.user_id
     if x_bara_conversation is not None:
-        if not x_bara_conversation.strip():
-            raise ApiError(422, "invalid_request", "X-Bara-Conversation must not be empty: omit it or send an id")
+        if not x_bara_conversation.strip() or not can_exist(x_bara_conversation):
+            raise ApiError(422, "invalid_request", "X-Bara-Conversation must be a non-empty id without NUL "
+                           "characters: omit it or send an id")
         cid, create, prior = x_bara_conversation, True, []
     else:
         prior = dialogue(body.messages[:-1])

@@ -35,11 +35,24 @@ class TurnOutcome:
 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 
 
 def no_surrogates(text: str) -> str:
     """JSON may carry a lone surrogate ("\\ud83d"), which no UTF-8 output can encode: U+FFFD instead."""
     return _SURROGATE.sub("\ufffd", text)
+
+
+def storable(text: str) -> str:
+    """Request text as every store can hold it: lone surrogates become U+FFFD and NUL characters go
+    (PostgreSQL text cannot hold NUL; SQLite can, so a NUL would work on one store and fail on the other)."""
+    return no_surrogates(text).replace("\x00", "")
+
+
+def can_exist(identifier: str) -> bool:
+    """False for an id no store can hold (a NUL or a lone surrogate in it): such an id is nobody's, and
+    looking it up would fail on PostgreSQL instead of finding nothing."""
+    return not _UNSTORABLE.search(identifier)
 
 
 class TraceStore:

@@ -25,11 +25,14 @@ Mode = Literal["gated", "always", "agent"]
 
 
 class ErrorBody(BaseModel):
-    """Every 4xx/5xx answer: ``error.type`` is a stable code, ``error.message`` says what to change."""
+    """Every 4xx/5xx answer (OpenAI's error shape): ``error.type`` is a stable code (repeated as
+    ``error.code``), ``error.message`` says what to change, ``error.param`` names the field to change."""
 
     class Detail(BaseModel):
         type: str
         message: str
+        param: str | None = None
+        code: str | None = None
 
     error: Detail
 
