@@ -10,7 +10,7 @@ from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
 from bara.text.lexical import analyze
 from kb_helpers import retriever_over
-from bara.types import Status
+from bara.types import Status, StoreSearchResult
 
 TEXTS = {
     "tcp.txt": "TCP uses a retransmission timer. When the timer expires the segment is sent again.\n\n"
@@ -67,18 +67,22 @@ XYLO_TOPICS = ["TCP congestion control halves the window after loss.", "DNS reso
 XYLO_QUERY = "xylophone: how does congestion control react to packet loss in TCP"
 
 
-def test_floor_applies_to_lexical_only_hits_too(tmp_path, embedder):
-    """A chunk found only by BM25 (a rare word, unrelated meaning) is still held to the floor."""
-    topics = XYLO_TOPICS
-    settings = Settings(db=str(tmp_path / "f.db"), cache_dir=tmp_path / "c", candidate_multiplier=1)
+def _xylo(tmp_path, embedder) -> tuple[SQLiteStore, HybridRetriever, StoreSearchResult]:
+    """A store of XYLO_TOPICS, its retriever, and the store's fused candidates for XYLO_QUERY (k 3)."""
+    settings = Settings(db=str(tmp_path / "x.db"), cache_dir=tmp_path / "c", candidate_multiplier=1)
     store = SQLiteStore(settings.db)
     kb = KnowledgeBase(store, embedder, settings)
-    for n, text in enumerate(topics):
+    for n, text in enumerate(XYLO_TOPICS):
         kb.add_text(f"doc{n}", text)
     r = HybridRetriever(store, embedder, settings)
+    return store, r, store.search(r._request(tuple(analyze(XYLO_QUERY)), embedder.embed([XYLO_QUERY])[0], 3,
+                                             ("",), ("kb",), Arms.HYBRID))
+
+
+def test_floor_applies_to_lexical_only_hits_too(tmp_path, embedder):
+    """A chunk found only by BM25 (a rare word, unrelated meaning) is still held to the floor."""
+    store, r, result = _xylo(tmp_path, embedder)
     query = XYLO_QUERY
-    result = store.search(r._request(tuple(analyze(query)), embedder.embed([query])[0], 3, ("",), ("kb",),
-                                     Arms.HYBRID))
     xylo = [c for c in result.candidates if c.dense.rank is None and c.lexical.rank is not None]
     assert xylo, "the query must produce a lexical-only candidate"
     strict = r.search(query, k=3, floor=1.0)  # the highest floor there is: only an identical text reaches it
@@ -120,14 +124,8 @@ def test_unavailable_reranker_degrades_with_reason(kb):
 def test_the_lexical_arms_first_candidates_can_be_held_to_a_lower_floor(tmp_path, embedder):
     """``spare_lexical`` N holds the full-text arm's first N candidates to ``spare_floor`` instead of the
     cosine floor, says how many of the hits shown it kept so, and spares nothing the lexical arm did not rank."""
-    settings = Settings(db=str(tmp_path / "s.db"), cache_dir=tmp_path / "c", candidate_multiplier=1)
-    store = SQLiteStore(settings.db)
-    kb = KnowledgeBase(store, embedder, settings)
-    for n, text in enumerate(XYLO_TOPICS):
-        kb.add_text(f"doc{n}", text)
-    r = HybridRetriever(store, embedder, settings)
-    ranked = store.search(r._request(tuple(analyze(XYLO_QUERY)), embedder.embed([XYLO_QUERY])[0], 3, ("",),
-                                     ("kb",), Arms.HYBRID)).candidates
+    store, r, result = _xylo(tmp_path, embedder)
+    ranked = result.candidates
     by_lexical = sorted((c for c in ranked if c.lexical.rank is not None), key=lambda c: c.lexical.rank or 0)
     assert len(by_lexical) >= 3
     for spare in (1, 2):
