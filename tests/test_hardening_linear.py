@@ -189,3 +189,15 @@ def test_the_routers_fit_rules_grow_linearly(fill):
         contradicts("stock_high_score", text)
 
     assert _ratio(fit, lambda n: "In " + fill * (n // len(fill) // 8) + "end") <= RATIO_BOUND
+
+
+# ---- the gate's features read every user message (round 12 added the greeting and own-name patterns) ----
+@pytest.mark.parametrize("fill", ["my name ", "hey ", "call me ", "remember that i "])
+def test_the_gates_features_grow_linearly(fill):
+    from bara.types import Utterance
+    from bara.understand.features import compute_features
+
+    settings = Settings()
+    history = (Utterance("user", "How does TCP work?"), Utterance("assistant", "It retransmits lost segments."))
+    assert _ratio(lambda text: compute_features(text, history, {}, settings=settings),
+                  lambda n: "hey " + fill * (n // len(fill)) + " end?") <= RATIO_BOUND
