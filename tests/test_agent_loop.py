@@ -168,3 +168,25 @@ def test_deadline_is_passed_to_the_model():
     context = ctx()
     run_agent(model, QUESTION, TOOLS, context)
     assert model.calls[0].deadline == context.deadline
+
+
+def test_repeated_call_ids_are_made_unique_before_any_provider_sees_them():
+    """A model that reuses ids (in one turn, or call_0 afresh every turn) still pairs each result with its call."""
+    from bara.llm.anthropic import anthropic_payload
+    from bara.llm.openai_compat import openai_payload
+
+    model = ScriptedModel([calls(("call_0", "get_xirr", {"fund": "A"}), ("call_0", "get_xirr", {"fund": "B"})),
+                           calls(("call_0", "get_xirr", {"fund": "C"})), "done"])
+    run = run_agent(model, QUESTION, TOOLS, ctx())
+    assert run.status == "complete" and [c.args["fund"] for c in run.tool_calls] == ["A", "B", "C"]
+    ids = [c.id for c in run.tool_calls]
+    assert len(set(ids)) == 3
+    results = {m.tool_call_id: json.loads(m.content)["data"]["fund"] for m in run.messages
+               if isinstance(m, ToolResultMessage)}
+    assert results == {i: f for i, f in zip(ids, "ABC")}
+    uses = [b["id"] for t in anthropic_payload("m", run.messages)["messages"] for b in t["content"]
+            if b["type"] == "tool_use"]
+    assert uses == ids
+    wire = openai_payload("m", run.messages)["messages"]
+    assert [c["id"] for m in wire for c in m.get("tool_calls", [])] == ids
+    assert model.calls[2].messages == run.messages[:-1]  # the model was shown the renamed ids too

@@ -16,6 +16,7 @@ Why it is shaped like this:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass, field
@@ -139,11 +140,31 @@ def _ask(model: Model, run: _Run, specs: tuple[ToolSpec, ...], ctx: ToolContext)
         # The error reaches the user's answer: say what kind of failure, never the provider's URL or text.
         log.warning("model %s failed: %s: %s", getattr(model, "name", "?"), type(exc).__name__, exc)
         return f"{public_reason(exc)} ({type(exc).__name__})"
+    reply = dataclasses.replace(reply, message=_unique_ids(reply.message, run.messages))
     run.messages.append(reply.message)
     run.usage = run.usage + reply.usage
     run.emit("model_response", text=reply.message.text, tool_calls=[c.name for c in reply.message.tool_calls],
              stop_reason=reply.stop_reason)
     return reply
+
+
+def _unique_ids(message: AssistantMessage, transcript: Sequence[Message]) -> AssistantMessage:
+    """``message`` with every call id that repeats one already used given a fresh one.
+
+    Providers pair a result with its call by id, and the Anthropic API rejects a request whose
+    ``tool_use`` ids repeat; a model (or a compatible server that numbers calls ``call_0``...
+    afresh each turn) that reuses an id would otherwise end the run on the next call.
+    """
+    seen = {c.id for m in transcript if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    calls: list[ToolCall] = []
+    for call in message.tool_calls:
+        fresh, n = call.id, 1
+        while fresh in seen:
+            n += 1
+            fresh = f"{call.id}_{n}"
+        seen.add(fresh)
+        calls.append(call if fresh == call.id else dataclasses.replace(call, id=fresh))
+    return message if calls == list(message.tool_calls) else dataclasses.replace(message, tool_calls=tuple(calls))
 
 
 def _execute(calls: Sequence[ToolCall], box: Mapping[str, Tool], ctx: ToolContext, run: _Run) -> None:
