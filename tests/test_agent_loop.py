@@ -190,3 +190,24 @@ def test_repeated_call_ids_are_made_unique_before_any_provider_sees_them():
     wire = openai_payload("m", run.messages)["messages"]
     assert [c["id"] for m in wire for c in m.get("tool_calls", [])] == ids
     assert model.calls[2].messages == run.messages[:-1]  # the model was shown the renamed ids too
+
+
+def test_a_flood_of_parallel_calls_is_capped_per_run_then_wrapped_up():
+    """One reply may list any number of calls: past agent_max_tool_calls they are not run."""
+    flood = calls(*((f"f{i}", "get_xirr", {"fund": "A"}) for i in range(50)))
+    model = ScriptedModel([flood, "From what I have."])
+    run = run_agent(model, QUESTION, TOOLS, ctx(agent_max_tool_calls=5))
+    assert [c.ok for c in run.tool_calls] == [True] * 5 + [False] * 45
+    assert all("limit of 5 tool calls" in c.result["error"] for c in run.tool_calls[5:])
+    assert (run.status, run.model_calls) == ("incomplete", 2) and run.answer.startswith(INCOMPLETE_NOTE)
+    assert model.calls[1].tools == ()  # the wrap-up offers no tools
+
+
+def test_the_tool_call_cap_counts_across_rounds():
+    twice = lambda n: calls((f"a{n}", "get_xirr", {"fund": "A"}), (f"b{n}", "get_xirr", {"fund": "A"}))  # noqa: E731
+    model = ScriptedModel([twice(1), twice(2), "done"])
+    run = run_agent(model, QUESTION, TOOLS, ctx(agent_max_tool_calls=3))
+    assert [c.ok for c in run.tool_calls] == [True, True, True, False]
+    assert (run.status, run.model_calls) == ("incomplete", 3)
+    exact = run_agent(ScriptedModel([twice(1), "done"]), QUESTION, TOOLS, ctx(agent_max_tool_calls=2))
+    assert (exact.status, exact.answer) == ("complete", "done")  # reaching the cap exactly is not cutting

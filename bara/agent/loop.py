@@ -12,6 +12,9 @@ Why it is shaped like this:
   final call without tools asks for an answer from what was gathered; that
   answer is prefixed with :data:`INCOMPLETE_NOTE` and the run is
   ``incomplete``: say so rather than fail or spiral.
+* ``agent_max_tool_calls`` caps the tool calls executed in one run, since one
+  reply may list any number of parallel calls: calls past it are answered
+  "not run" and the run wraps up the same way.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ from bara.messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 INCOMPLETE_NOTE = "(Based on incomplete work: the tool-call limit was reached before every lookup finished.)\n\n"
 NOT_RUN = ("not run: the limit of {cap} tool rounds was reached; answer now from the results you already "
            "have and say what could not be checked")
+
+TOO_MANY = ("not run: this run already executed its limit of {cap} tool calls; answer now from the results "
+            "you already have and say what could not be checked")
 
 COMPLETE, INCOMPLETE, ERROR = "complete", "incomplete", "error"
 
@@ -88,6 +94,7 @@ class _Run:
         self.usage = Usage()
         self.iterations = 0
         self.model_calls = 0
+        self.executed = 0  # tool calls actually run (refused ones are recorded but not counted)
         self.on_event = on_event
 
     def emit(self, kind: str, **detail: Any) -> None:
@@ -124,7 +131,8 @@ def run_agent(model: Model, messages: Sequence[Message], tools: Mapping[str, Too
             return run.finish(COMPLETE)
         if run.iterations == cap:
             break
-        _execute(calls, box, ctx, run)
+        if not _execute(calls, box, ctx, run):
+            break  # the run's tool-call budget is spent: wrap up as at the iteration cap
     return _wrap_up(model, run, cap, ctx)
 
 
@@ -167,11 +175,19 @@ def _unique_ids(message: AssistantMessage, transcript: Sequence[Message]) -> Ass
     return message if calls == list(message.tool_calls) else dataclasses.replace(message, tool_calls=tuple(calls))
 
 
-def _execute(calls: Sequence[ToolCall], box: Mapping[str, Tool], ctx: ToolContext, run: _Run) -> None:
-    """Run each call of one assistant message in order and append its result."""
+def _execute(calls: Sequence[ToolCall], box: Mapping[str, Tool], ctx: ToolContext, run: _Run) -> bool:
+    """Run each call of one assistant message in order and append its result; past the run's
+    ``agent_max_tool_calls`` a call is answered "not run" instead. False when any call was refused."""
+    cap, refused = ctx.settings.agent_max_tool_calls, False
     for call in calls:
+        if run.executed >= cap:
+            _record(run, call, ToolResult(ok=False, error=TOO_MANY.format(cap=cap)))
+            refused = True
+            continue
+        run.executed += 1
         raw = call.raw_arguments if call.raw_arguments is not None else call.arguments
         _record(run, call, run_tool(box, call.name, raw, ctx))
+    return not refused
 
 
 def _record(run: _Run, call: ToolCall, result: ToolResult) -> None:
