@@ -211,3 +211,20 @@ def test_the_tool_call_cap_counts_across_rounds():
     assert (run.status, run.model_calls) == ("incomplete", 3)
     exact = run_agent(ScriptedModel([twice(1), "done"]), QUESTION, TOOLS, ctx(agent_max_tool_calls=2))
     assert (exact.status, exact.answer) == ("complete", "done")  # reaching the cap exactly is not cutting
+
+
+def test_nan_and_infinity_in_arguments_are_refused_and_the_record_stays_strict_json():
+    """json.loads accepts NaN/Infinity; JSON does not: the model is told, and traces stay strict."""
+    from bara.llm.openai_compat import parse_openai_response
+
+    wire = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "w1", "type": "function", "function": {"name": "search_documents",
+                                                      "arguments": '{"query": "exit load", "limit": NaN}'}}]}}]}
+    parsed = parse_openai_response(wire).message
+    mapped = calls(("m1", "search_documents", {"query": "exit load", "limit": float("inf")}),
+                   ("m2", "get_xirr", {"fund": "A", "extra": [float("-inf")]}))
+    run = run_agent(ScriptedModel([parsed, mapped, "done"]), QUESTION, TOOLS, ctx())
+    assert [c.ok for c in run.tool_calls] == [False, False, False]
+    assert "NaN is not a JSON number" in run.tool_calls[0].result["error"]
+    assert all("NaN and Infinity are not JSON numbers" in c.result["error"] for c in run.tool_calls[1:])
+    json.dumps([c.args for c in run.tool_calls], allow_nan=False)  # the trace's copy of the arguments

@@ -26,3 +26,13 @@ def test_an_empty_model_reply_is_explained_not_called_complete(bara, reply):
         result = AgentAssistant(bara, model=ScriptedModel(script)).turn("u_odd", "What do I hold?")
         assert "empty reply" in result.answer and "(complete)" not in result.answer, result.answer
         assert result.trace.gates.agent.status == "complete"
+
+
+def test_non_finite_tool_arguments_leave_the_trace_strict_json(bara):
+    import json
+
+    call = AssistantMessage(tool_calls=(ToolCall("c1", "search_documents", {"query": "abc", "limit": float("nan")}),))
+    result = AgentAssistant(bara, model=ScriptedModel([call, "ok"])).turn("u_odd", "What is an index fund?")
+    assert result.answer == "ok"
+    text = json.dumps(result.trace.to_json(), allow_nan=False)  # what serve stores and the timeline reads
+    assert "not JSON numbers" in text

@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from bara.agent.tools import Tool, ToolContext, ToolResult, run_tool, toolbox
+from bara.agent.tools import Tool, ToolContext, ToolResult, is_strict_json, run_tool, toolbox
 from bara.errors import InputError
 from bara.llm.base import Model, ModelResponse
 from bara.llm.errors import public_reason
@@ -193,6 +193,8 @@ def _execute(calls: Sequence[ToolCall], box: Mapping[str, Tool], ctx: ToolContex
 def _record(run: _Run, call: ToolCall, result: ToolResult) -> None:
     envelope = result.envelope()
     args = call.raw_arguments if call.raw_arguments is not None else dict(call.arguments)
+    if not is_strict_json(args):  # e.g. NaN from a lenient parser: the trace keeps it as text, still JSON
+        args = json.dumps(args, ensure_ascii=False, default=repr)
     run.records.append(ToolCallRecord(call.id, call.name, args, envelope, result.latency_ms, run.iterations))
     run.messages.append(ToolResultMessage(call.id, call.name, _dumps(envelope), is_error=not result.ok))
     run.emit("tool_result", name=call.name, ok=result.ok, latency_ms=result.latency_ms)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 import pydantic
 
 from bara.errors import InputError
-from bara.llm.http import json_depth
+from bara.llm.http import json_depth, loads_strict
 from bara.messages import ToolSpec
 from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
@@ -162,7 +162,7 @@ def parse_tool_args(raw: Mapping[str, Any] | str | None, max_depth: int) -> dict
     """
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw) if raw.strip() else {}
+            raw = loads_strict(raw) if raw.strip() else {}
         except RecursionError:
             return f"arguments: JSON nested too deeply; send a flat JSON object (at most {max_depth} levels)"
         except ValueError as exc:
@@ -173,7 +173,18 @@ def parse_tool_args(raw: Mapping[str, Any] | str | None, max_depth: int) -> dict
         return f"arguments: expected a JSON object, got {type(raw).__name__}"
     if json_depth(raw, max_depth) > max_depth:
         return f"arguments: JSON nested deeper than {max_depth} levels; send a flat JSON object"
+    if not is_strict_json(raw):
+        return "arguments: NaN and Infinity are not JSON numbers; send finite numbers (or omit the field)"
     return dict(raw)
+
+
+def is_strict_json(value: Any) -> bool:
+    """True when ``value`` serialises as standard JSON (no NaN/Infinity, only JSON types)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _parse_args(tool: Tool, raw: Mapping[str, Any] | str | None, max_depth: int) -> pydantic.BaseModel | str:
