@@ -183,7 +183,7 @@ def test_repeated_call_ids_are_made_unique_before_any_provider_sees_them():
     assert len(set(ids)) == 3
     results = {m.tool_call_id: json.loads(m.content)["data"]["fund"] for m in run.messages
                if isinstance(m, ToolResultMessage)}
-    assert results == {i: f for i, f in zip(ids, "ABC")}
+    assert results == dict(zip(ids, "ABC", strict=True))
     uses = [b["id"] for t in anthropic_payload("m", run.messages)["messages"] for b in t["content"]
             if b["type"] == "tool_use"]
     assert uses == ids

@@ -170,8 +170,8 @@ def test_transactions_filters(env):
 @pytest.mark.parametrize("value", [0, 86400, "86400", 20240131, 1.7e9, True, "2024/01/31", "31-01-2024"])
 def test_dates_are_iso_strings_never_unix_seconds(env, value):
     """A number (or digits) is not read as seconds since 1970: the model is told the format to resend."""
-    for field in ("from_date", "to_date"):
-        envelope = call(env, "u_asha", "get_transactions", {field: value})
+    for name in ("from_date", "to_date"):
+        envelope = call(env, "u_asha", "get_transactions", {name: value})
         assert envelope["ok"] is False and "YYYY-MM-DD" in envelope["error"], envelope
     spaced = ok(call(env, "u_asha", "get_transactions", {"from_date": " 2000-01-01 ", "to_date": "2099-12-31"}))
     assert spaced["count"] == ok(call(env, "u_asha", "get_transactions"))["count"] > 0
