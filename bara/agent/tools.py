@@ -132,7 +132,13 @@ def toolbox(tools: Iterable[Tool]) -> dict[str, Tool]:
 
 def format_validation_error(exc: pydantic.ValidationError) -> str:
     """``path: message; ...`` — short enough for the model to act on."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {_message(e)}" for e in exc.errors())
+
+
+def _message(error: Any) -> str:
+    """A validator's own words, without pydantic's "Value error, " / "Assertion failed, " prefix."""
+    raised = (error.get("ctx") or {}).get("error")
+    return str(raised) if error.get("type") in ("value_error", "assertion_error") and raised else error["msg"]
 
 
 def run_tool(tools: Mapping[str, Tool], name: str, raw_args: Mapping[str, Any] | str | None,
