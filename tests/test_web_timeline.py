@@ -364,6 +364,7 @@ def test_odd_traces_render_as_text_and_stay_in_the_page(server, shape):
     long_word = "x" * 5000
     trace: dict = {} if shape == "empty" else {
         "turn": 1, "answer": ODD + RTL + EMOJI + long_word, "retrieval_query": RTL + long_word,
+        "retrieved": True, "rewritten": True,
         "reasons": [ODD, "kb:" + long_word], "route": ODD,
         "hits": [{"id": 1, "source": ODD + long_word, "section": RTL, "title": EMOJI + long_word, "score": 0.5,
                   "fused": 0.5, "tier": "kb"}],
@@ -388,6 +389,9 @@ def test_odd_traces_render_as_text_and_stay_in_the_page(server, shape):
             assert page.evaluate("() => window.__pwned") is None
             if shape == "odd":
                 assert ODD in timeline.inner_text()
+                # right-to-left words read right to left (base direction from the text, not the page)
+                assert timeline.get_by_test_id("search-query").evaluate("(q) => q.matches(':dir(rtl)')")
+                assert timeline.locator(".hit-title").evaluate("(t) => t.matches(':dir(ltr)')")  # emoji+latin
             wide = page.evaluate("""() => [...document.querySelectorAll('[data-testid=timeline] *')]
                 .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1)
                 .map((el) => el.tagName + '.' + el.className + ' ' + Math.round(el.getBoundingClientRect().right))""")
