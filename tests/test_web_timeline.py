@@ -401,3 +401,37 @@ def test_odd_traces_render_as_text_and_stay_in_the_page(server, shape):
         finally:
             browser.close()
     assert errors == []
+
+
+def test_odd_messages_in_the_chat_render_as_text_in_their_own_direction(server):
+    """A right-to-left message with HTML-like text and a very long word, sent through the page: shown as
+    text (nothing built from it), right to left, and within the viewport, in the turn and the heading."""
+    from playwright.sync_api import expect, sync_playwright
+
+    message = RTL + " " + ODD + " " + EMOJI + " " + "y" * 3000
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 1000})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(server.url + "/")
+            page.get_by_label("API key").fill(server.key)
+            page.get_by_label("API key").press("Enter")
+            expect(page.get_by_test_id("message-input")).to_be_visible()
+            turn = _send(page, message)
+            mine = turn.locator(".msg-user p")
+            assert mine.inner_text() == message
+            assert turn.locator("img, script").count() == 0 and page.evaluate("() => window.__pwned") is None
+            assert mine.evaluate("(p) => p.matches(':dir(rtl)')")
+            assert turn.locator(".msg-bot .answer").evaluate("(p) => p.matches(':dir(ltr)')")  # an English answer
+            heading = page.locator("#chat-heading")
+            expect(heading).to_contain_text(RTL[:10])
+            assert heading.evaluate("(h) => h.matches(':dir(rtl)')")
+            assert page.evaluate("() => document.scrollingElement.scrollWidth <= innerWidth")
+            assert _axe(page) == []
+            _shot(page, "11-odd-message", turn)
+        finally:
+            browser.close()
+    assert errors == []
