@@ -168,3 +168,63 @@ def test_deadline_is_passed_to_the_model():
     context = ctx()
     run_agent(model, QUESTION, TOOLS, context)
     assert model.calls[0].deadline == context.deadline
+
+
+def test_repeated_call_ids_are_made_unique_before_any_provider_sees_them():
+    """A model that reuses ids (in one turn, or call_0 afresh every turn) still pairs each result with its call."""
+    from bara.llm.anthropic import anthropic_payload
+    from bara.llm.openai_compat import openai_payload
+
+    model = ScriptedModel([calls(("call_0", "get_xirr", {"fund": "A"}), ("call_0", "get_xirr", {"fund": "B"})),
+                           calls(("call_0", "get_xirr", {"fund": "C"})), "done"])
+    run = run_agent(model, QUESTION, TOOLS, ctx())
+    assert run.status == "complete" and [c.args["fund"] for c in run.tool_calls] == ["A", "B", "C"]
+    ids = [c.id for c in run.tool_calls]
+    assert len(set(ids)) == 3
+    results = {m.tool_call_id: json.loads(m.content)["data"]["fund"] for m in run.messages
+               if isinstance(m, ToolResultMessage)}
+    assert results == dict(zip(ids, "ABC", strict=True))
+    uses = [b["id"] for t in anthropic_payload("m", run.messages)["messages"] for b in t["content"]
+            if b["type"] == "tool_use"]
+    assert uses == ids
+    wire = openai_payload("m", run.messages)["messages"]
+    assert [c["id"] for m in wire for c in m.get("tool_calls", [])] == ids
+    assert model.calls[2].messages == run.messages[:-1]  # the model was shown the renamed ids too
+
+
+def test_a_flood_of_parallel_calls_is_capped_per_run_then_wrapped_up():
+    """One reply may list any number of calls: past agent_max_tool_calls they are not run."""
+    flood = calls(*((f"f{i}", "get_xirr", {"fund": "A"}) for i in range(50)))
+    model = ScriptedModel([flood, "From what I have."])
+    run = run_agent(model, QUESTION, TOOLS, ctx(agent_max_tool_calls=5))
+    assert [c.ok for c in run.tool_calls] == [True] * 5 + [False] * 45
+    assert all("limit of 5 tool calls" in c.result["error"] for c in run.tool_calls[5:])
+    assert (run.status, run.model_calls) == ("incomplete", 2) and run.answer.startswith(INCOMPLETE_NOTE)
+    assert model.calls[1].tools == ()  # the wrap-up offers no tools
+
+
+def test_the_tool_call_cap_counts_across_rounds():
+    twice = lambda n: calls((f"a{n}", "get_xirr", {"fund": "A"}), (f"b{n}", "get_xirr", {"fund": "A"}))  # noqa: E731
+    model = ScriptedModel([twice(1), twice(2), "done"])
+    run = run_agent(model, QUESTION, TOOLS, ctx(agent_max_tool_calls=3))
+    assert [c.ok for c in run.tool_calls] == [True, True, True, False]
+    assert (run.status, run.model_calls) == ("incomplete", 3)
+    exact = run_agent(ScriptedModel([twice(1), "done"]), QUESTION, TOOLS, ctx(agent_max_tool_calls=2))
+    assert (exact.status, exact.answer) == ("complete", "done")  # reaching the cap exactly is not cutting
+
+
+def test_nan_and_infinity_in_arguments_are_refused_and_the_record_stays_strict_json():
+    """json.loads accepts NaN/Infinity; JSON does not: the model is told, and traces stay strict."""
+    from bara.llm.openai_compat import parse_openai_response
+
+    wire = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "w1", "type": "function", "function": {"name": "search_documents",
+                                                      "arguments": '{"query": "exit load", "limit": NaN}'}}]}}]}
+    parsed = parse_openai_response(wire).message
+    mapped = calls(("m1", "search_documents", {"query": "exit load", "limit": float("inf")}),
+                   ("m2", "get_xirr", {"fund": "A", "extra": [float("-inf")]}))
+    run = run_agent(ScriptedModel([parsed, mapped, "done"]), QUESTION, TOOLS, ctx())
+    assert [c.ok for c in run.tool_calls] == [False, False, False]
+    assert "NaN is not a JSON number" in run.tool_calls[0].result["error"]
+    assert all("NaN and Infinity are not JSON numbers" in c.result["error"] for c in run.tool_calls[1:])
+    json.dumps([c.args for c in run.tool_calls], allow_nan=False)  # the trace's copy of the arguments

@@ -59,7 +59,9 @@ def test_xirr_with_redemption_in_the_middle_matches_bisection():
     ([(date(2025, 1, 1), 0.0)], "no cash flows"),
     ([(date(2025, 1, 1), -10.0), (date(2025, 6, 1), -10.0)], "same sign"),
     ([(date(2025, 1, 1), 10.0)], "same sign"),
-    ([(date(2025, 1, 1), -10.0), (date(2025, 1, 1), 12.0)], "no finite rate"),
+    ([(date(2025, 1, 1), -10.0), (date(2025, 1, 1), 12.0)], "on one day"),
+    ([(date(2025, 1, 1), -10.0), (date(2025, 1, 1), 10.0)], "on one day"),  # pyxirr: 0.0, though any rate fits
+    ([(date(2025, 1, 1), -10.0), (date(2025, 1, 1), 4.0), (date(2025, 1, 1), 6.0)], "on one day"),
 ])
 def test_xirr_undefined_cases_give_none_with_reason(flows, reason):
     result = metrics.xirr(flows)

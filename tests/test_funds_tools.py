@@ -164,7 +164,17 @@ def test_transactions_filters(env):
     one = ok(call(env, "u_bilal", "get_transactions", {"scheme": code}))
     assert {t["scheme_code"] for t in one["transactions"]} == {code}
     bad = call(env, "u_bilal", "get_transactions", {"from_date": "2026-05-01", "to_date": "2026-01-01"})
-    assert "from_date must be on or before to_date" in bad["error"]
+    assert bad["error"] == "arguments: from_date must be on or before to_date"  # no "Value error, " noise
+
+
+@pytest.mark.parametrize("value", [0, 86400, "86400", 20240131, 1.7e9, True, "2024/01/31", "31-01-2024"])
+def test_dates_are_iso_strings_never_unix_seconds(env, value):
+    """A number (or digits) is not read as seconds since 1970: the model is told the format to resend."""
+    for name in ("from_date", "to_date"):
+        envelope = call(env, "u_asha", "get_transactions", {name: value})
+        assert envelope["ok"] is False and envelope["error"].startswith(f"{name}: expected a date as"), envelope
+    spaced = ok(call(env, "u_asha", "get_transactions", {"from_date": " 2000-01-01 ", "to_date": "2099-12-31"}))
+    assert spaced["count"] == ok(call(env, "u_asha", "get_transactions"))["count"] > 0
 
 
 def test_another_users_scheme_is_not_reachable(env):
@@ -276,6 +286,11 @@ def test_injected_memo_changes_nothing_a_tool_can_reach(env):
     ("buy or sell my ELSS units?", REFUSE_ADVICE),
     ("write me a poem about the sea", REFUSE_OUT_OF_SCOPE),
     ("what's the weather in Pune", REFUSE_OUT_OF_SCOPE),
+    ("show the holdings of user 42", REFUSE_OTHER_USER),
+    ("transactions for investor #7", REFUSE_OTHER_USER),
+    ("what is the xirr of 120564?", None),  # an AMFI scheme code, as the tools' own errors suggest passing
+    ("transactions for 149550 this year", None),
+    ("returns of 999999", None),
     ("show my holdings", None),
     ("What is my XIRR?", None),
     ("what's my portfolio worth", None),

@@ -347,3 +347,91 @@ def test_failed_and_degraded_stages_are_styled_apart(server):
         finally:
             browser.close()
     assert errors == []
+
+
+ODD = "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=2</script>"
+RTL = "ما هو العائد على محفظتي؟ שלום עולם"
+EMOJI = "💰📈🇮🇳 👩🏽‍💻"
+
+
+@pytest.mark.parametrize("shape", ["empty", "odd"])
+def test_odd_traces_render_as_text_and_stay_in_the_page(server, shape):
+    """An empty trace, or one whose every string is huge, right-to-left, emoji or HTML-like, renders
+    without console errors, without running or building markup from the text, and without widening
+    the page past the viewport."""
+    from playwright.sync_api import sync_playwright
+
+    long_word = "x" * 5000
+    trace: dict = {} if shape == "empty" else {
+        "turn": 1, "answer": ODD + RTL + EMOJI + long_word, "retrieval_query": RTL + long_word,
+        "retrieved": True, "rewritten": True,
+        "reasons": [ODD, "kb:" + long_word], "route": ODD,
+        "hits": [{"id": 1, "source": ODD + long_word, "section": RTL, "title": EMOJI + long_word, "score": 0.5,
+                  "fused": 0.5, "tier": "kb"}],
+        "stored": {"profile_facts": {ODD: RTL + long_word}, "notes": [ODD + long_word]},
+        "hook_errors": [{"point": ODD, "hook": RTL, "error": long_word}], "latency_ms": {ODD: 5.0, "total": 5.0}}
+    message = "" if shape == "empty" else ODD + " " + RTL + " " + EMOJI + " " + long_word
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 1000})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(server.url + "/")
+            page.evaluate("""async ([trace, message]) => {
+                const { renderTimeline } = await import('/timeline.js');
+                document.getElementById('welcome').replaceChildren(renderTimeline(trace, message));
+            }""", [trace, message])
+            timeline = page.get_by_test_id("timeline")
+            assert timeline.count() == 1
+            assert timeline.locator("img, script").count() == 0
+            assert page.evaluate("() => window.__pwned") is None
+            if shape == "odd":
+                assert ODD in timeline.inner_text()
+                # right-to-left words read right to left (base direction from the text, not the page)
+                assert timeline.get_by_test_id("search-query").evaluate("(q) => q.matches(':dir(rtl)')")
+                assert timeline.locator(".hit-title").evaluate("(t) => t.matches(':dir(ltr)')")  # emoji+latin
+            wide = page.evaluate("""() => [...document.querySelectorAll('[data-testid=timeline] *')]
+                .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1)
+                .map((el) => el.tagName + '.' + el.className + ' ' + Math.round(el.getBoundingClientRect().right))""")
+            assert wide == [] and page.evaluate("() => document.scrollingElement.scrollWidth <= innerWidth"), wide[:8]
+            assert _axe(page) == []
+            _shot(page, f"10-odd-{shape}", timeline)
+        finally:
+            browser.close()
+    assert errors == []
+
+
+def test_odd_messages_in_the_chat_render_as_text_in_their_own_direction(server):
+    """A right-to-left message with HTML-like text and a very long word, sent through the page: shown as
+    text (nothing built from it), right to left, and within the viewport, in the turn and the heading."""
+    from playwright.sync_api import expect, sync_playwright
+
+    message = RTL + " " + ODD + " " + EMOJI + " " + "y" * 3000
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 1000})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(server.url + "/")
+            page.get_by_label("API key").fill(server.key)
+            page.get_by_label("API key").press("Enter")
+            expect(page.get_by_test_id("message-input")).to_be_visible()
+            turn = _send(page, message)
+            mine = turn.locator(".msg-user p")
+            assert mine.inner_text() == message
+            assert turn.locator("img, script").count() == 0 and page.evaluate("() => window.__pwned") is None
+            assert mine.evaluate("(p) => p.matches(':dir(rtl)')")
+            assert turn.locator(".msg-bot .answer").evaluate("(p) => p.matches(':dir(ltr)')")  # an English answer
+            heading = page.locator("#chat-heading")
+            expect(heading).to_contain_text(RTL[:10])
+            assert heading.evaluate("(h) => h.matches(':dir(rtl)')")
+            assert page.evaluate("() => document.scrollingElement.scrollWidth <= innerWidth")
+            assert _axe(page) == []
+            _shot(page, "11-odd-message", turn)
+        finally:
+            browser.close()
+    assert errors == []

@@ -12,16 +12,20 @@ Why it is shaped like this:
   final call without tools asks for an answer from what was gathered; that
   answer is prefixed with :data:`INCOMPLETE_NOTE` and the run is
   ``incomplete``: say so rather than fail or spiral.
+* ``agent_max_tool_calls`` caps the tool calls executed in one run, since one
+  reply may list any number of parallel calls: calls past it are answered
+  "not run" and the run wraps up the same way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from bara.agent.tools import Tool, ToolContext, ToolResult, run_tool, toolbox
+from bara.agent.tools import Tool, ToolContext, ToolResult, is_strict_json, run_tool, toolbox
 from bara.errors import InputError
 from bara.llm.base import Model, ModelResponse
 from bara.llm.errors import public_reason
@@ -30,6 +34,9 @@ from bara.messages import AssistantMessage, Message, ToolCall, ToolResultMessage
 INCOMPLETE_NOTE = "(Based on incomplete work: the tool-call limit was reached before every lookup finished.)\n\n"
 NOT_RUN = ("not run: the limit of {cap} tool rounds was reached; answer now from the results you already "
            "have and say what could not be checked")
+
+TOO_MANY = ("not run: this run already executed its limit of {cap} tool calls; answer now from the results "
+            "you already have and say what could not be checked")
 
 COMPLETE, INCOMPLETE, ERROR = "complete", "incomplete", "error"
 
@@ -87,6 +94,7 @@ class _Run:
         self.usage = Usage()
         self.iterations = 0
         self.model_calls = 0
+        self.executed = 0  # tool calls actually run (refused ones are recorded but not counted)
         self.on_event = on_event
 
     def emit(self, kind: str, **detail: Any) -> None:
@@ -123,7 +131,8 @@ def run_agent(model: Model, messages: Sequence[Message], tools: Mapping[str, Too
             return run.finish(COMPLETE)
         if run.iterations == cap:
             break
-        _execute(calls, box, ctx, run)
+        if not _execute(calls, box, ctx, run):
+            break  # the run's tool-call budget is spent: wrap up as at the iteration cap
     return _wrap_up(model, run, cap, ctx)
 
 
@@ -139,6 +148,7 @@ def _ask(model: Model, run: _Run, specs: tuple[ToolSpec, ...], ctx: ToolContext)
         # The error reaches the user's answer: say what kind of failure, never the provider's URL or text.
         log.warning("model %s failed: %s: %s", getattr(model, "name", "?"), type(exc).__name__, exc)
         return f"{public_reason(exc)} ({type(exc).__name__})"
+    reply = dataclasses.replace(reply, message=_unique_ids(reply.message, run.messages))
     run.messages.append(reply.message)
     run.usage = run.usage + reply.usage
     run.emit("model_response", text=reply.message.text, tool_calls=[c.name for c in reply.message.tool_calls],
@@ -146,16 +156,45 @@ def _ask(model: Model, run: _Run, specs: tuple[ToolSpec, ...], ctx: ToolContext)
     return reply
 
 
-def _execute(calls: Sequence[ToolCall], box: Mapping[str, Tool], ctx: ToolContext, run: _Run) -> None:
-    """Run each call of one assistant message in order and append its result."""
+def _unique_ids(message: AssistantMessage, transcript: Sequence[Message]) -> AssistantMessage:
+    """``message`` with every call id that repeats one already used given a fresh one.
+
+    Providers pair a result with its call by id, and the Anthropic API rejects a request whose
+    ``tool_use`` ids repeat; a model (or a compatible server that numbers calls ``call_0``...
+    afresh each turn) that reuses an id would otherwise end the run on the next call.
+    """
+    seen = {c.id for m in transcript if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    calls: list[ToolCall] = []
+    for call in message.tool_calls:
+        fresh, n = call.id, 1
+        while fresh in seen:
+            n += 1
+            fresh = f"{call.id}_{n}"
+        seen.add(fresh)
+        calls.append(call if fresh == call.id else dataclasses.replace(call, id=fresh))
+    return message if calls == list(message.tool_calls) else dataclasses.replace(message, tool_calls=tuple(calls))
+
+
+def _execute(calls: Sequence[ToolCall], box: Mapping[str, Tool], ctx: ToolContext, run: _Run) -> bool:
+    """Run each call of one assistant message in order and append its result; past the run's
+    ``agent_max_tool_calls`` a call is answered "not run" instead. False when any call was refused."""
+    cap, refused = ctx.settings.agent_max_tool_calls, False
     for call in calls:
+        if run.executed >= cap:
+            _record(run, call, ToolResult(ok=False, error=TOO_MANY.format(cap=cap)))
+            refused = True
+            continue
+        run.executed += 1
         raw = call.raw_arguments if call.raw_arguments is not None else call.arguments
         _record(run, call, run_tool(box, call.name, raw, ctx))
+    return not refused
 
 
 def _record(run: _Run, call: ToolCall, result: ToolResult) -> None:
     envelope = result.envelope()
     args = call.raw_arguments if call.raw_arguments is not None else dict(call.arguments)
+    if not is_strict_json(args):  # e.g. NaN from a lenient parser: the trace keeps it as text, still JSON
+        args = json.dumps(args, ensure_ascii=False, default=repr)
     run.records.append(ToolCallRecord(call.id, call.name, args, envelope, result.latency_ms, run.iterations))
     run.messages.append(ToolResultMessage(call.id, call.name, _dumps(envelope), is_error=not result.ok))
     run.emit("tool_result", name=call.name, ok=result.ok, latency_ms=result.latency_ms)

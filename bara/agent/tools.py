@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 import pydantic
 
 from bara.errors import InputError
-from bara.llm.http import json_depth
+from bara.llm.http import json_depth, loads_strict
 from bara.messages import ToolSpec
 from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
@@ -132,7 +132,13 @@ def toolbox(tools: Iterable[Tool]) -> dict[str, Tool]:
 
 def format_validation_error(exc: pydantic.ValidationError) -> str:
     """``path: message; ...`` — short enough for the model to act on."""
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {_message(e)}" for e in exc.errors())
+
+
+def _message(error: Any) -> str:
+    """A validator's own words, without pydantic's "Value error, " / "Assertion failed, " prefix."""
+    raised = (error.get("ctx") or {}).get("error")
+    return str(raised) if error.get("type") in ("value_error", "assertion_error") and raised else error["msg"]
 
 
 def run_tool(tools: Mapping[str, Tool], name: str, raw_args: Mapping[str, Any] | str | None,
@@ -162,7 +168,7 @@ def parse_tool_args(raw: Mapping[str, Any] | str | None, max_depth: int) -> dict
     """
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw) if raw.strip() else {}
+            raw = loads_strict(raw) if raw.strip() else {}
         except RecursionError:
             return f"arguments: JSON nested too deeply; send a flat JSON object (at most {max_depth} levels)"
         except ValueError as exc:
@@ -173,7 +179,18 @@ def parse_tool_args(raw: Mapping[str, Any] | str | None, max_depth: int) -> dict
         return f"arguments: expected a JSON object, got {type(raw).__name__}"
     if json_depth(raw, max_depth) > max_depth:
         return f"arguments: JSON nested deeper than {max_depth} levels; send a flat JSON object"
+    if not is_strict_json(raw):
+        return "arguments: NaN and Infinity are not JSON numbers; send finite numbers (or omit the field)"
     return dict(raw)
+
+
+def is_strict_json(value: Any) -> bool:
+    """True when ``value`` serialises as standard JSON (no NaN/Infinity, only JSON types)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _parse_args(tool: Tool, raw: Mapping[str, Any] | str | None, max_depth: int) -> pydantic.BaseModel | str:

@@ -295,6 +295,16 @@ def _decode(ep: Endpoint, resp: _Raw) -> dict[str, Any]:
     return body
 
 
+def loads_strict(text: str) -> Any:
+    """``json.loads`` that refuses NaN, Infinity and -Infinity (ValueError), as standard JSON does:
+    a model's tool arguments holding them would otherwise reach traces that must stay strict JSON."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def json_depth(value: Any, limit: int) -> int:
     """Nesting depth of decoded JSON (a scalar is 0), computed without recursion; stops counting past ``limit``."""
     deepest, stack = 0, [(value, 0)]

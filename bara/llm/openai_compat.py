@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from bara.llm.base import STOP_END, STOP_MAX_TOKENS, STOP_TOOL_CALLS, ModelResponse, token_count
 from bara.llm.errors import MalformedResponse, malformed_guard
-from bara.llm.http import Endpoint, post_json
+from bara.llm.http import Endpoint, loads_strict, post_json
 from bara.messages import (AssistantMessage, Message, SystemMessage, ToolCall, ToolResultMessage, ToolSpec,
                                Usage, UserMessage, check_tool_pairing)
 
@@ -102,7 +102,7 @@ def _parse_call(call: Mapping[str, Any], index: int) -> ToolCall:
     if isinstance(raw, dict):  # older Ollama sends an object, not a string
         return ToolCall(id=call_id, name=fn.get("name", ""), arguments=raw)
     try:
-        parsed = json.loads(raw or "{}")
+        parsed = loads_strict(raw or "{}")  # NaN/Infinity: not JSON, reported to the model as such
     except (ValueError, TypeError, RecursionError):  # the tool runner reports bad arguments to the model
         parsed = None
     if isinstance(parsed, dict):

@@ -235,6 +235,9 @@ class CoreSettings(BaseModel):
                                                         "for a chat turn. Not sent to OpenAI-compatible servers.")
     agent_max_iterations: int = Field(default=6, ge=1, le=50, description="Model calls offered tools per agent run; "
                                                                  "bounds search spirals, then one tool-less wrap-up.")
+    agent_max_tool_calls: int = Field(default=30, ge=1, le=500, description="Tool calls one agent run executes "
+                                      "across all rounds: one reply listing hundreds of (identical) parallel calls "
+                                      "cannot flood the transcript; 6 tools x 5 leaves room for real work.")
     agent_deadline_s: float = Field(default=60.0, gt=0, description="Wall-clock budget of one agent run, shared by "
                                                             "model calls and tools.")
 

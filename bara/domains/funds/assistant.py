@@ -31,7 +31,7 @@ from bara.domains.funds.router_intent import normalise, other_person
 from bara.decide import GateResult, decide
 from bara.domains.funds import (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, FundsRepo, build_fund_tools, detect_refusal,
                                 fiqa_documents, scheme_fact_documents)
-from bara.domains.funds.prompts import AGENT_SYSTEM, NO_ANSWER
+from bara.domains.funds.prompts import AGENT_SYSTEM, EMPTY_REPLY, NO_ANSWER
 from bara.domains.funds.tools import DOCS_COLLECTION
 from bara.errors import InputError
 from bara.llm.base import Model
@@ -116,7 +116,7 @@ class AgentAssistant:
                                 ToolServices(retriever=self.bara.retriever, domain={"funds": self.repo}))
         with rec.stage("agent"):
             run = run_agent(self.model, self.messages(user_id, name, history, text), offered, ctx)
-        answer = run.answer.strip() or NO_ANSWER.format(error=run.error or run.status)
+        answer = run.answer.strip() or NO_ANSWER.format(error=run.error or EMPTY_REPLY)
         rec.reason(*run_reasons(run, SEARCH))
         stored = self._persist(user_id, cid, text, answer, gate, run, rec) if persist else StoredRecord(turn=False)
         trace = self._trace(user_id, cid, number, gate, run, answer, tuple(offered), stored, rec)

@@ -49,8 +49,10 @@ def xirr(flows: Sequence[tuple[date, float]]) -> XirrResult:
     This is the XIRR definition of Microsoft Excel (Actual/365 day count), as
     implemented by ``pyxirr.xirr`` (https://anexen.github.io/pyxirr/functions.html#xirr).
     The terminal value must already be in ``flows`` as a positive flow dated
-    at the valuation (latest NAV) date. No flows, one-signed flows, or a
-    non-finite solution give ``rate=None`` and a reason.
+    at the valuation (latest NAV) date. No flows, one-signed flows, flows all
+    on one day (pyxirr gives 0.0 when they net to zero, which is no return at
+    all but an undefined one), or a non-finite solution give ``rate=None``
+    and a reason.
     """
     kept = [(d, float(a)) for d, a in flows if a]
     if not kept:
@@ -58,6 +60,8 @@ def xirr(flows: Sequence[tuple[date, float]]) -> XirrResult:
     span = (max(d for d, _ in kept) - min(d for d, _ in kept)).days
     if all(a > 0 for _, a in kept) or all(a < 0 for _, a in kept):
         return XirrResult(None, "all cash flows have the same sign (needs money in and value out)", span)
+    if span == 0:  # any rate (net zero) or none (net gain/loss) solves flows with no time between them
+        return XirrResult(None, "all cash flows fall on one day; an annualised return needs time between them")
     try:
         rate = pyxirr.xirr([d for d, _ in kept], [a for _, a in kept])
     except pyxirr.InvalidPaymentsError as exc:

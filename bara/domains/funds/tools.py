@@ -10,13 +10,15 @@ Every figure is computed here from the stored data; none is left to the model.
 from __future__ import annotations
 
 import math
+import re
 from datetime import date
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from bara.agent.tools import Tool, ToolContext, ToolError
 from bara.domains.funds import metrics
+from bara.domains.funds.prompts import DATE_ARG
 from bara.domains.funds.repo import FundsRepo, Holding, Scheme, SchemeMatch, Transaction
 from bara.domains.funds.schema import PURCHASE_KINDS
 
@@ -33,6 +35,18 @@ def _no_nul(value: str) -> str:
     return value
 
 
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _iso_day_text(value: Any) -> Any:
+    """Only a ``YYYY-MM-DD`` string (or a date) is a date: pydantic alone would read a number, or a
+    string of digits, as Unix seconds, so ``20240131`` or ``0`` became a day in 1970 or a riddle."""
+    if isinstance(value, date) or (isinstance(value, str) and _ISO_DAY.fullmatch(value.strip())):
+        return value.strip() if isinstance(value, str) else value
+    raise ValueError(DATE_ARG.format(got=repr(value)[:40]))
+
+
+IsoDate = Annotated[date, BeforeValidator(_iso_day_text)]
 SchemeText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200),
                        AfterValidator(_no_nul)]
 
@@ -53,8 +67,8 @@ class NoArgs(_Args):
 
 class TransactionArgs(_Args):
     scheme: SchemeText | None = Field(None, description="Scheme name, code or ISIN; omit for all schemes")
-    from_date: date | None = Field(None, description="Earliest date, inclusive (YYYY-MM-DD)")
-    to_date: date | None = Field(None, description="Latest date, inclusive (YYYY-MM-DD)")
+    from_date: IsoDate | None = Field(None, description="Earliest date, inclusive (YYYY-MM-DD)")
+    to_date: IsoDate | None = Field(None, description="Latest date, inclusive (YYYY-MM-DD)")
 
     @model_validator(mode="after")
     def _ordered(self) -> "TransactionArgs":

@@ -188,7 +188,9 @@ _USER_ID = re.compile(r"\bu_[a-z0-9_]+\b")
 _BULK = re.compile(r"\b(?:all|every|other|another|each|any)\s+(?:users?|investors?|customers?|clients?|members?)"
                    r"\b|\bsomeone else|\bother people|\beveryone'?s?\s+" + _PERSONAL)
 _POSSESSIVE = re.compile(r"\b([A-Za-z][a-z]+)'s\s+(?:[a-z]+\s+){0,2}" + _PERSONAL + r"\b")
-_OF_PERSON = re.compile(_PERSONAL + r"\s+(?:of|for|belonging to)\s+(?:user\s+|investor\s+)?([A-Z][a-z]+|\d+)\b")
+#: A bare number after "of"/"for" is a scheme code ("XIRR of 120564"), a person only as "of user 42".
+_OF_PERSON = re.compile(_PERSONAL + r"\s+(?:of|for|belonging to)\s+(?:(?:user|investor)\s+#?(\d+)|"
+                        r"(?:user\s+|investor\s+)?([A-Z][a-z]+))\b")
 _NAMED_USER = re.compile(r"\b(?:user|investor|customer|client)\s+(?:id\s*)?[:#=]?\s*([A-Z][a-z]+|\d+)\b")
 #: Possessives that are not people: fund houses (first word of AMFI names) and market words.
 _NOT_PEOPLE = frozenset(
@@ -238,5 +240,6 @@ def _asks_about_others(text: str, own: set[str]) -> bool:
     if any(uid not in own for uid in _USER_ID.findall(low)) or _BULK.search(low):
         return True
     named = [m.group(1) for m in _POSSESSIVE.finditer(text)]
-    named += [m.group(1) for rx in (_OF_PERSON, _NAMED_USER) for m in rx.finditer(text)]
+    named += [m.group(1) or m.group(2) for m in _OF_PERSON.finditer(text)]
+    named += [m.group(1) for m in _NAMED_USER.finditer(text)]
     return any(n.lower() not in own and n.lower() not in _NOT_PEOPLE for n in named)

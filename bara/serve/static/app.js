@@ -68,7 +68,7 @@ async function loadConversations() {
   for (const c of conversations) {
     const current = c.id === state.conversationId;
     const turns = c.turn_count ?? c.turns ?? 0;
-    const title = h("span", { class: "conv-title" }, titles.get(c.id) || c.title || `Conversation ${c.id.slice(0, 6)}`);
+    const title = h("span", { class: "conv-title", dir: "auto" }, titles.get(c.id) || c.title || `Conversation ${c.id.slice(0, 6)}`);
     list.append(h("li", {},
       h("button", { type: "button", class: `conv${current ? " current" : ""}`, "aria-current": current ? "true" : null,
                     onclick: () => openConversation(c.id) },
@@ -131,10 +131,10 @@ function newConversation() {
 // -------------------------------------------------------------------- turns
 function turnElement(message, mode) {
   return h("li", { class: "turn", dataset: { testid: "turn" } },
-    h("div", { class: "msg msg-user" }, h("span", { class: "who" }, "You"), h("p", {}, message)),
+    h("div", { class: "msg msg-user" }, h("span", { class: "who" }, "You"), h("p", { dir: "auto" }, message)),
     h("div", { class: "msg msg-bot", "aria-busy": "true" },
       h("span", { class: "who" }, "bara", mode ? h("span", { class: `tag tag-${mode}` }, mode) : null),
-      h("p", { class: "answer" }, h("span", { class: "typing" }, "thinking…"))));
+      h("p", { class: "answer", dir: "auto" }, h("span", { class: "typing" }, "thinking…"))));
 }
 
 function summaryText(t) {

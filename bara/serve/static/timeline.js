@@ -131,11 +131,11 @@ function queryBlock(t, message) {
   const query = t.retrieval_query || "";
   const own = (message || "").trim();
   if (!query || (!t.rewritten && query.trim() === own)) {
-    return h("div", { class: "tl-query" }, h("span", { class: "q-label" }, "Searched for"), h("q", {}, query || own));
+    return h("div", { class: "tl-query" }, h("span", { class: "q-label" }, "Searched for"), h("q", { dir: "auto" }, query || own));
   }
   return h("div", { class: "tl-query tl-rewritten", dataset: { testid: "rewrite" } },
-    h("div", {}, h("span", { class: "q-label" }, "Your words"), h("q", {}, own || "–")),
-    h("div", {}, h("span", { class: "q-label" }, "Searched for"), h("q", { dataset: { testid: "search-query" } }, query)),
+    h("div", {}, h("span", { class: "q-label" }, "Your words"), h("q", { dir: "auto" }, own || "–")),
+    h("div", {}, h("span", { class: "q-label" }, "Searched for"), h("q", { dir: "auto", dataset: { testid: "search-query" } }, query)),
     t.rewritten ? h("span", { class: "tag" }, "rewritten") : null);
 }
 
@@ -153,7 +153,7 @@ function hitRow(hit, n, { dropped = false, floor = 0 } = {}) {
                    dataset: { testid: dropped ? "dropped-hit" : "hit", tier: hit.tier || "kb" } },
     h("span", { class: "hit-n" }, String(n)),
     h("span", { class: "hit-body" },
-      h("span", { class: "hit-where" }, where, h("span", { class: "hit-title" }, hit.title || "")),
+      h("span", { class: "hit-where" }, where, h("span", { class: "hit-title", dir: "auto" }, hit.title || "")),
       ranks.length ? h("span", { class: "hit-ranks" }, ranks.join(" · ")) : null,
       dropped ? h("span", { class: "hit-floor" }, `dropped: cosine ${num(score, 3)} is below the floor ${num(floor, 2)}`) : null),
     h("span", { class: "hit-score", title: "cosine similarity" },
