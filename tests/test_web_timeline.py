@@ -20,8 +20,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any, Iterator
 
 import pytest
 
@@ -118,6 +120,33 @@ def _shot(page, name: str, focus=None) -> None:
     if focus is not None:
         focus.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTEFACTS / f"timeline-{name}.png"))
+
+
+@contextmanager
+def _page(server) -> Iterator[tuple[Any, list[str]]]:
+    """A Chromium page (1200 x 1000) on the app, closed afterwards, and the console and page errors it
+    logged, which the caller checks are none once the page is closed."""
+    from playwright.sync_api import sync_playwright
+
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 1000})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(server.url + "/")
+            yield page, errors
+        finally:
+            browser.close()
+
+
+def _render(page, trace: dict, message: str) -> None:
+    """Render ``trace`` with the page's own timeline module in place of the welcome text."""
+    page.evaluate("""async ([trace, message]) => {
+        const { renderTimeline } = await import('/timeline.js');
+        document.getElementById('welcome').replaceChildren(renderTimeline(trace, message));
+    }""", [trace, message])
 
 
 def _send(page, message: str, keyboard: bool = False):
@@ -311,7 +340,7 @@ def test_forgetting_a_profile_fact_touches_only_the_callers(server, tmp_path):
 def test_failed_and_degraded_stages_are_styled_apart(server):
     """A real turn's trace with a failed embedding, a degraded search, a fallback answer and a failing
     hook (the reason codes the pipeline writes for them) renders those stages and codes distinctly."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     req = urllib.request.Request(server.url + "/api/turns", method="POST", data=json.dumps({"message": QUESTION}).encode(),
                                  headers={"Authorization": f"Bearer {server.key}", "Content-Type": "application/json"})
@@ -320,32 +349,20 @@ def test_failed_and_degraded_stages_are_styled_apart(server):
     trace["reasons"] += ["embed:failed:EmbedderError", "kb:degraded", "generate:model_failed_offline_used:LLMTimeout",
                          "hook:before_persist_failed"]
     trace["hook_errors"] = [{"point": "before_persist", "hook": "audit", "error": "RuntimeError: disk full"}]
-    errors: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 1000})
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(server.url + "/")
-            page.evaluate("""async ([trace, message]) => {
-                const { renderTimeline } = await import('/timeline.js');
-                document.getElementById('welcome').replaceChildren(renderTimeline(trace, message));
-            }""", [trace, QUESTION])
-            timeline = page.get_by_test_id("timeline")
-            expect(timeline).to_have_class(re.compile(r"\bhas-problems\b"))
-            stage = 'li[data-testid="stage"][data-stage="{}"]'
-            expect(timeline.locator(stage.format("embed"))).to_have_attribute("data-status", "error")
-            expect(timeline.locator(stage.format("retrieve_kb"))).to_have_attribute("data-status", "degraded")
-            expect(timeline.locator(stage.format("generate"))).to_have_attribute("data-status", "degraded")
-            expect(timeline.locator(stage.format("persist"))).to_have_attribute("data-status", "error")
-            failed = timeline.locator(".reason-error")
-            expect(failed).to_have_count(4)
-            expect(timeline).to_contain_text("Hook audit failed at before_persist: RuntimeError: disk full")
-            assert _axe(page) == []
-            _shot(page, "09-failures", timeline)
-        finally:
-            browser.close()
+    with _page(server) as (page, errors):
+        _render(page, trace, QUESTION)
+        timeline = page.get_by_test_id("timeline")
+        expect(timeline).to_have_class(re.compile(r"\bhas-problems\b"))
+        stage = 'li[data-testid="stage"][data-stage="{}"]'
+        expect(timeline.locator(stage.format("embed"))).to_have_attribute("data-status", "error")
+        expect(timeline.locator(stage.format("retrieve_kb"))).to_have_attribute("data-status", "degraded")
+        expect(timeline.locator(stage.format("generate"))).to_have_attribute("data-status", "degraded")
+        expect(timeline.locator(stage.format("persist"))).to_have_attribute("data-status", "error")
+        failed = timeline.locator(".reason-error")
+        expect(failed).to_have_count(4)
+        expect(timeline).to_contain_text("Hook audit failed at before_persist: RuntimeError: disk full")
+        assert _axe(page) == []
+        _shot(page, "09-failures", timeline)
     assert errors == []
 
 
@@ -359,7 +376,6 @@ def test_odd_traces_render_as_text_and_stay_in_the_page(server, shape):
     """An empty trace, or one whose every string is huge, right-to-left, emoji or HTML-like, renders
     without console errors, without running or building markup from the text, and without widening
     the page past the viewport."""
-    from playwright.sync_api import sync_playwright
 
     long_word = "x" * 5000
     trace: dict = {} if shape == "empty" else {
@@ -371,67 +387,46 @@ def test_odd_traces_render_as_text_and_stay_in_the_page(server, shape):
         "stored": {"profile_facts": {ODD: RTL + long_word}, "notes": [ODD + long_word]},
         "hook_errors": [{"point": ODD, "hook": RTL, "error": long_word}], "latency_ms": {ODD: 5.0, "total": 5.0}}
     message = "" if shape == "empty" else ODD + " " + RTL + " " + EMOJI + " " + long_word
-    errors: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 1000})
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(server.url + "/")
-            page.evaluate("""async ([trace, message]) => {
-                const { renderTimeline } = await import('/timeline.js');
-                document.getElementById('welcome').replaceChildren(renderTimeline(trace, message));
-            }""", [trace, message])
-            timeline = page.get_by_test_id("timeline")
-            assert timeline.count() == 1
-            assert timeline.locator("img, script").count() == 0
-            assert page.evaluate("() => window.__pwned") is None
-            if shape == "odd":
-                assert ODD in timeline.inner_text()
-                # right-to-left words read right to left (base direction from the text, not the page)
-                assert timeline.get_by_test_id("search-query").evaluate("(q) => q.matches(':dir(rtl)')")
-                assert timeline.locator(".hit-title").evaluate("(t) => t.matches(':dir(ltr)')")  # emoji+latin
-            wide = page.evaluate("""() => [...document.querySelectorAll('[data-testid=timeline] *')]
-                .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1)
-                .map((el) => el.tagName + '.' + el.className + ' ' + Math.round(el.getBoundingClientRect().right))""")
-            assert wide == [] and page.evaluate("() => document.scrollingElement.scrollWidth <= innerWidth"), wide[:8]
-            assert _axe(page) == []
-            _shot(page, f"10-odd-{shape}", timeline)
-        finally:
-            browser.close()
+    with _page(server) as (page, errors):
+        _render(page, trace, message)
+        timeline = page.get_by_test_id("timeline")
+        assert timeline.count() == 1
+        assert timeline.locator("img, script").count() == 0
+        assert page.evaluate("() => window.__pwned") is None
+        if shape == "odd":
+            assert ODD in timeline.inner_text()
+            # right-to-left words read right to left (base direction from the text, not the page)
+            assert timeline.get_by_test_id("search-query").evaluate("(q) => q.matches(':dir(rtl)')")
+            assert timeline.locator(".hit-title").evaluate("(t) => t.matches(':dir(ltr)')")  # emoji+latin
+        wide = page.evaluate("""() => [...document.querySelectorAll('[data-testid=timeline] *')]
+            .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1)
+            .map((el) => el.tagName + '.' + el.className + ' ' + Math.round(el.getBoundingClientRect().right))""")
+        assert wide == [] and page.evaluate("() => document.scrollingElement.scrollWidth <= innerWidth"), wide[:8]
+        assert _axe(page) == []
+        _shot(page, f"10-odd-{shape}", timeline)
     assert errors == []
 
 
 def test_odd_messages_in_the_chat_render_as_text_in_their_own_direction(server):
     """A right-to-left message with HTML-like text and a very long word, sent through the page: shown as
     text (nothing built from it), right to left, and within the viewport, in the turn and the heading."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     message = RTL + " " + ODD + " " + EMOJI + " " + "y" * 3000
-    errors: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 1000})
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(server.url + "/")
-            page.get_by_label("API key").fill(server.key)
-            page.get_by_label("API key").press("Enter")
-            expect(page.get_by_test_id("message-input")).to_be_visible()
-            turn = _send(page, message)
-            mine = turn.locator(".msg-user p")
-            assert mine.inner_text() == message
-            assert turn.locator("img, script").count() == 0 and page.evaluate("() => window.__pwned") is None
-            assert mine.evaluate("(p) => p.matches(':dir(rtl)')")
-            assert turn.locator(".msg-bot .answer").evaluate("(p) => p.matches(':dir(ltr)')")  # an English answer
-            heading = page.locator("#chat-heading")
-            expect(heading).to_contain_text(RTL[:10])
-            assert heading.evaluate("(h) => h.matches(':dir(rtl)')")
-            assert page.evaluate("() => document.scrollingElement.scrollWidth <= innerWidth")
-            assert _axe(page) == []
-            _shot(page, "11-odd-message", turn)
-        finally:
-            browser.close()
+    with _page(server) as (page, errors):
+        page.get_by_label("API key").fill(server.key)
+        page.get_by_label("API key").press("Enter")
+        expect(page.get_by_test_id("message-input")).to_be_visible()
+        turn = _send(page, message)
+        mine = turn.locator(".msg-user p")
+        assert mine.inner_text() == message
+        assert turn.locator("img, script").count() == 0 and page.evaluate("() => window.__pwned") is None
+        assert mine.evaluate("(p) => p.matches(':dir(rtl)')")
+        assert turn.locator(".msg-bot .answer").evaluate("(p) => p.matches(':dir(ltr)')")  # an English answer
+        heading = page.locator("#chat-heading")
+        expect(heading).to_contain_text(RTL[:10])
+        assert heading.evaluate("(h) => h.matches(':dir(rtl)')")
+        assert page.evaluate("() => document.scrollingElement.scrollWidth <= innerWidth")
+        assert _axe(page) == []
+        _shot(page, "11-odd-message", turn)
     assert errors == []
