@@ -211,11 +211,12 @@ def topic_similarity(message_vector: np.ndarray | None,
     return clip_unit(np.dot(centre, vec) / denom)
 
 
-def asks_profile(normalized: str) -> bool:
-    """A question about what bara knows of the user: a stored preference, role, or the name it calls them by."""
+def asks_profile(normalized: str, is_question: bool) -> bool:
+    """A question about what bara knows of the user: a stored preference, role, or the name it calls them by
+    (``is_question``: the message's own question test, computed once by :func:`compute_features`)."""
     if _PROFILE_QUESTION.search(normalized):
         return True
-    asks = "?" in normalized or bool(_QUESTION_START.match(normalized) or _ASKS_TO_KNOW.match(normalized))
+    asks = is_question or bool(_ASKS_TO_KNOW.match(normalized))
     return asks and bool(_OWN_NAME.search(normalized)) and not _NAME_CHANGE.search(normalized)
 
 
@@ -252,7 +253,8 @@ def compute_features(message: str, history: Sequence[Utterance], profile: Mappin
     words = words_of(q)
     signals = followup_signals(q, words, len(history))
     score = followup_score(signals, cfg)
-    profile_question = asks_profile(q)
+    is_question = "?" in q or bool(_QUESTION_START.match(q))
+    profile_question = asks_profile(q, is_question)
     return ContextFeatures(
         normalized=q, word_count=len(words), has_question_mark="?" in q,
         history_length=len(history), followup_score=score, followup_signals=signals,
@@ -263,5 +265,5 @@ def compute_features(message: str, history: Sequence[Utterance], profile: Mappin
         privacy_signal=bool(_PRIVACY.search(q)), notes_request=bool(_NOTES_REQUEST.search(q)),
         tone_signal=tone_signal(q), low_entropy=is_low_entropy(q), has_profile=bool(profile), stated_name=stated_name(message),
         topic_similarity=topic_similarity(message_vector, history_vectors, cfg),
-        is_question="?" in q or bool(_QUESTION_START.match(q)), records_note=records_note(message),
+        is_question=is_question, records_note=records_note(message),
     )
