@@ -146,10 +146,11 @@ class HybridRetriever:
         t0 = time.perf_counter()
         floor, low, spare = floors
         low = min(low, floor)  # a lower floor, never a higher one
-        keep = [c.similarity >= (low if c.lexical.rank is not None and c.lexical.rank <= spare else floor)
-                for c in candidates]
-        kept = [c for c, y in zip(candidates, keep, strict=True) if y]
-        dropped = [c for c, y in zip(candidates, keep, strict=True) if not y]
+        kept: list[Candidate] = []
+        dropped: list[Candidate] = []
+        for c in candidates:
+            spared = c.lexical.rank is not None and c.lexical.rank <= spare
+            (kept if c.similarity >= (low if spared else floor) else dropped).append(c)
         shown = kept if rerank else kept[:k]
         hits = self._hits([*shown, *dropped[:k]], owners)
         shown_ids = {c.chunk_id for c in shown}
