@@ -18,11 +18,12 @@ from bara.store.registry import OWNER_KEYS, SCHEMA, register_policies, register_
 log = logging.getLogger("bara.store")
 
 
-def announce_upgrade(location: str, pending: list[str]) -> None:
-    """Say, before it starts, that a store holding data is about to take schema steps: a step may copy
-    every row (``0202`` moves users' full-text rows, ~25,000 rows/s), so a large store's first command
-    after an upgrade can take seconds to minutes, once. A new store's steps are not announced."""
-    if pending:
+def announce_upgrade(location: str, applied: list[str], pending: list[str]) -> None:
+    """Say, before it starts, that a store an earlier bara made (``applied`` steps) is about to take the
+    ``pending`` ones: a step may copy every row (``0202`` moves users' full-text rows, ~25,000 rows/s), so a
+    large store's first command after an upgrade can take seconds to minutes, once. A new store's steps
+    (nothing applied yet) are its creation, not announced."""
+    if applied and pending:
         log.warning("%s: applying schema step%s %s once, after a bara upgrade; a large store may take a minute. "
                     "Let it finish: an interrupted step is rolled back and runs again next time.",
                     location, "s" if len(pending) > 1 else "", ", ".join(pending))

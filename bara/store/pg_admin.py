@@ -102,8 +102,7 @@ def _apply_pending(conn: psycopg.Connection, url: str, steps: list[Migration]) -
         raise StoreError(f"{redact(url)} has schema steps this bara does not know ({', '.join(unknown)}): it was "
                          "written by a newer bara. Upgrade bara, or point --db at another database.")
     pending = [s for s in steps if s.name not in applied]
-    if applied:
-        announce_upgrade(redact(url), [s.name for s in pending])
+    announce_upgrade(redact(url), applied, [s.name for s in pending])
     for step in pending:
         _apply(conn, url, step)
     return [s.name for s in pending]

@@ -355,8 +355,7 @@ class SQLiteStore:
             raise StoreError(f"{self.location} has schema steps this bara does not know ({', '.join(unknown)}): "
                              "it was written by a newer bara. Upgrade bara, or point --db at another file.")
         pending = [step for step in steps if step.name not in applied]
-        if applied:  # a store made by an earlier bara: say so before a step that may copy every row
-            announce_upgrade(self.location, [step.name for step in pending])
+        announce_upgrade(self.location, applied, [step.name for step in pending])
         for step in pending:
             self._apply(step)
 
