@@ -115,6 +115,8 @@ def test_portfolio_figures_come_from_computation_never_search(message, tool):
     "What is the difference between a mutual fund and a hedge fund?",
     "Which fund house manages LIC MF Healthcare Fund?",
     "How do index funds keep costs low?",
+    "Why are trackers cheap?",  # the demo's question: an index tracker, in a fund assistant
+    "Why are passive funds cheaper than actively managed ones?",
 ])
 def test_qualitative_questions_search_documents(message):
     _, calls = run(message)

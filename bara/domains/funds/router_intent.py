@@ -83,7 +83,7 @@ FINANCE = _R(
     r"maturity|annuit\w*|mortgage|cash|accounts?|amfi|sebi|rbi|scheme|schemes|performance|perform\w*|"
     r"trailing|brokerage|capital gains?|buy|bought|sell|sold|purchas\w*|redeem\w*|exit loads?|aum|"
     r"benchmark\w*|alpha|beta|sharpe|ratios?|nifty|sensex|kyc|demat|folios?|stp|swp|nfo|ulip|corpus|lumpsum|"
-    r"emi|fds?)\b|\bi (?:own|hold|have)\b")
+    r"emi|fds?|trackers?|passive(?:ly)?|actively managed)\b|\bi (?:own|hold|have)\b")
 
 CONCEPT = _R(
     r"^(?:so |ok |and |but )?(?:what|what's|whats|wat)\s+(?:is|are|does|do)\b|\bexplain\b|\bdefine\b|"
