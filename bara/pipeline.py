@@ -34,6 +34,7 @@ from bara.pipeline_persist import learn_profile, learning_writes, next_turn_prep
 from bara.pipeline_records import Retrieved, Seen, TurnInput, TurnResult
 from bara.pipeline_steps import (SEARCHING_INTENTS, LexicalGuess, learns_qa, lexical_guess, per_message, rewrite_for,
                                  within_gap)
+import bara.prompts as PROMPTS
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, episode_items, kb_sources,
                                  note_items, preferred_length, profile_items, qa_items)
@@ -268,7 +269,9 @@ class Assistant:
             counts = (self.profile.forget(t.user_id), self.notes.forget(t.user_id), self.qa.forget(t.user_id))
             self.episodic.forget(t.user_id)
         rec.reason("privacy:memory_forgotten")
-        return f"{counts[0]} profile facts, {counts[1]} notes and {counts[2]} remembered answers"
+        return PROMPTS.PRIVACY_FORGOTTEN_WHAT.format(profile=PROMPTS.counted(counts[0], "profile"),
+                                                     notes=PROMPTS.counted(counts[1], "notes_short"),
+                                                     qa=PROMPTS.counted(counts[2], "qa_short"))
 
     # ----------------------------------------------------------------------- assembly
     def _inputs(self, t: TurnInput, gate: GateResult, policy: PolicyDecision, r: Retrieved, forgotten: str,

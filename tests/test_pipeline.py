@@ -201,6 +201,7 @@ def test_privacy_request_lists_then_forgets(assistant, user):
     listing, forgetting = converse(assistant, user, "what do you know about me?", "please forget my data")
     assert "name = Ada" in listing.answer and "bara memory forget" in listing.answer
     assert "privacy:memory_forgotten" in forgetting.trace.reasons and assistant.profile.get(user) == {}
+    assert "Done: I deleted 1 profile fact, " in forgetting.answer  # one fact: no "1 profile facts"
 
 
 # --- hooks -------------------------------------------------------------------------

@@ -156,6 +156,10 @@ def test_notes_and_privacy_answers():
     privacy = answer(PromptInputs(message="what do you know about me?", privacy_mode=True, user_id="u9",
                                   memory=MemorySummary((("name", "Sam"),), notes=2, qa=3, conversations=1)))
     assert "name = Sam" in privacy and "2 research notes" in privacy and "bara memory forget --user u9" in privacy
+    assert "- 2 research notes, 3 remembered questions and answers, 1 conversation\n" in privacy
+    one = answer(PromptInputs(message="what do you know about me?", privacy_mode=True, user_id="u9",
+                              memory=MemorySummary((), notes=1, qa=1, conversations=0)))
+    assert "- 1 research note, 1 remembered question and answer, 0 conversations\n" in one
 
 
 def test_a_stated_decision_is_acknowledged():

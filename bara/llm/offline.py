@@ -224,6 +224,7 @@ def privacy_answer(i: PromptInputs) -> str:
         facts = ", ".join(f"{k} = {v}" for k, v in memory.profile)
         lines.append(P.PRIVACY_HEADER)
         lines.append(P.PRIVACY_PROFILE.format(facts=facts) if facts else P.PRIVACY_NO_PROFILE)
-        lines.append(P.PRIVACY_COUNTS.format(notes=memory.notes, qa=memory.qa, conversations=memory.conversations))
+        lines.append(P.PRIVACY_COUNTS.format(notes=P.counted(memory.notes, "notes"), qa=P.counted(memory.qa, "qa"),
+                                            conversations=P.counted(memory.conversations, "conversations")))
     lines.append(P.PRIVACY_DELETE.format(user=i.user_id))
     return "\n".join(lines)

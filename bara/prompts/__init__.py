@@ -92,10 +92,21 @@ QA_ECHO = "You asked something similar before (\u201c{question}\u201d). Then I a
 PRIVACY_HEADER = "Here is what I store about you:"
 PRIVACY_PROFILE = "- profile facts: {facts}"
 PRIVACY_NO_PROFILE = "- profile facts: none"
-PRIVACY_COUNTS = "- {notes} research notes, {qa} remembered questions and answers, {conversations} conversations"
+PRIVACY_COUNTS = "- {notes}, {qa}, {conversations}"
+PRIVACY_FORGOTTEN_WHAT = "{profile}, {notes} and {qa}"
+#: Nouns the memory summaries count, (one, many): "1 conversation", "3 conversations".
+COUNTED = {"profile": ("profile fact", "profile facts"), "notes": ("research note", "research notes"),
+           "notes_short": ("note", "notes"), "qa": ("remembered question and answer", "remembered questions and answers"),
+           "qa_short": ("remembered answer", "remembered answers"), "conversations": ("conversation", "conversations")}
 PRIVACY_DELETE = ("To delete it, say \u201cforget my data\u201d, or run `bara memory forget --user {user}` "
                   "(add `--key KEY` to remove a single profile fact).")
 PRIVACY_FORGOTTEN = "Done: I deleted {what}."
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and the noun ``COUNTED[noun]`` in the number ``n`` takes: "1 conversation", "0 conversations"."""
+    one, many = COUNTED[noun]
+    return f"{n} {one if n == 1 else many}"
 
 
 def chitchat_text(kind: str, name: str | None) -> str:
