@@ -13,7 +13,7 @@ from typing import Callable
 
 from bara.settings import Settings
 from bara.types import BEHAVIOR_MODES, BehaviorMode
-from bara.understand.features import ContextFeatures, asks_after_greeting
+from bara.understand.features import ContextFeatures, only_greets
 from bara.understand.intent import IntentResult
 from bara.understand.state import ConversationState
 
@@ -65,8 +65,9 @@ def _unrecognised(intent: IntentResult) -> bool:
 def _social(intent: IntentResult, f: ContextFeatures, s, cfg) -> str | None:
     if intent.chitchat in _SOCIAL_KINDS:
         return "greeting_loop_skip" if s.greeting_streak >= 2 else f"{intent.chitchat}_skip"
-    if f.is_greeting and _unrecognised(intent) and not f.has_question_mark and not asks_after_greeting(f.normalized):
-        return "greeting_skip"  # "hello, nice to meet you": social, unless it goes on to ask something
+    if f.is_greeting and _unrecognised(intent) and not f.has_question_mark and only_greets(
+            f.normalized, cfg.gate_greeting_rest_max_words):
+        return "greeting_skip"  # "hello, nice to meet you": social, unless it goes on to ask for something
     return None
 
 

@@ -150,6 +150,11 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     gate_small_talk_override_similarity: float = Field(default=0.55, ge=-1.0, le=1.0, description=(
         "A question recognised by form only is small talk when its nearest prototype is chit-chat at "
         "this cosine or more (tuned on CLINC150 train for skip precision >= 0.98)."))
+    gate_greeting_rest_max_words: int = Field(default=4, ge=0, le=50, description=(
+        "A greeting that no rule or prototype recognised is skipped as small talk only when at most this "
+        "many words follow it (past a vocative; 'hello, nice to meet you' has four): on CLINC150 train all five "
+        "unrecognised greetings followed by five or more words asked for something, while all 42 small-talk "
+        "messages that opened with a greeting were recognised as chit-chat."))
     gate_qa_only_on_repeat: bool = Field(default=True, description=(
         "Search remembered answers only when the question repeats: otherwise the Q&A search is a second "
         "store call per turn that rarely adds anything the documents lack."))

@@ -220,18 +220,33 @@ def asks_profile(normalized: str, is_question: bool) -> bool:
     return asks and bool(_OWN_NAME.search(normalized)) and not _NAME_CHANGE.search(normalized)
 
 
+def after_greeting(normalized: str) -> str | None:
+    """What follows a greeting opener, past a short vocative before a comma ("hi there,", "hey siri,");
+    None when the message does not open with a greeting."""
+    opener = _GREETING.match(normalized)
+    if opener is None:
+        return None
+    rest = normalized[opener.end():].lstrip(" ,!.")
+    head, comma, tail = rest.partition(",")
+    return tail.strip() if comma and len(head.split()) <= 2 else rest
+
+
 def asks_after_greeting(normalized: str) -> bool:
     """Whether what follows a greeting opener asks a question or makes a request ("hey, have you approved
     my vacation time yet", "hey siri, please cancel my reservation"): the greeting then only opens the
-    message. A short vocative before a comma ("hi there,", "hey siri,") is passed over."""
-    opener = _GREETING.match(normalized)
-    if opener is None:
+    message."""
+    rest = after_greeting(normalized)
+    return rest is not None and bool(_QUESTION_START.match(rest) or _REQUEST_START.match(rest))
+
+
+def only_greets(normalized: str, most_words: int) -> bool:
+    """A greeting that says nothing more than a few words ("hello there my friend"): neither a question
+    nor a request follows it, and at most ``most_words`` words do. "hey, flip me a coin" or "hey computer,
+    make a reservation for 2" go on to ask for something in words no request pattern lists."""
+    rest = after_greeting(normalized)
+    if rest is None or asks_after_greeting(normalized):
         return False
-    rest = normalized[opener.end():].lstrip(" ,!.")
-    head, comma, tail = rest.partition(",")
-    if comma and len(head.split()) <= 2:
-        rest = tail
-    return bool(_QUESTION_START.match(rest) or _REQUEST_START.match(rest))
+    return len(_WORD.findall(rest)) <= most_words
 
 
 def clip_unit(value: float) -> float:
