@@ -157,6 +157,19 @@ def test_rules_record_their_source(message, intent, source, kind):
     assert 0.0 < result.confidence <= 1.0
 
 
+@pytest.mark.parametrize("message, states", [
+    ("I love hiking in the Alps", True), ("call me Ana", True), ("I work as a nurse in Leeds", True),
+    ("please remember that I prefer short answers", True),
+    ("send a text to my wife saying i love you", False), ("play i like that by janelle monae", False),
+    ("email the team that i am from the london office", False), ("order the pizza i like most", False),
+    ("tell me which bus i am from here", False), ("book the hotel i like in rome", False)])
+def test_a_profile_phrase_inside_a_command_or_question_states_nothing(message, states):
+    """Round 13 (CLINC150 train false skips): "text chris and say i love you" quotes a profile phrase as a
+    command's object. Such a message is a request, not a profile statement."""
+    result = classify(message)
+    assert (result.source == "rule:profile_statement") is states
+
+
 def test_greeting_with_a_question_is_not_chitchat():
     assert classify("hi, what is the difference between TCP and UDP?").intent == "knowledge_base"
 

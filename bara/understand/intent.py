@@ -56,6 +56,11 @@ _KNOWLEDGE = re.compile(
     r"^\W*(what|how|why|when|where|which|who|whose|explain|describe|define|compare|list|"
     r"summari[sz]e|tell me about|is there|are there|does|do|is|are|can|could|should|"
     r"what'?s|how'?s|difference between)\b")
+#: A message that opens by telling the assistant to do something (not "call me <name>", "tell me ..."): what
+#: follows is the command's object, so a profile phrase inside it ("say i love you") states nothing.
+_COMMAND = re.compile(
+    r"^\W*(add|text|message|email|call|dial|play|send|book|cancel|order|buy|say|ask|open|make|put|flip|roll|"
+    r"pick|read|set|turn|connect)\b(?!\s+me\b)")
 _TECHNICAL = re.compile(r"\b(rfc ?\d+|according to|documentation|the docs|spec(ification)?|"
                         r"standard|protocol|definition of)\b")
 _ADDRESSES_ASSISTANT = re.compile(r"\b(you|your|yourself)\b")
@@ -101,9 +106,15 @@ def _rule_privacy(f: ContextFeatures):
 
 
 def _rule_profile_statement(f: ContextFeatures):
+    """"I'm a nurse", "call me Sam": a statement about the user, unless the message asks something or
+    opens with a command whose object merely quotes one ("text chris and say i love you", "add i like it
+    by cardi b to my playlist", "tell me how far i am from home")."""
     stated = f.stated_name is not None or f.is_profile_statement
-    asks = f.has_question_mark or bool(_KNOWLEDGE.match(f.normalized))
-    return ("profile", None) if stated and not asks else None
+    if not stated:
+        return None
+    asks = f.has_question_mark or f.is_question or bool(_KNOWLEDGE.match(f.normalized) or
+                                                         _COMMAND.match(f.normalized))
+    return None if asks else ("profile", None)
 
 
 def _rule_profile_question(f: ContextFeatures):
