@@ -192,6 +192,17 @@ def test_shipped_index_is_small_and_covers_every_label(index):
     assert {"general", "knowledge_base", "profile", "privacy"} <= index.label_set
 
 
+@pytest.mark.parametrize("message, profile", [
+    ("remind me to call my landlord tomorrow", False), ("i have to phone the dentist", False),
+    ("dial grandma on speaker", False), ("connect me with the front desk", False), ("ring my sister", False),
+    ("i go by brad", True), ("people usually call me jim", True), ("what should i call you", True)])
+def test_a_profile_guess_about_calling_someone_else_is_dropped(index, message, profile):
+    """Round 13 (CLINC150 train false skips): the profile prototypes are names users give ("call me Bob"), so
+    "remind me to call bob" lands near them. Calling someone else is a request, never a profile turn."""
+    result = classify(message, prototypes=index, vector=_vector_of(index, "profile"))
+    assert (result.intent == "profile") is profile
+
+
 def test_prototype_used_only_when_rules_are_inconclusive(index):
     vec = _vector_of(index, "chitchat:greeting")
     by_proto = classify(TOOLCHAIN, prototypes=index, vector=vec)

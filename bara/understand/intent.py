@@ -61,6 +61,10 @@ _KNOWLEDGE = re.compile(
 _COMMAND = re.compile(
     r"^\W*(add|text|message|email|call|dial|play|send|book|cancel|order|buy|say|ask|open|make|put|flip|roll|"
     r"pick|read|set|turn|connect)\b(?!\s+me\b)")
+#: Calling someone else ("remind me to call bob", "connect me to jordan") reads like "call me Bob" to the
+#: prototypes, whose profile examples are names the user gives: a profile guess with this in it is dropped.
+_CALLS_SOMEONE = re.compile(r"\b(call|phone|ring|dial)\s+(?!(me|myself|you|yourself|it|that|this)\b)\w|"
+                            r"\bconnect me (to|with)\b")
 _TECHNICAL = re.compile(r"\b(rfc ?\d+|according to|documentation|the docs|spec(ification)?|"
                         r"standard|protocol|definition of)\b")
 _ADDRESSES_ASSISTANT = re.compile(r"\b(you|your|yourself)\b")
@@ -245,6 +249,6 @@ def _classified(ruled: IntentResult | None, features: ContextFeatures, prototype
         return _small_talk_override(ruled, features, prototypes, message_vector, cfg) or ruled
     floor = cfg.gate_prototype_min_similarity
     guessed = _from_prototype(prototypes, message_vector, floor)
-    if guessed is not None:
+    if guessed is not None and not (guessed.intent == "profile" and _CALLS_SOMEONE.search(features.normalized)):
         return guessed
     return IntentResult("general", "rule:default", cfg.intent_confidence_default, None)
