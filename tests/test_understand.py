@@ -203,6 +203,17 @@ def test_a_profile_guess_about_calling_someone_else_is_dropped(index, message, p
     assert (result.intent == "profile") is profile
 
 
+@pytest.mark.parametrize("message, chitchat", [
+    ("add milk to the shopping list", False), ("order me some printer paper", False),
+    ("book a table for four at noon", False), ("pay the electricity bill", False), ("play some jazz", False),
+    ("give me a fun fact about otters", True), ("show me something funny", True), ("call me maybe", True)])
+def test_a_chit_chat_guess_for_a_request_to_act_is_dropped(index, message, chitchat):
+    """Round 13 (CLINC150 train false skips): "add a vet appointment", "purchase me dog food" sat near chit-chat
+    prototypes. A message that opens with an action verb asks for something; "give me"/"show me" may not."""
+    result = classify(message, prototypes=index, vector=_vector_of(index, "chitchat:greeting"))
+    assert (result.intent == "chitchat") is chitchat
+
+
 def test_prototype_used_only_when_rules_are_inconclusive(index):
     vec = _vector_of(index, "chitchat:greeting")
     by_proto = classify(TOOLCHAIN, prototypes=index, vector=vec)
