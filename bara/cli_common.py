@@ -1,6 +1,10 @@
 """What every `bara` command shares: failing with exit code 2, opening the store in the right
 mode, and validating numbers and text that came from the command line.
 
+Exit codes: 2 (:func:`fail`) when the user must change something (an argument, an option, a file, a
+setting, the --db path); 1 (:data:`FAULT`) only for a runtime fault that is not the user's input (a tool
+that crashed or timed out): the same command may work when run again.
+
 Arguments arrive as ``str`` decoded from the OS with ``surrogateescape``: bytes that are not UTF-8
 show up as lone surrogates, which cannot be stored, printed or sent anywhere. Ids (users,
 conversations) with such bytes are refused; free text (queries, messages) has them replaced.
@@ -35,12 +39,15 @@ def _bound(field: str, kind: str) -> Any:
 K_MIN, K_MAX = _bound("k", "ge"), _bound("k", "le")  # the same cap BARA_K enforces
 
 
-def fail(message: str | BaraError, code: int = 2) -> NoReturn:
-    """Print ``error: message`` to stderr and exit (2: the user must change something).
+BAD_INPUT, FAULT = 2, 1  # exit codes: the user must change something / a runtime fault, not the input
 
-    The one failure exit of every `bara` command (a caught :class:`BaraError` may be passed as is)."""
+
+def fail(message: str | BaraError) -> NoReturn:
+    """Print ``error: message`` to stderr and exit 2: the user must change something, and ``message``
+    says what. The one failure exit of every `bara` command (a caught :class:`BaraError` may be passed
+    as is); there is no code argument, so a refused input can never leave with another code."""
     err.print(Text("error: ", style="red") + Text(printable(str(message))))
-    raise typer.Exit(code)
+    raise typer.Exit(BAD_INPUT)
 
 
 def printable(text: str) -> str:

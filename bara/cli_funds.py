@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bara.app import Bara
-from bara.cli_common import fail, id_callback, open_bara, say, shown
+from bara.cli_common import BAD_INPUT, FAULT, fail, id_callback, open_bara, say, shown
 from bara.errors import BaraError
 from bara.types import SHARED
 
@@ -143,39 +143,35 @@ def tool(name: str = typer.Argument(..., help="Tool name, e.g. get_holdings."),
          json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
     """Call one tool as the agent runtime would for USER and print its result envelope.
 
-    Exit 0 on ok, 1 on a tool's error envelope, 2 when ``--args`` is not a usable JSON object.
+    Exit 0 on ok; 2 when the input must change (``--args`` not a usable JSON object, arguments the tool
+    refuses, an unknown tool or user: the envelope's error says what to change); 1 when the tool itself
+    failed (crashed, timed out, or lacks what the session should provide).
     """
-    from bara.agent.tools import parse_tool_args
-
     try:
         with _open(db) as bara:
             bara.check_vectors(write=False)  # search_documents must not rank with another embedder's vectors
-            parsed = parse_tool_args(args, bara.settings.tool_args_max_depth)
-            envelope = {"ok": False, "error": parsed} if isinstance(parsed, str) else \
-                call_tool(bara, name, user, json.dumps(parsed))
+            result = call_tool(bara, name, user, args)
     except BaraError as exc:
         fail(exc)
-    if json_out:
-        print(json.dumps(envelope, ensure_ascii=False))
-    else:
-        console.print_json(json.dumps(envelope, ensure_ascii=False))
-    if isinstance(parsed, str):
-        raise typer.Exit(2)  # bad input: say what to change (the envelope's error), exit 2
-    if not envelope.get("ok"):
-        raise typer.Exit(1)
+    envelope = json.dumps(result.envelope(), ensure_ascii=False)
+    print(envelope) if json_out else console.print_json(envelope)
+    if not result.ok:
+        raise typer.Exit(BAD_INPUT if result.bad_input else FAULT)
 
 
-def call_tool(bara: Bara, name: str, user: str, args: str) -> dict[str, Any]:
-    """The envelope of one tool call; an unknown user is an error envelope, like any other failure."""
-    from bara.agent.tools import ToolContext, ToolServices, run_tool
+def call_tool(bara: Bara, name: str, user: str, args: str) -> Any:
+    """The :class:`~bara.agent.tools.ToolResult` of one tool call with ``args`` as JSON text; an unknown
+    user is a refused input, like an unknown tool or arguments the tool refuses."""
+    from bara.agent.tools import ToolContext, ToolResult, ToolServices, run_tool
     from bara.domains.funds import FundsRepo, build_fund_tools
 
     repo = FundsRepo(bara.store)
     if repo.user_name(user) is None:
-        return {"ok": False, "error": f"user: {user!r} is not a funds user here; pick one from `bara funds users`"}
+        return ToolResult(ok=False, bad_input=True,
+                          error=f"user: {user!r} is not a funds user here; pick one from `bara funds users`")
     ctx = ToolContext.start(user, bara.store, bara.settings, ToolServices(retriever=bara.retriever, domain={"funds": repo}))
     with bara.store.scoped((SHARED, user)):  # as in an agent turn: the database sees only this user
-        return run_tool(build_fund_tools(), name, args, ctx).envelope()
+        return run_tool(build_fund_tools(), name, args, ctx)
 
 
 # ---------------------------------------------------------------------- golden

@@ -55,15 +55,18 @@ def test_tool_arguments_are_validated(db, tmp_path):
     code, envelope, _ = tool(db, tmp_path, "asset_allocation", "u_bilal", '{"by": "fund_house"}')
     assert code == 0 and envelope["data"]["by"] == "fund_house"
     code, envelope, _ = tool(db, tmp_path, "compare_funds", "u_bilal", '{"schemes": ["only one"]}')
-    assert code == 1 and envelope == {"ok": False, "error": envelope["error"]} and "schemes" in envelope["error"]
+    assert code == 2 and envelope == {"ok": False, "error": envelope["error"]} and "schemes" in envelope["error"]
 
 
-@pytest.mark.parametrize("args,exit_code", [('{not json', 2), ('[1, 2]', 2), ('"get_holdings"', 2),
-                                            ('{"user_id": "u_bilal"}', 1)])
-def test_bad_arguments_give_an_error_envelope_not_a_traceback(db, tmp_path, args, exit_code):
-    """Unusable --args (not a JSON object) is bad input: exit 2; arguments the tool refuses: exit 1."""
-    code, envelope, output = tool(db, tmp_path, "get_holdings", "u_asha", args)
-    assert code == exit_code and envelope["ok"] is False and envelope["error"]
+@pytest.mark.parametrize("name,args", [("get_holdings", '{not json'), ("get_holdings", '[1, 2]'),
+                                       ("get_holdings", '"get_holdings"'), ("get_holdings", '{"user_id": "u_bilal"}'),
+                                       ("get_transactions", '{"from_date": "yesterday"}'),
+                                       ("compare_funds", '{"schemes": ["no such fund xyzzy", "nor this one qqq"]}'),
+                                       ("compute_xirr", '{"scheme": "no such fund xyzzy"}')])
+def test_bad_arguments_give_an_error_envelope_not_a_traceback(db, tmp_path, name, args):
+    """Every --args the tool cannot use is bad input, whether JSON, schema or the tool refuses it: exit 2."""
+    code, envelope, output = tool(db, tmp_path, name, "u_asha", args)
+    assert code == 2 and envelope["ok"] is False and envelope["error"]
     assert "Traceback" not in output
 
 
@@ -74,12 +77,12 @@ def test_bad_json_error_says_how_to_fix_it(db, tmp_path):
 
 def test_unknown_tool_lists_the_known_ones(db, tmp_path):
     code, envelope, _ = tool(db, tmp_path, "drop_tables", "u_asha", "{}")
-    assert code == 1 and "unknown tool 'drop_tables'" in envelope["error"] and "get_holdings" in envelope["error"]
+    assert code == 2 and "unknown tool 'drop_tables'" in envelope["error"] and "get_holdings" in envelope["error"]
 
 
 def test_unknown_user_is_an_error_envelope(db, tmp_path):
     code, envelope, _ = tool(db, tmp_path, "get_holdings", "u_mallory", "{}")
-    assert code == 1 and "bara funds users" in envelope["error"]
+    assert code == 2 and "bara funds users" in envelope["error"]
 
 
 def test_an_injected_user_id_cannot_reach_another_users_rows(db, tmp_path):
@@ -113,3 +116,4 @@ def test_users_on_an_empty_store_points_to_load(tmp_path):
 def test_load_rejects_an_unknown_sheets_scope(tmp_path):
     result = invoke(["funds", "load", "--sheets", "some", "--db", str(tmp_path / "x.db")], tmp_path)
     assert result.exit_code == 2 and "'all' or 'held'" in result.output
+
