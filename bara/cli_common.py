@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, NoReturn, Optional
+from typing import Any, Callable, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -64,6 +64,18 @@ def shown(value: object) -> str:
 def say(message: str) -> None:
     """A notice on stderr, shown as written (it may name paths and embedders with brackets in them)."""
     err.print(Text(printable(message)))
+
+
+def bara_warnings_as_notices(show: Callable[..., None]) -> Callable[..., None]:
+    """A ``warnings.showwarning`` that prints bara's own warnings (an unknown ``BARA_*`` variable...) as one
+    ``warning: ...`` line on stderr, without a source line meant for developers; others go to ``show``."""
+    def shown_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: Any = None, line: Optional[str] = None) -> None:
+        if category.__module__.startswith("bara."):
+            err.print(Text("warning: ", style="yellow") + Text(printable(str(message))))
+        else:
+            show(message, category, filename, lineno, file, line)
+    return shown_warning
 
 
 def open_bara(db: Optional[str], mode: str = "read", create_with: str = "", **overrides: Any) -> Bara:
