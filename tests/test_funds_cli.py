@@ -117,3 +117,45 @@ def test_load_rejects_an_unknown_sheets_scope(tmp_path):
     result = invoke(["funds", "load", "--sheets", "some", "--db", str(tmp_path / "x.db")], tmp_path)
     assert result.exit_code == 2 and "'all' or 'held'" in result.output
 
+
+
+def _amfi_only(tmp_path, data_dir):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "amfi").symlink_to(data_dir / "amfi")
+    return folder
+
+
+def test_load_without_the_corpus_stores_nothing_and_says_how_to_go_on(tmp_path, data_dir):
+    path = str(tmp_path / "f.db")
+    result = invoke(["funds", "load", "--sheets", "held", "--db", path, "--data", str(_amfi_only(tmp_path, data_dir))],
+                    tmp_path)
+    assert result.exit_code == 2 and "MTRAG corpus not found" in result.output
+    assert "nothing was stored" in result.output and "--no-index" in result.output
+    assert json.loads(invoke(["funds", "users", "--json", "--db", path], tmp_path).stdout) == []
+
+
+def test_a_load_that_fails_while_indexing_says_what_is_stored_and_how_to_finish(tmp_path, data_dir):
+    """AMFI data and users are committed before the (resumable) indexing: the message must say so."""
+    path = str(tmp_path / "f.db")
+    result = CliRunner().invoke(app, ["funds", "load", "--sheets", "held", "--db", path, "--data", str(data_dir)],
+                                env={"BARA_CACHE_DIR": str(tmp_path / "cache"),
+                                     "BARA_EMBEDDER": str(tmp_path / "no-such-model")})  # fails at the first embed
+    assert result.exit_code == 2 and "cannot load" in result.output
+    assert "stored: AMFI data (" in result.output and "demo users u_asha" in result.output
+    assert "0 of " in result.output and "not stored: the rest of the funds_docs index" in result.output
+    assert f"to finish: fix the cause above and run `bara funds load --db {path} --data {data_dir} --sheets held`" \
+        in result.output
+    assert json.loads(invoke(["funds", "users", "--json", "--db", path], tmp_path).stdout) == IDS
+
+
+def test_a_corpus_with_an_escaped_lone_surrogate_is_indexed_not_a_traceback(tmp_path, data_dir):
+    folder = _amfi_only(tmp_path, data_dir)
+    (folder / "mtrag").mkdir()
+    (folder / "mtrag" / "corpus.jsonl").write_text(
+        '{"_id": "a1", "title": "t", "text": "Index funds have low costs.", "collection": "fiqa"}\n'
+        '{"_id": "a2", "title": "t", "text": "broken \\ud800 text", "collection": "fiqa"}\n')
+    result = invoke(["funds", "load", "--sheets", "held", "--json", "--db", str(tmp_path / "f.db"),
+                     "--data", str(folder)], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["docs"]["written"] > 2
