@@ -199,9 +199,12 @@ def tool(name: str = typer.Argument(..., help="Tool name, e.g. get_holdings."),
 def call_tool(bara: Bara, name: str, user: str, args: str) -> Any:
     """The :class:`~bara.agent.tools.ToolResult` of one tool call with ``args`` as JSON text; an unknown
     user is a refused input, like an unknown tool or arguments the tool refuses."""
-    from bara.agent.tools import ToolContext, ToolResult, ToolServices, run_tool
+    from bara.agent.tools import ToolContext, ToolResult, ToolServices, parse_tool_args, run_tool
     from bara.domains.funds import FundsRepo, build_fund_tools
 
+    parsed = parse_tool_args(args, bara.settings.tool_args_max_depth)  # unusable --args first, whoever the user
+    if isinstance(parsed, str):
+        return ToolResult(ok=False, error=parsed, bad_input=True)
     repo = FundsRepo(bara.store)
     if repo.user_name(user) is None:
         return ToolResult(ok=False, bad_input=True,
