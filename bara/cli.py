@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -13,7 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from bara.app import Bara
-from bara.cli_common import fail, floor_option, free_text, k_option, open_bara, printable, say, shown
+from bara.cli_common import (bara_warnings_as_notices, fail, floor_option, free_text, k_option, open_bara, printable,
+                             say, shown)
 from bara.errors import BaraError
 from bara.memory.knowledge import FileOutcome, IngestReport, discover
 from bara.settings import load_settings
@@ -207,6 +209,7 @@ register_serve(app)
 
 
 def main() -> None:
+    warnings.showwarning = bara_warnings_as_notices(warnings.showwarning)
     try:
         app()
     except KeyboardInterrupt:

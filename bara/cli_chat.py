@@ -326,11 +326,22 @@ def memory_forget(user: str = typer.Option(..., "--user", help="User whose memor
     """Delete one profile fact (--key), or everything about the user: profile, notes, Q&A, episodes,
     conversations."""
     with _open(db, "update") as bara:
-        if key is not None and key not in bara.profile.get(user):
-            known = ", ".join(sorted(bara.profile.get(user))) or "none"
-            fail(f"user {user!r} has no profile fact {key!r} (stored keys: {known})", code=1)
-        deleted = forget_user(bara, user, key)
+        try:
+            known = bara.profile.get(user)
+            if key is not None and key not in known:
+                fail(_unknown_key(user, key, sorted(known)))
+            deleted = forget_user(bara, user, key)
+        except BaraError as exc:
+            fail(exc)
     if json_out:
         _print_json({"user": user, "deleted": deleted})
         return
     console.print(Text(f"deleted for user {user}: " + ", ".join(f"{v} {k}" for k, v in deleted.items())))
+
+
+def _unknown_key(user: str, key: str, known: list[str]) -> str:
+    """What to change when --key names no stored profile fact (nothing is deleted)."""
+    fix = (f"pass --key with one of {', '.join(map(repr, known))}" if known else
+           "this user has no profile facts: check --user")
+    return f"user {user!r} has no profile fact {key!r}; nothing was deleted: {fix}, or leave --key out to " \
+           "forget everything about the user"

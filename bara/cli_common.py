@@ -1,6 +1,10 @@
 """What every `bara` command shares: failing with exit code 2, opening the store in the right
 mode, and validating numbers and text that came from the command line.
 
+Exit codes: 2 (:func:`fail`) when the user must change something (an argument, an option, a file, a
+setting, the --db path); 1 (:data:`FAULT`) only for a runtime fault that is not the user's input (a tool
+that crashed or timed out): the same command may work when run again.
+
 Arguments arrive as ``str`` decoded from the OS with ``surrogateescape``: bytes that are not UTF-8
 show up as lone surrogates, which cannot be stored, printed or sent anywhere. Ids (users,
 conversations) with such bytes are refused; free text (queries, messages) has them replaced.
@@ -10,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, NoReturn, Optional
+from typing import Any, Callable, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -35,12 +39,15 @@ def _bound(field: str, kind: str) -> Any:
 K_MIN, K_MAX = _bound("k", "ge"), _bound("k", "le")  # the same cap BARA_K enforces
 
 
-def fail(message: str | BaraError, code: int = 2) -> NoReturn:
-    """Print ``error: message`` to stderr and exit (2: the user must change something).
+BAD_INPUT, FAULT = 2, 1  # exit codes: the user must change something / a runtime fault, not the input
 
-    The one failure exit of every `bara` command (a caught :class:`BaraError` may be passed as is)."""
+
+def fail(message: str | BaraError) -> NoReturn:
+    """Print ``error: message`` to stderr and exit 2: the user must change something, and ``message``
+    says what. The one failure exit of every `bara` command (a caught :class:`BaraError` may be passed
+    as is); there is no code argument, so a refused input can never leave with another code."""
     err.print(Text("error: ", style="red") + Text(printable(str(message))))
-    raise typer.Exit(code)
+    raise typer.Exit(BAD_INPUT)
 
 
 def printable(text: str) -> str:
@@ -57,6 +64,18 @@ def shown(value: object) -> str:
 def say(message: str) -> None:
     """A notice on stderr, shown as written (it may name paths and embedders with brackets in them)."""
     err.print(Text(printable(message)))
+
+
+def bara_warnings_as_notices(show: Callable[..., None]) -> Callable[..., None]:
+    """A ``warnings.showwarning`` that prints bara's own warnings (an unknown ``BARA_*`` variable...) as one
+    ``warning: ...`` line on stderr, without a source line meant for developers; others go to ``show``."""
+    def shown_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                      file: Any = None, line: Optional[str] = None) -> None:
+        if category.__module__.startswith("bara."):
+            err.print(Text("warning: ", style="yellow") + Text(printable(str(message))))
+        else:
+            show(message, category, filename, lineno, file, line)
+    return shown_warning
 
 
 def open_bara(db: Optional[str], mode: str = "read", create_with: str = "", **overrides: Any) -> Bara:

@@ -6,6 +6,7 @@ Registered on the main app by :func:`register` (see bara/cli.py).
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -15,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bara.app import Bara
-from bara.cli_common import fail, id_callback, open_bara, say, shown
+from bara.cli_common import BAD_INPUT, FAULT, fail, id_callback, open_bara, say, shown
 from bara.errors import BaraError
 from bara.types import SHARED
 
@@ -84,10 +85,20 @@ def load(data: Optional[Path] = DataOption, db: Optional[str] = DbOption,
 
 
 def _load(bara: Bara, data: Path, sheets: str | bool, quiet: bool) -> dict[str, Any]:
-    """``sheets``: False (no indexing), "all" or "held"."""
-    from bara.domains.funds.assistant import index_fund_documents
-    from bara.domains.funds import create_demo_users, load_amfi
+    """``sheets``: False (no indexing), "all" or "held".
 
+    Not one transaction: indexing embeds for minutes and is resumable (unchanged documents are skipped),
+    so it commits document by document. Instead the corpus is read first (a missing or damaged one stores
+    nothing), and a failure while indexing says what was stored, what was not, and how to finish."""
+    from bara.domains.funds import create_demo_users, fiqa_documents, load_amfi
+    from bara.domains.funds.assistant import CORPUS
+
+    if sheets:
+        try:
+            fiqa_documents(data / CORPUS)  # read before anything is stored
+        except BaraError as exc:
+            fail(f"{exc}\nnothing was stored: pass --data with a folder holding amfi/ and {CORPUS}, or pass "
+                 "--no-index to load the AMFI data and demo users without the funds_docs index")
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, disable=quiet) as bar:
         step = bar.add_task("AMFI data", total=2)
@@ -96,19 +107,45 @@ def _load(bara: Bara, data: Path, sheets: str | bool, quiet: bool) -> dict[str, 
             bar.update(step, advance=1, description="demo users")
             ids = create_demo_users(bara.store)
         bar.update(step, advance=1)
-        codes = None if sheets == "all" else {r[0] for r in bara.store.query(
-            "SELECT DISTINCT scheme_code FROM funds_transactions")}
-        docs = index_fund_documents(bara, data, codes=codes, progress=_doc_progress(bar)) if sheets else None
+        docs = _index(bara, data, sheets, bar, vars(report), ids) if sheets else None
     return {"amfi": vars(report), "users": ids, "docs": vars(docs) if docs else None}
 
 
-def _doc_progress(bar: Progress):  # noqa: ANN202 - returns the progress callback
+def _index(bara: Bara, data: Path, sheets: str | bool, bar: Progress, amfi: dict[str, Any], ids: list[str]) -> Any:
+    """The funds_docs index; a failure exits 2 naming what is stored (AMFI data, users, some documents)."""
+    from bara.domains.funds.assistant import index_fund_documents
+
+    codes = None if sheets == "all" else {r[0] for r in bara.store.query(
+        "SELECT DISTINCT scheme_code FROM funds_transactions")}
+    seen = {"total": 0, "done": 0}
+    try:
+        return index_fund_documents(bara, data, codes=codes, progress=_doc_progress(bar, seen))
+    except BaraError as exc:
+        fail(partial_load(exc, amfi, ids, seen, bara.settings.db, data, sheets))
+
+
+def partial_load(exc: BaraError, amfi: dict[str, Any], ids: list[str], seen: dict[str, int], db: str,
+                 data: Path, sheets: str | bool) -> str:
+    """What a load that failed while indexing stored, what it did not, and the command that finishes it."""
+    again = f"bara funds load --db {shlex.quote(db)} --data {shlex.quote(str(data))}" + \
+        (" --sheets held" if sheets == "held" else "")
+    return (f"{exc}\nstored: AMFI data ({amfi['schemes']} schemes, {amfi['navs']} NAVs) and the demo users "
+            f"{', '.join(ids)}; {seen['done']} of {seen['total']} funds_docs documents were indexed before the "
+            f"failure (each is stored whole).\nnot stored: the rest of the funds_docs index (fact sheets and FiQA "
+            f"passages: search_documents finds nothing or only part).\nto finish: fix the cause above and run "
+            f"`{again}` again (the AMFI data is reloaded, indexed documents are skipped); the portfolio tools "
+            "already work without the index")
+
+
+def _doc_progress(bar: Progress, seen: dict[str, int]):  # noqa: ANN202 - returns the progress callback
     task = bar.add_task("funds_docs", total=None)
 
     def step(source: str, n: int) -> None:
         if source == "total":
+            seen["total"] = n
             bar.update(task, total=n)
         else:
+            seen["done"] += n
             bar.update(task, advance=n)
     return step
 
@@ -143,39 +180,38 @@ def tool(name: str = typer.Argument(..., help="Tool name, e.g. get_holdings."),
          json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
     """Call one tool as the agent runtime would for USER and print its result envelope.
 
-    Exit 0 on ok, 1 on a tool's error envelope, 2 when ``--args`` is not a usable JSON object.
+    Exit 0 on ok; 2 when the input must change (``--args`` not a usable JSON object, arguments the tool
+    refuses, an unknown tool or user: the envelope's error says what to change); 1 when the tool itself
+    failed (crashed, timed out, or lacks what the session should provide).
     """
-    from bara.agent.tools import parse_tool_args
-
     try:
         with _open(db) as bara:
             bara.check_vectors(write=False)  # search_documents must not rank with another embedder's vectors
-            parsed = parse_tool_args(args, bara.settings.tool_args_max_depth)
-            envelope = {"ok": False, "error": parsed} if isinstance(parsed, str) else \
-                call_tool(bara, name, user, json.dumps(parsed))
+            result = call_tool(bara, name, user, args)
     except BaraError as exc:
         fail(exc)
-    if json_out:
-        print(json.dumps(envelope, ensure_ascii=False))
-    else:
-        console.print_json(json.dumps(envelope, ensure_ascii=False))
-    if isinstance(parsed, str):
-        raise typer.Exit(2)  # bad input: say what to change (the envelope's error), exit 2
-    if not envelope.get("ok"):
-        raise typer.Exit(1)
+    envelope = json.dumps(result.envelope(), ensure_ascii=False)
+    print(envelope) if json_out else console.print_json(envelope)
+    if not result.ok:
+        raise typer.Exit(BAD_INPUT if result.bad_input else FAULT)
 
 
-def call_tool(bara: Bara, name: str, user: str, args: str) -> dict[str, Any]:
-    """The envelope of one tool call; an unknown user is an error envelope, like any other failure."""
-    from bara.agent.tools import ToolContext, ToolServices, run_tool
+def call_tool(bara: Bara, name: str, user: str, args: str) -> Any:
+    """The :class:`~bara.agent.tools.ToolResult` of one tool call with ``args`` as JSON text; an unknown
+    user is a refused input, like an unknown tool or arguments the tool refuses."""
+    from bara.agent.tools import ToolContext, ToolResult, ToolServices, parse_tool_args, run_tool
     from bara.domains.funds import FundsRepo, build_fund_tools
 
+    parsed = parse_tool_args(args, bara.settings.tool_args_max_depth)  # unusable --args first, whoever the user
+    if isinstance(parsed, str):
+        return ToolResult(ok=False, error=parsed, bad_input=True)
     repo = FundsRepo(bara.store)
     if repo.user_name(user) is None:
-        return {"ok": False, "error": f"user: {user!r} is not a funds user here; pick one from `bara funds users`"}
+        return ToolResult(ok=False, bad_input=True,
+                          error=f"user: {user!r} is not a funds user here; pick one from `bara funds users`")
     ctx = ToolContext.start(user, bara.store, bara.settings, ToolServices(retriever=bara.retriever, domain={"funds": repo}))
     with bara.store.scoped((SHARED, user)):  # as in an agent turn: the database sees only this user
-        return run_tool(build_fund_tools(), name, args, ctx).envelope()
+        return run_tool(build_fund_tools(), name, args, ctx)
 
 
 # ---------------------------------------------------------------------- golden

@@ -135,7 +135,7 @@ def test_memory_inspect_query_and_forget(db, tmp_path):
     one = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--key", "role"])
     assert one.exit_code == 0 and query("network engineer", "profile") == []
     absent = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--key", "role"])
-    assert absent.exit_code == 1 and "stored keys: name" in absent.stderr
+    assert absent.exit_code == 2 and "pass --key with one of 'name'" in absent.stderr  # bad input: exit 2
     everything = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--json"])
     assert json.loads(everything.stdout)["deleted"]["conversations"] == 1
     assert json.loads(everything.stdout)["deleted"]["episodes"] >= 1  # what the chat said, remembered

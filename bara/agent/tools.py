@@ -45,6 +45,11 @@ class ToolError(Exception):
     """Raised by a tool for an expected failure; its message is shown to the model as is."""
 
 
+class ToolInputError(ToolError):
+    """A :class:`ToolError` caused by the call's arguments (a scheme that matches nothing): the caller must
+    change them. Other ToolErrors (no store, no retriever) are the session's, not the caller's."""
+
+
 class DocumentSearch(Protocol):
     """What ``search_documents``-style tools need of a retriever (:class:`bara.retrieval.hybrid.HybridRetriever`)."""
 
@@ -111,6 +116,8 @@ class ToolResult:
     data: Any = None
     error: str | None = None
     latency_ms: float = 0.0
+    bad_input: bool = False  # failed because of the call (unknown tool, refused arguments), not a fault
+
 
     def envelope(self) -> dict[str, Any]:
         """What the model sees: ``{"ok": True, "data": ...}`` or ``{"ok": False, "error": ...}``."""
@@ -148,16 +155,16 @@ def run_tool(tools: Mapping[str, Tool], name: str, raw_args: Mapping[str, Any] |
     tool = tools.get(name)
     if tool is None:
         known = ", ".join(sorted(tools)) or "(none)"
-        return _failed(f"unknown tool {name!r}; known tools: {known}", start)
+        return _failed(f"unknown tool {name!r}; known tools: {known}", start, bad_input=True)
     args = _parse_args(tool, raw_args, ctx.settings.tool_args_max_depth)
     if isinstance(args, str):
-        return _failed(args, start)
+        return _failed(args, start, bad_input=True)
     result = _call_with_timeout(tool, args, ctx)
     return dataclasses.replace(result, latency_ms=(time.perf_counter() - start) * 1000)
 
 
-def _failed(error: str, start: float) -> ToolResult:
-    return ToolResult(ok=False, error=error, latency_ms=(time.perf_counter() - start) * 1000)
+def _failed(error: str, start: float, bad_input: bool = False) -> ToolResult:
+    return ToolResult(ok=False, error=error, latency_ms=(time.perf_counter() - start) * 1000, bad_input=bad_input)
 
 
 def parse_tool_args(raw: Mapping[str, Any] | str | None, max_depth: int) -> dict[str, Any] | str:
@@ -225,7 +232,7 @@ def _invoke(tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> ToolResul
     try:
         data = _jsonable(tool.fn(ctx, args))
     except ToolError as exc:
-        return ToolResult(ok=False, error=str(exc) or "ToolError")
+        return ToolResult(ok=False, error=str(exc) or "ToolError", bad_input=isinstance(exc, ToolInputError))
     except Exception as exc:  # noqa: BLE001 - any tool bug becomes a result the model can read
         return ToolResult(ok=False, error=f"{type(exc).__name__}: {exc}")
     return ToolResult(ok=True, data=data)

@@ -17,7 +17,9 @@ The reply is a standard ``chat.completion`` (or ``chat.completion.chunk`` events
 ``data: [DONE]`` when ``stream`` is true) plus ``"bara": {"conversation_id", "trace"}`` and the
 ``X-Bara-Trace-Id`` / ``X-Bara-Conversation`` headers. The ``user`` field is never used as identity.
 Parameters bara cannot honour (``n`` > 1, ``tools``, ``logprobs``, a JSON ``response_format``...) get a
-400 naming the parameter (:mod:`bara.serve.openai_params`), never an answer that ignores them.
+400 naming the parameter (:mod:`bara.serve.openai_params`), never an answer that ignores them; ``stop``
+and ``max_tokens`` / ``max_completion_tokens`` are applied to the answer delivered (finish_reason
+``stop`` / ``length``), and ``stream`` must be a JSON boolean.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from bara.serve.auth import caller
 from bara.serve.errors import ApiError
 from bara.serve.keys import ApiKey
 from bara.serve.native import check_message, run_turn
-from bara.serve.openai_params import refuse_unsupported
+from bara.prompts.frames import estimate_tokens
+from bara.serve.openai_params import apply_output, output_params, refuse_unsupported
 from bara.serve.runtime import can_exist, storable
 
 router = APIRouter(prefix="/v1", tags=["openai"])
@@ -53,12 +56,19 @@ class ChatMessage(BaseModel):
 
 class ChatRequest(BaseModel):
     """OpenAI's request body; sampling hints and unknown fields are accepted and ignored, parameters bara
-    cannot honour (n>1, tools, logprobs, response_format...) are refused (bara.serve.openai_params)."""
+    cannot honour (n>1, tools, logprobs, response_format...) are refused, and stream, stop and max_tokens
+    are checked as sent (not coerced: "yes" is no boolean) and applied (bara.serve.openai_params)."""
 
     model_config = ConfigDict(extra="allow")
     model: str = Field(description="bara-gated | bara-always | bara-agent")
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    stream: Any = Field(False, json_schema_extra={"type": "boolean"}, description="a JSON boolean")
+    stop: Any = Field(None, json_schema_extra={"anyOf": [{"type": "string"}, {"type": "array", "items": {
+        "type": "string"}, "maxItems": 4}]}, description="the answer ends before the first of these")
+    max_tokens: Any = Field(None, json_schema_extra={"type": "integer", "minimum": 1},
+                            description="the answer is cut to this many tokens (bara's estimate: 4 characters each)")
+    max_completion_tokens: Any = Field(None, json_schema_extra={"type": "integer", "minimum": 1},
+                                       description="as max_tokens (the smaller applies when both are sent)")
     stream_options: dict[str, Any] | None = None
     user: str | None = Field(None, description="ignored for identity: the user is the API key's")
 
@@ -133,6 +143,8 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
         raise ApiError(404, "model_not_found", f"model {body.model!r} does not exist: use one of "
                        f"{', '.join(MODELS)} (GET /v1/models)")
     refuse_unsupported(body.model_extra or {})
+    form = output_params({"stream": body.stream, "stop": body.stop, "max_tokens": body.max_tokens,
+                          "max_completion_tokens": body.max_completion_tokens})
     settings = request.app.state.runtime.settings
     if len(body.messages) > settings.serve_max_messages:
         raise ApiError(413, "too_many_messages", f"{len(body.messages)} messages; the limit is "
@@ -152,24 +164,27 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
         prior = dialogue(body.messages[:-1])
         cid, create = _continue(request, user, prior), False
     out = run_turn(request, user, message, cid, mode, background, create=create)
+    answer, finish = apply_output(out.answer, form)
     if x_bara_conversation is None and out.trace.get("stored", {}).get("turn"):
-        _remember(request, user, [*prior, ("user", message), ("assistant", out.answer)], out.conversation_id)
+        # the client sends back the answer it got: that is the history its next request continues
+        _remember(request, user, [*prior, ("user", message), ("assistant", answer)], out.conversation_id)
     headers = {"X-Bara-Trace-Id": out.trace["trace_id"], "X-Bara-Conversation": out.conversation_id}
     extra = {"conversation_id": out.conversation_id, "trace": out.trace}
     cmpl_id, created = f"chatcmpl-{out.trace['trace_id']}", int(time.time())
-    if body.stream:
+    if form.stream:
         usage = bool((body.stream_options or {}).get("include_usage"))
-        return StreamingResponse(_chunks(cmpl_id, created, body.model, out.answer, extra, out.trace, usage),
+        return StreamingResponse(_chunks(cmpl_id, created, body.model, (answer, finish), extra, out.trace, usage),
                                  media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
     payload = ChatCompletion(id=cmpl_id, created=created, model=body.model, bara=BaraExtra(**extra),
-                             choices=[ChatChoice(index=0, message={"role": "assistant", "content": out.answer},
-                                                 finish_reason="stop")], usage=_usage(out.trace, out.answer))
+                             choices=[ChatChoice(index=0, message={"role": "assistant", "content": answer},
+                                                 finish_reason=finish)], usage=_usage(out.trace, answer))
     return JSONResponse(payload.model_dump(), headers=headers)
 
 
 def _usage(trace: dict[str, Any], answer: str) -> dict[str, int]:
-    """Token counts as the pipeline's prompt budget counts them; completion tokens are words (estimate)."""
-    prompt, completion = int(trace.get("prompt_tokens") or 0), len(answer.split())
+    """Token counts as the pipeline's prompt budget counts them, the delivered answer's too (so that
+    ``completion_tokens`` never exceeds ``max_tokens``)."""
+    prompt, completion = int(trace.get("prompt_tokens") or 0), estimate_tokens(answer)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
@@ -197,9 +212,11 @@ def _remember(request: Request, user: str, turns: list[tuple[str, str]], cid: st
                       (user, thread_hash(turns), cid, time.time()))
 
 
-def _chunks(cmpl_id: str, created: int, model: str, answer: str, extra: dict[str, Any], trace: dict[str, Any],
-            usage: bool) -> Iterator[str]:
-    """OpenAI ``chat.completion.chunk`` events: role, the answer in word-sized pieces, stop, [DONE]."""
+def _chunks(cmpl_id: str, created: int, model: str, delivered: tuple[str, str], extra: dict[str, Any],
+            trace: dict[str, Any], usage: bool) -> Iterator[str]:
+    """OpenAI ``chat.completion.chunk`` events: role, the answer in word-sized pieces, the finish_reason,
+    [DONE]."""
+    answer, finish = delivered
     def event(delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
         chunk = {"id": cmpl_id, "object": "chat.completion.chunk", "created": created, "model": model,
                  "system_fingerprint": None,
@@ -209,7 +226,7 @@ def _chunks(cmpl_id: str, created: int, model: str, answer: str, extra: dict[str
     yield event({"role": "assistant", "content": ""})
     for piece in re.findall(r"\S+\s*|\s+", answer):
         yield event({"content": piece})
-    yield event({}, "stop", bara=extra)
+    yield event({}, finish, bara=extra)
     if usage:
         chunk = {"id": cmpl_id, "object": "chat.completion.chunk", "created": created, "model": model,
                  "choices": [], "usage": _usage(trace, answer)}

@@ -4,7 +4,8 @@ Load order (later wins): built-in defaults < TOML file < ``BARA_*`` environment
 variables < per-call overrides (:meth:`Settings.override`).
 
 Environment variables use the field name upper-cased with a ``BARA_`` prefix,
-e.g. ``BARA_K=6`` or ``BARA_DB=/tmp/x.db``.
+e.g. ``BARA_K=6`` or ``BARA_DB=/tmp/x.db``; a ``BARA_*`` variable that names no setting is an
+:class:`UnknownSettingWarning` naming the closest ones (:mod:`bara.settings.environment`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from pydantic import Field, ValidationError
 
 from bara.errors import ConfigError
 from bara.settings.core import CoreSettings, _cache_home
+from bara.settings.environment import UnknownSettingWarning, env_values, warn_unknown
 
-__all__ = ["CoreSettings", "Settings", "load_settings"]
+__all__ = ["CoreSettings", "Settings", "UnknownSettingWarning", "load_settings"]
 
 
 class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
@@ -302,17 +304,6 @@ def _brief(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
 
 
-def _env_values(environ: dict[str, str]) -> dict[str, str]:
-    out = {}
-    for name in Settings.model_fields:
-        key = f"BARA_{name.upper()}"
-        if key in environ:
-            out[name] = environ[key]
-    if "BARA_DATABASE_URL" in environ and "db" not in out:
-        out["db"] = environ["BARA_DATABASE_URL"]
-    return out
-
-
 def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None,
                   **overrides: Any) -> Settings:
     """Build Settings from defaults, an optional TOML file, the environment and overrides.
@@ -327,12 +318,14 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
         toml_path = Path("bara.toml")
     if toml_path is not None:
         values.update(_read_toml(toml_path))
-    values.update(_env_values(environ))
+    values.update(env_values(environ, Settings.model_fields))
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return Settings.model_validate(values)
+        settings = Settings.model_validate(values)
     except ValidationError as exc:
         raise ConfigError(f"invalid settings ({toml_path or 'environment'}): {_brief(exc)}") from exc
+    warn_unknown(environ, Settings.model_fields, also=[settings.llm_api_key_env])
+    return settings
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

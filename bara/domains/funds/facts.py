@@ -9,6 +9,7 @@ finance passages of the FiQA collection (MTRAG corpus). Each document is a
 from __future__ import annotations
 
 import json
+import re
 from datetime import date
 from pathlib import Path
 from typing import Any, Iterator
@@ -19,6 +20,7 @@ from bara.datafiles import read_lines
 from bara.errors import InputError
 
 FIQA_COLLECTION = "fiqa"
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 FactDoc = tuple[str, str, str]
 
 
@@ -85,9 +87,14 @@ def fiqa_documents(corpus_path: str | Path) -> list[FactDoc]:
     if not path.is_file():
         raise InputError(f"MTRAG corpus not found: {path}. Whoever builds the index must pass the path of "
                          "corpus.jsonl (e.g. <data>/mtrag/corpus.jsonl).")
-    return [(f"fiqa/{rec['_id']}", _fiqa_title(rec), rec["text"].strip())
+    return [(f"fiqa/{_storable(rec['_id'])}", _storable(_fiqa_title(rec)), _storable(rec["text"].strip()))
             for rec in _records(path) if rec.get("collection") == FIQA_COLLECTION
             and isinstance(rec.get("text"), str) and rec["text"].strip()]
+
+
+def _storable(value: object) -> str:
+    """JSON may escape a lone surrogate ("\\ud800"), which no UTF-8 store or hash can encode: U+FFFD instead."""
+    return _SURROGATE.sub("\ufffd", str(value))
 
 
 def _records(path: Path) -> Iterator[dict[str, Any]]:

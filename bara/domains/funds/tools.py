@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 
-from bara.agent.tools import Tool, ToolContext, ToolError
+from bara.agent.tools import Tool, ToolContext, ToolError, ToolInputError
 from bara.domains.funds import metrics
 from bara.domains.funds.prompts import DATE_ARG
 from bara.domains.funds.repo import FundsRepo, Holding, Scheme, SchemeMatch, Transaction
@@ -222,7 +222,7 @@ def _own_scheme(repo: FundsRepo, user: str, text: str) -> Scheme:
     match = repo.find_scheme(text, among=set(own))
     if match.scheme is not None:
         return match.scheme
-    raise ToolError(f"scheme: {_unmatched(match, 'among your transactions')}")
+    raise ToolInputError(f"scheme: {_unmatched(match, 'among your transactions')}")
 
 
 def _resolve_all(repo: FundsRepo, texts: list[str]) -> list[Scheme]:
@@ -237,7 +237,7 @@ def _resolve_all(repo: FundsRepo, texts: list[str]) -> list[Scheme]:
         else:
             found.append(match.scheme)
     if errors:
-        raise ToolError("; ".join(errors))
+        raise ToolInputError("; ".join(errors))
     return found
 
 
