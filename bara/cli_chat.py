@@ -20,7 +20,7 @@ from rich.text import Text
 
 from bara.app import Bara
 from bara.cli_common import fail, free_text, id_callback, k_option, open_bara, printable, say
-from bara.datafiles import check_file, read_lines
+from bara.datafiles import check_file, json_value, read_lines
 from bara.errors import BaraError
 from bara.llm.build import build_model
 from bara.memory.admin import TIERS, forget_user, inspect_report, query_tier
@@ -73,7 +73,7 @@ def read_script(path: Path) -> Iterator[ScriptLine]:
 
 def parse_script_line(number: int, raw: str) -> ScriptLine:
     try:
-        item = json.loads(raw)
+        item = json_value(raw)
     except json.JSONDecodeError as exc:
         return ScriptLine(number, None, f"not JSON ({exc.msg})")
     if not isinstance(item, dict) or not isinstance(item.get("user"), str):

@@ -4,19 +4,26 @@
 - ``.gz`` files are decompressed, and a damaged or truncated one is an InputError, not a traceback;
 - a UTF-8 byte-order mark (Windows editors and Excel write one) is dropped, so the first line or
   header is read like every other;
-- bytes that are not UTF-8 become U+FFFD: a stray Latin-1 byte spoils one value, not the whole run.
+- bytes that are not UTF-8 become U+FFFD: a stray Latin-1 byte spoils one value, not the whole run;
+- so does a lone surrogate that JSON escapes (``"\\ud800"``, which no UTF-8 store, hash or terminal can
+  encode): :func:`json_value` decodes it as U+FFFD.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
+import re
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator, Mapping, Sized
+from typing import IO, Any, Iterator, Mapping, Sized
 
 from bara.errors import InputError
 
+#: A JSON escape of a UTF-16 surrogate: a line without one (nearly all) is decoded as it is.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 #: What a damaged gzip stream raises while it is read (BadGzipFile is an OSError).
 _GZIP_ERRORS = (OSError, EOFError, zlib.error)
 
@@ -67,3 +74,20 @@ def require_some(items: Sized, path: Path, what: str, problems: Mapping[str, int
     seen = "; ".join(f"{reason}: {n}" for reason, n in problems.items())
     raise InputError(f"{path} holds no usable {what}" + (f" ({seen})" if seen else " (no lines)")
                      + f": pass a {what} file in the documented format")
+
+
+def json_value(text: str) -> Any:
+    """``json.loads(text)`` with every lone surrogate in its strings (keys too) as U+FFFD; an escaped pair
+    that makes one character (``"\\ud83d\\ude00"``) is that character. Raises what json.loads raises."""
+    value = json.loads(text)
+    return _without_surrogates(value) if _SURROGATE_ESCAPE.search(text) else value
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value

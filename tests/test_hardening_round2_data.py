@@ -220,3 +220,44 @@ def test_a_cache_dir_that_is_a_file_is_a_config_error_for_evaluations(tmp_path, 
     result = CliRunner().invoke(app, args, env={"BARA_CACHE_DIR": str(tmp_path / "cache"), "BARA_MODEL": ""})
     assert_clean_exit(result, 2)
     assert "BARA_CACHE_DIR" in result.output and "evaluation index" in result.output
+
+
+# ---- a JSON-escaped lone surrogate ("\ud800") in a data file: U+FFFD, not a traceback (stop 20) ----------
+SURROGATE_LINE = '{"_id": "d1", "title": "T", "text": "alpha \\ud800 beta"}\n'
+
+
+def test_an_escaped_lone_surrogate_in_a_dataset_spoils_one_value_not_the_run(tmp_path):
+    import json
+
+    args = _beir(tmp_path, SURROGATE_LINE.encode() + b'{"_id": "d2", "text": "tea"}\n',
+                 b"query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "alpha \\udc80 beta"}\n')
+    result = invoke(args, tmp_path)
+    assert_clean_exit(result, 0)
+    assert json.loads(result.stdout)["n_docs"] == 2
+
+
+def test_every_reader_of_json_data_turns_an_escaped_lone_surrogate_into_a_replacement_character(tmp_path):
+    from collections import Counter
+
+    from bara.cli_chat import parse_script_line
+    from bara.eval.beir import read_corpus
+    from bara.eval.gate import read_labelled
+    from bara.eval.locomo_data import load_locomo_all
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(SURROGATE_LINE)
+    assert [d.text for d in read_corpus(corpus, Counter())] == ["alpha \ufffd beta"]
+    labelled = tmp_path / "u.jsonl"
+    labelled.write_text('{"text": "hi \\udfff there", "needs_retrieval": false}\n')
+    assert [u.text for u in read_labelled(labelled, None, Counter())] == ["hi \ufffd there"]
+    assert parse_script_line(1, '{"user": "what is \\ud83d tcp"}').text == "what is \ufffd tcp"
+    assert parse_script_line(2, '{"user": "a pair \\ud83d\\ude00 is one character"}').text == \
+        "a pair \U0001F600 is one character"
+    locomo = tmp_path / "conv.json"
+    locomo.write_text('{"sample_id": "s1", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1": '
+                      '[{"speaker": "A", "dia_id": "D1:1", "text": "I moved to \\ud800 Paris"}]}, '
+                      '"qa": [{"question": "where did A move \\udc00?", "answer": "Paris", "category": 4}]}')
+    (conv,) = load_locomo_all(locomo)
+    assert conv.sessions[0].turns[0].text == "I moved to \ufffd Paris"
+    assert conv.questions[0].question == "where did A move \ufffd?"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, ContextManager, Iterator
 
-from bara.datafiles import open_text
+from bara.datafiles import json_value, open_text
 from bara.errors import InputError
 
 
@@ -42,7 +42,7 @@ def _json_lines(path: Path, problems: Counter) -> Iterator[dict]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json_value(line)
             except json.JSONDecodeError:
                 problems[f"{path.name}: invalid JSON line"] += 1
                 continue

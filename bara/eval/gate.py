@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from bara.datafiles import check_file, read_lines, require_some
+from bara.datafiles import check_file, json_value, read_lines, require_some
 from bara.decide import GateResult, decide
 from bara.eval.stats import percentiles
 from bara.understand.sanitize import sanitize
@@ -66,7 +66,7 @@ def json_rows(path: Path, problems: Counter) -> Iterator[tuple[dict, str]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json_value(line)
         except json.JSONDecodeError:
             problems["malformed JSON line"] += 1
             continue
@@ -194,7 +194,7 @@ class Labelled:
 def read_domains(path: Path) -> dict[str, str] | None:
     """intent -> domain from CLINC150's ``domains.json``; None when it is missing or unusable."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
+        data = json_value(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):

@@ -9,7 +9,6 @@ adversarial).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -18,6 +17,7 @@ from typing import Iterable, Sequence
 
 from bara.errors import InputError
 from bara.memory.dates import parse_session_date
+from bara.datafiles import json_value
 
 CATEGORIES = ("1", "2", "3", "4")  # 5 (adversarial) is scored by abstention, not recall
 ADVERSARIAL = 5
@@ -78,7 +78,7 @@ def load_locomo_all(path: Path) -> tuple[LocomoConversation, ...]:
     """Every conversation of a LoCoMo file: one object (``conv-26.json``) or the released list of them
     (``locomo10.json``); an unreadable or malformed file is an InputError naming what to fix."""
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+        raw = json_value(Path(path).read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read LoCoMo file {path}: {exc}; pass a conv-*.json or locomo10.json file") from exc
     if not isinstance(raw, list):

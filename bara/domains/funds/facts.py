@@ -8,7 +8,6 @@ finance passages of the FiQA collection (MTRAG corpus). Each document is a
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import date
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any, Iterator
 
 from bara.domains.funds import metrics
 from bara.domains.funds.repo import FundsRepo, NavSeries, Scheme
-from bara.datafiles import read_lines
+from bara.datafiles import json_value, read_lines
 from bara.errors import InputError
 
 FIQA_COLLECTION = "fiqa"
@@ -102,7 +101,7 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = json_value(line)
         except ValueError as exc:
             raise InputError(f"{path}:{number} is not valid JSON ({exc}); fix or replace the corpus file") from exc
         if not isinstance(rec, dict) or "_id" not in rec:

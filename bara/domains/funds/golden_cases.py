@@ -26,11 +26,11 @@ user's own figures).
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from typing import Any
 
 from bara.errors import InputError
+from bara.datafiles import json_value
 
 SPLITS = ("dev", "test")
 CATEGORIES = ("numeric", "retrieval", "refusal", "tool_selection")
@@ -47,7 +47,7 @@ def parse_cases(text: str, name: str, split: str) -> tuple[dict[str, Any], ...]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json_value(line)
         except ValueError as exc:
             raise InputError(f"{name} line {n} is not JSON ({exc}); fix the data file") from exc
         problem = _problem(row)
