@@ -43,7 +43,14 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the intersection of OpenAI's and
 
 
 class ToolError(Exception):
-    """Raised by a tool for an expected failure; its message is shown to the model as is."""
+    """Raised by a tool for an expected failure; its message is shown to the model as is.
+
+    ``code`` (optional) names the kind of failure for programs: the envelope carries it next to the
+    message (``"code": "scheme_not_found"``) and the turn's trace lists it (``tool_error:<code>``)."""
+
+    def __init__(self, *args: Any, code: str | None = None) -> None:
+        super().__init__(*args)
+        self.code = code
 
 
 class DocumentSearch(Protocol):
@@ -112,10 +119,14 @@ class ToolResult:
     data: Any = None
     error: str | None = None
     latency_ms: float = 0.0
+    code: str | None = None  # a ToolError's code, when it gave one
 
     def envelope(self) -> dict[str, Any]:
-        """What the model sees: ``{"ok": True, "data": ...}`` or ``{"ok": False, "error": ...}``."""
-        return {"ok": True, "data": self.data} if self.ok else {"ok": False, "error": self.error}
+        """What the model sees: ``{"ok": True, "data": ...}`` or ``{"ok": False, "error": ...}`` (plus
+        ``"code"`` when the tool named the kind of failure)."""
+        if self.ok:
+            return {"ok": True, "data": self.data}
+        return {"ok": False, "error": self.error, **({"code": self.code} if self.code else {})}
 
     def to_json(self) -> str:
         return json.dumps(self.envelope(), ensure_ascii=False, allow_nan=False)
@@ -280,7 +291,7 @@ def _invoke(tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> ToolResul
     try:
         data = _jsonable(tool.fn(ctx, args))
     except ToolError as exc:
-        return ToolResult(ok=False, error=str(exc) or "ToolError")
+        return ToolResult(ok=False, error=str(exc) or "ToolError", code=exc.code)
     except Exception as exc:  # noqa: BLE001 - any tool bug becomes a result the model can read
         return ToolResult(ok=False, error=f"{type(exc).__name__}: {exc}")
     return ToolResult(ok=True, data=data)

@@ -222,7 +222,7 @@ def _own_scheme(repo: FundsRepo, user: str, text: str) -> Scheme:
     match = repo.find_scheme(text, among=set(own))
     if match.scheme is not None:
         return match.scheme
-    raise ToolError(f"scheme: {_unmatched(match, 'among your transactions')}")
+    raise ToolError(f"scheme: {_unmatched(match, 'among your transactions')}", code=unmatched_code(match))
 
 
 def _resolve_all(repo: FundsRepo, texts: list[str]) -> list[Scheme]:
@@ -239,6 +239,14 @@ def _resolve_all(repo: FundsRepo, texts: list[str]) -> list[Scheme]:
     if errors:
         raise ToolError("; ".join(errors))
     return found
+
+
+#: ToolError codes for a scheme argument that names none of the user's schemes, or several of them.
+SCHEME_NOT_FOUND, SCHEME_AMBIGUOUS = "scheme_not_found", "scheme_ambiguous"
+
+
+def unmatched_code(match: SchemeMatch) -> str:
+    return SCHEME_AMBIGUOUS if match.candidates else SCHEME_NOT_FOUND
 
 
 def _unmatched(match: SchemeMatch, where: str) -> str:
