@@ -65,12 +65,14 @@ class Turn:
 
 @dataclass(frozen=True)
 class Plan:
-    """kind: chitchat | refuse | advice | explain | compare_held | tools."""
+    """kind: chitchat | refuse | advice | explain | compare_held | tools | clarify."""
 
     kind: str
     calls: tuple[Call, ...] = ()
-    note: str = ""  # chit-chat kind or refusal reason
+    note: str = ""  # chit-chat kind, refusal reason, or (clarify) the date as the user wrote it
     reasons: tuple[str, ...] = ()
+    period: tuple[tuple[str, str], ...] = ()  # dates the user gave that a chosen tool cannot take
+    labels: tuple[tuple[str, str], ...] = ()  # (scheme argument, the scheme's name) for codes the router resolved
 
 
 # ---------------------------------------------------------------- transcript
@@ -127,8 +129,8 @@ def _follow_up(plan: Plan, seen: Sequence[Seen]) -> Call | None:
 def _explain_compare(seen: Sequence[Seen]) -> Call | None:
     """The asked fund's own NAV record, next to up to two of the user's other funds for context."""
     xirr = next((s for s in seen if s.name == "compute_xirr"), None)
-    if xirr is None or not xirr.args.get("scheme"):
-        return None
+    if xirr is None or not xirr.args.get("scheme") or not xirr.ok:
+        return None  # a fund the user does not hold has no figures of theirs to set beside others
     scope = Xirr.read(xirr.data).scope if xirr.ok else None
     target = scope.scheme_code if scope else str(xirr.args["scheme"])
     others = [c for c in _held_codes(seen) if c != target][:2]
