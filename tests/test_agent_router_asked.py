@@ -137,3 +137,39 @@ def test_a_typed_date_reaches_the_transactions_tool():
 def test_a_date_given_to_a_figure_without_a_period_is_named_as_not_applied(message, note):
     result, calls = canned_run(message)
     assert len(calls) == 1 and note in result.answer, result.answer
+
+
+# ------------------------------------------------------------- XIRR over a few days
+def short_user(world, days: int) -> str:
+    """A user with one purchase ``days`` before the latest NAV of a scheme with NAVs on both dates."""
+    store = world[0]
+    repo = FundsRepo(store)
+    code = held(world)[0].code
+    series = repo.nav_series(code)
+    start = series.dates[-1 - days] if days < len(series.dates) else series.dates[0]
+    nav = series.navs[series.dates.index(start)]
+    uid = f"u_short{days}"
+    store.execute("INSERT INTO funds_users (id, name, created) VALUES (?, ?, ?)", (uid, "Shorty", "2026-01-01"))
+    store.execute("INSERT INTO funds_transactions (id, user_id, scheme_code, date, kind, amount, units, nav, memo)"
+                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                  (f"t_{uid}", uid, code, start.isoformat(), "LUMPSUM", 10000.0, 10000.0 / nav, nav, ""))
+    return uid
+
+
+def test_flows_spanning_days_give_the_absolute_return_not_an_astronomical_rate(world):
+    store = world[0]
+    uid = short_user(world, 3)
+    ctx = ToolContext(uid, store, Settings(), time.monotonic() + 60)
+    from bara.agent.tools import run_tool
+
+    data = run_tool(build_fund_tools(), "compute_xirr", {}, ctx).envelope()["data"]
+    assert data["xirr_pct"] is None and data["reason_code"] == "span_too_short"
+    value = data["current_value"]
+    assert data["absolute_return_pct"] == pytest.approx(100 * (value / 10000.0 - 1), abs=0.01)
+    run = run_agent(world[1], [SystemMessage(AGENT_SYSTEM.format(name="Shorty", user_id=uid)),
+                               UserMessage("What is my XIRR?")], build_fund_tools(), ctx)
+    assert "absolute return over that period" in run.answer and "a year" not in run.answer, run.answer
+    # the threshold is a setting: at 1 day the same flows are annualised again (with the under-a-year caution)
+    loose = ToolContext(uid, store, Settings(xirr_min_annualise_days=1), time.monotonic() + 60)
+    again = run_tool(build_fund_tools(), "compute_xirr", {}, loose).envelope()["data"]
+    assert again["xirr_pct"] is not None and "caution" in again and "reason_code" not in again

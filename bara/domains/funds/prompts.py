@@ -81,6 +81,9 @@ HOLDING_LINE = "- {scheme} ({code}): {units} units x NAV {nav} = {value} (invest
 HOLDINGS_TOTAL = "Total: {value} (invested {invested}, gain {gain}, {gain_pct})."
 PORTFOLIO = "your portfolio"
 XIRR_NONE = "I can't compute an XIRR for {what}: {reason}."
+XIRR_SHORT = ("The cash flows of {what} span only {days} days, too short for an annualised XIRR to mean anything, so "
+              "here is the absolute return over that period instead: {pct} (as of {as_of}; invested {invested}, "
+              "redeemed {redeemed}, current value {value}).")
 XIRR = ("The XIRR of {what} is {xirr} a year (as of {as_of}), from {count} transactions since {first}: invested "
         "{invested}, redeemed {redeemed}, current value {value}.")
 TX_SCOPE = " in {scheme}"

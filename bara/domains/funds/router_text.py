@@ -282,6 +282,10 @@ def _holdings(data: Mapping[str, Any], text: str) -> list[str]:
 def _xirr(data: Mapping[str, Any], text: str) -> list[str]:
     d = Xirr.read(data)
     what = f"{d.scope.scheme} ({d.scope.scheme_code})" if d.scope else P.PORTFOLIO
+    if d.xirr_pct is None and d.absolute_return_pct is not None:
+        return [P.XIRR_SHORT.format(what=what, days=d.span_days, pct=pct(d.absolute_return_pct), as_of=d.as_of,
+                                    invested=money(d.total_invested), redeemed=money(d.total_redeemed),
+                                    value=money(d.current_value))]
     if d.xirr_pct is None:
         return [P.XIRR_NONE.format(what=what, reason=d.reason)]
     lines = [P.XIRR.format(what=what, xirr=pct(d.xirr_pct), as_of=d.as_of, count=d.transactions,
