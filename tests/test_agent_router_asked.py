@@ -64,7 +64,7 @@ def not_held_name(world) -> str:
 
 @pytest.mark.parametrize("template", [
     "xirr of 999999", "What is my XIRR in scheme 999999?", "xirr for my ELSS fund", "how is my tax saver fund doing? xirr",
-    "Show my transactions in 999999", "show transactions of my ELSS fund", "what is my xirr in {other}?",
+    "Show my transactions in 999999", "show transactions of my ELSS fund", "mere ELSS fund ka xirr", "what is my xirr in {other}?",
 ])
 def test_a_fund_the_user_does_not_hold_is_said_never_answered_with_the_portfolio(world, template):
     message = template.format(other=not_held_name(world))
@@ -117,6 +117,7 @@ def test_unambiguous_typed_dates_are_read(text, expected):
     ("my transactions before 2026-02-30 or after 2026-02-01", "2026-02-30", "unreadable"),
     ("list my transactions since 03/04/2025", "03/04/2025", "ambiguous"),
     ("what is my xirr since 2024-13-01", "2024-13-01", "unreadable"),
+    ("show my transactions since 20240131", "20240131", "unreadable"),  # not a scheme code either
 ])
 def test_a_date_that_cannot_be_read_is_said_not_dropped(message, date, kind):
     result, calls = canned_run(message)

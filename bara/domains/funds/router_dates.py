@@ -35,7 +35,7 @@ _FORMS = re.compile(
     rf"|\b(?P<month>{_MONTH}\s+{_YEAR})\b(?!-)"
     r"|\bin (?P<year>(?:19|20)\d\d)\b(?!-)")
 #: Date-shaped text that none of the forms above read (checked after them, on what is left).
-_DATE_SHAPED = re.compile(r"\b\d{1,4}[/.-]\d{1,2}[/.-]\d{1,4}\b")
+_DATE_SHAPED = re.compile(r"\b\d{1,4}[/.-]\d{1,2}[/.-]\d{1,4}\b|\b(?:19|20)\d\d(?:0[1-9]|1[0-2])\d\d\b")
 _SINCE = re.compile(r"\b(since|after|from)\s*$")
 _UNTIL = re.compile(r"\b(before|until|till|up to|through)\s*$")
 

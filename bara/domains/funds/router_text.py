@@ -129,8 +129,8 @@ def _scheme_like(run: list[str]) -> bool:
 
 
 # ------------------------------------------------- a fund named but not found in the catalogue
-#: A number shaped like an AMFI scheme code (5-8 digits on its own), unless money or units mark it.
-_CODE_LIKE = _R(r"(?<![\w.,/-])\d{5,8}(?![\w,/-]|\.\d)")
+#: A number shaped like an AMFI scheme code (5-7 digits on its own), unless money or units mark it.
+_CODE_LIKE = _R(r"(?<![\w.,/-])\d{5,7}(?![\w,/-]|\.\d)")
 _MONEY_BEFORE = _R(r"(?:rs\.?|inr|\u20b9|\$|usd|invest\w*|amount|worth|value|paid|put|sip of)\s*$")
 _MONEY_AFTER = _R(r"^\s*(?:rupees|rs\b|inr|units?\b|%|k\b|lakhs?|lacs?|crores?|/-)")
 _FUND_NOUN = _R(r"\b(fund|scheme)\b(?!s)(?!-)")
@@ -162,7 +162,7 @@ def named_fund(text: str) -> str | None:
 
 #: Words that end a fund phrase read backwards from "fund" besides stopwords: figures and verbs of the ask.
 _NAME_STOP = frozenset("xirr irr returns return transactions transaction holdings performance show list give "
-                       "tell compute calculate".split())
+                       "tell compute calculate mera mere meri apna apne apni hamara hamare humara ka ke ki".split())
 
 
 def allocation_by(low: str) -> str:
