@@ -77,6 +77,12 @@ def test_a_fund_the_user_does_not_hold_is_said_never_answered_with_the_portfolio
     assert "The XIRR of your portfolio" not in run.answer and "You have " not in run.answer
 
 
+def test_why_did_a_fund_the_user_does_not_hold_fall_shows_no_other_funds_figures_for_it(world):
+    run = ask(world, "why did my ELSS fund fall")
+    assert [c.name for c in run.tool_calls if c.name != "search_documents"] == ["get_holdings", "compute_xirr"]
+    assert 'couldn\'t find "ELSS fund"' in run.answer and "ELSS" not in run.answer.replace('"ELSS fund"', "")
+
+
 def test_a_held_fund_named_by_code_or_by_a_word_of_its_name_is_answered_for_that_fund(world):
     funds = held(world)
     words = {s.code: set(s.name.lower().replace("-", " ").split()) for s in funds}

@@ -49,8 +49,8 @@ RETRIED = "(The first search, for \"{first}\", found little, so I searched again
 FAILED = "I couldn't get {what}: {error}"
 #: A fund the user named is not one of theirs (by the tool's error code): no figure for anything else instead.
 NOT_HELD = {
-    "scheme_not_found": ("I couldn't find \"{fund}\" among the funds you hold, so I haven't given {what} for it or "
-                         "for anything else. Ask \"show my holdings\" to see your funds with their names "
+    "scheme_not_found": ("I couldn't find \"{fund}\" among the funds you hold, so I can't give {what} for it (and "
+                         "I haven't given your whole portfolio's instead). Ask \"show my holdings\" to see your funds with their names "
                          "and AMFI codes, then ask again naming one of them, or ask without naming a fund for your "
                          "whole portfolio."),
     "scheme_ambiguous": ("\"{fund}\" matches more than one of your funds, so I haven't picked one ({error}). Ask "

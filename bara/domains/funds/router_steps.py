@@ -129,8 +129,11 @@ def _follow_up(plan: Plan, seen: Sequence[Seen]) -> Call | None:
 def _explain_compare(seen: Sequence[Seen]) -> Call | None:
     """The asked fund's own NAV record, next to up to two of the user's other funds for context."""
     xirr = next((s for s in seen if s.name == "compute_xirr"), None)
-    if xirr is None or not xirr.args.get("scheme") or not xirr.ok:
-        return None  # a fund the user does not hold has no figures of theirs to set beside others
+    if xirr is None or not xirr.args.get("scheme"):
+        return None
+    asked = str(xirr.args["scheme"])
+    if not xirr.ok and xirr.result.get("code") and not (T.CODE.fullmatch(asked) or T.ISIN.fullmatch(asked)):
+        return None  # a phrase that is none of the user's funds: compare_funds would match it to some other fund
     scope = Xirr.read(xirr.data).scope if xirr.ok else None
     target = scope.scheme_code if scope else str(xirr.args["scheme"])
     others = [c for c in _held_codes(seen) if c != target][:2]
