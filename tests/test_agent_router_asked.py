@@ -19,6 +19,7 @@ from bara.domains.funds.loader import load_amfi
 from bara.domains.funds.prompts import AGENT_SYSTEM
 from bara.domains.funds.repo import FundsRepo
 from bara.domains.funds.router import RuleRouter
+from bara.domains.funds.router_schemes import GENERIC
 from bara.domains.funds.schema import FUNDS_MIGRATIONS
 from bara.domains.funds.tools import build_fund_tools
 from bara.domains.funds.users import create_demo_users
@@ -87,9 +88,9 @@ def test_a_held_fund_named_by_code_or_by_a_word_of_its_name_is_answered_for_that
     funds = held(world)
     words = {s.code: set(s.name.lower().replace("-", " ").split()) for s in funds}
     for scheme in funds:
-        unique = [w for w in words[scheme.code] if w.isalpha() and len(w) > 4
-                  and not any(w in ws for c, ws in words.items() if c != scheme.code)]
-        for message in [f"xirr of {scheme.code}", *(f"what is the xirr of my {w} fund" for w in unique[:1])]:
+        unique = sorted(w for w in words[scheme.code] if w.isalpha() and len(w) > 4 and w not in GENERIC
+                        and not any(w in ws for c, ws in words.items() if c != scheme.code))
+        for message in [f"xirr of {scheme.code}", *(f"what is the xirr of my {w} fund" for w in unique)]:
             run = ask(world, message)
             assert [(c.name, c.ok) for c in run.tool_calls] == [("compute_xirr", True)], (message, run.tool_calls)
             assert run.tool_calls[0].result["data"]["scope"]["scheme_code"] == scheme.code, message

@@ -135,7 +135,8 @@ _MONEY_BEFORE = _R(r"(?:rs\.?|inr|\u20b9|\$|usd|invest\w*|amount|worth|value|pai
 _MONEY_AFTER = _R(r"^\s*(?:rupees|rs\b|inr|units?\b|%|k\b|lakhs?|lacs?|crores?|/-)")
 _FUND_NOUN = _R(r"\b(fund|scheme)\b(?!s)(?!-)")
 #: Words that say which fund without naming one ("my mutual fund", "my SIP fund"): the whole portfolio.
-_UNNAMED = frozenset("mutual mf sip sips all whole entire total overall own investment investments money".split()) | _FUND_WORDS
+_UNNAMED = frozenset("mutual mf sip sips all whole entire total overall own investment investments fund plan scheme "
+                     "direct regular growth option idcw".split())  # "index", "etf", "cap" do say which fund
 _AFTER_PREP = _R(r"\b(?:of|for|in|on)\s+$")
 
 
