@@ -181,3 +181,18 @@ def test_flows_spanning_days_give_the_absolute_return_not_an_astronomical_rate(w
     loose = ToolContext(uid, store, Settings(xirr_min_annualise_days=1), time.monotonic() + 60)
     again = run_tool(build_fund_tools(), "compute_xirr", {}, loose).envelope()["data"]
     assert again["xirr_pct"] is not None and "caution" in again and "reason_code" not in again
+
+
+def test_a_fund_house_alone_names_the_users_fund_of_that_house_or_says_which_it_could_be(world):
+    by_house: dict[str, list[str]] = {}
+    for s in held(world):
+        by_house.setdefault(s.name.split()[0], []).append(s.code)
+    for house, codes in by_house.items():
+        run = ask(world, f"xirr of my {house}")  # "my xirr for Aditya" is refused as a person (left as found)
+        assert [c.args for c in run.tool_calls] == [{"scheme": house}], run.tool_calls
+        if len(codes) == 1:
+            assert run.tool_calls[0].result["data"]["scope"]["scheme_code"] == codes[0]
+        else:  # two of the user's funds from one house: the tool's candidates, no figure
+            assert run.tool_calls[0].result["code"] == "scheme_ambiguous"
+            assert "matches more than one of your funds" in run.answer and all(c in run.answer for c in codes)
+    assert len(by_house) < len(held(world))  # the data has a house with two funds: the ambiguous branch ran

@@ -34,6 +34,7 @@ Follow-up steps (thin-search reformulation, compute-then-search) live in
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -55,6 +56,8 @@ from bara.understand.prototypes import prototypes_for as load_matching
 
 ROUTER_NAME = "rule-router"
 PORTFOLIO_TOOLS = ("get_holdings", "get_transactions", "compute_xirr", "asset_allocation")
+#: First words of scheme names that are ordinary English too ("The ...", "Bank of India ..."): no fund house alone.
+COMMON_FIRST_WORDS = frozenset("the bank old trust choice angel union quant quantum navi".split())
 #: Portfolio tools with no date argument: a date the user gives them is named in the answer as not applied.
 UNDATED_TOOLS = ("get_holdings", "compute_xirr", "asset_allocation")
 
@@ -122,7 +125,7 @@ class RuleRouter:
         """The plan for an in-scope message that is neither refused nor small talk. A fund the message
         names that no scheme matched (``named``) still goes to the tool as its scheme argument, so the tool's
         own error says it is not the user's: never the whole portfolio's figure in its place."""
-        named = [] if spans else [n for n in (T.named_fund(text),) if n]
+        named = [] if spans else [n for n in (T.named_fund(text) or self.fund_house_named(text),) if n]
         if T.WHY_FALL.search(norm) or (I.fall_question(norm) and (spans or named or I.personal(norm))):
             return Plan("explain", explain_calls(spans or named, norm), reasons=("router:compute_then_search",),
                         labels=self.labels(spans))
@@ -137,6 +140,14 @@ class RuleRouter:
             return Plan("tools", (Call(SEARCH, {"query": search_query(text), "limit": 5}),),
                         reasons=("router:concept_search",))
         return self.choose(text, norm, spans, tools, named)
+
+    def fund_house_named(self, text: str) -> str | None:
+        """A capitalised word (not the first) that starts a fund house's scheme names ("xirr for Mirae"), or None."""
+        if self.schemes is None:
+            return None
+        words = re.findall(r"[A-Za-z][\w&-]*", text)[1:]
+        return next((w for w in words if w[:1].isupper() and w.lower() in self.schemes.by_first
+                     and w.lower() not in COMMON_FIRST_WORDS), None)
 
     def labels(self, spans: Sequence[str]) -> tuple[tuple[str, str], ...]:
         return tuple((c, self.label(c)) for c in spans if self.label(c) != c)
