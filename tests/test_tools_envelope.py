@@ -192,3 +192,55 @@ def test_run_tool_never_raises(name, args):
     assert envelope["ok"] is result.ok and (result.ok or isinstance(envelope["error"], str))
     if result.ok:
         pydantic.TypeAdapter(SearchArgs).validate_python(args if isinstance(args, dict) else json.loads(args))
+
+
+# ------------------------------------------- booleans are not numbers; a key is given once
+class NumberArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    count: int | None = None
+    weight: float = 1.0
+    flag: bool = False
+    filters: list[Filter] = []
+
+
+def _numbers(ctx: ToolContext, args: NumberArgs) -> dict:
+    return args.model_dump()
+
+
+@pytest.mark.parametrize("args, error", [
+    ({"query": "abc", "limit": True}, "limit: Input should be an integer, not a boolean (got true)"),
+    ('{"query": "abc", "limit": false}', "limit: Input should be an integer, not a boolean (got false)"),
+    ({"count": True}, "count: Input should be an integer, not a boolean (got true)"),
+    ({"weight": False}, "weight: Input should be a number, not a boolean (got false)"),
+    ({"filters": [{"field": "nav", "value": True}]}, "filters.0.value: Input should be a number, not a boolean"),
+    ({"count": True, "extra": 1}, "count: Input should be an integer, not a boolean (got true); extra: Extra inputs"),
+])
+def test_booleans_are_refused_for_number_arguments(args, error):
+    tool = Tool("numbers", "Echoes numbers. Do NOT use for anything real.", NumberArgs, _numbers)
+    result = run("numbers" if "query" not in str(args) else "search_documents", args, tool)
+    assert result.ok is False and result.error.startswith(error), result.error
+
+
+def test_integral_numbers_and_booleans_for_booleans_are_still_accepted():
+    tool = Tool("numbers", "Echoes numbers. Do NOT use for anything real.", NumberArgs, _numbers)
+    assert run("search_documents", {"query": "abc", "limit": 5.0}).data["limit"] == 5
+    assert run("search_documents", {"query": "abc", "limit": "5"}).data["limit"] == 5
+    assert run("numbers", {"count": 3, "weight": 2, "flag": True}, tool).data["flag"] is True
+
+
+@pytest.mark.parametrize("raw, key", [
+    ('{"query": "exit load", "limit": 2, "limit": 9}', "limit"),
+    ('{"query": "exit load", "query": "expense ratio"}', "query"),
+])
+def test_a_key_given_twice_is_refused_and_named(raw, key):
+    result = run("search_documents", raw)
+    assert result.ok is False and result.error == f"{key}: given more than once in the arguments; send each argument once"
+
+
+def test_a_provider_call_with_a_duplicate_key_reaches_the_tool_runner_as_raw_text():
+    from bara.llm.openai_compat import _parse_call
+
+    call = _parse_call({"id": "c1", "function": {"name": "search_documents",
+                                                 "arguments": '{"query": "abc", "limit": 1, "limit": 9}'}}, 0)
+    assert call.arguments == {} and call.raw_arguments is not None
+    assert "limit: given more than once" in run("search_documents", call.raw_arguments).error

@@ -25,9 +25,11 @@ def chat_messages(system: str, history: Sequence[tuple[str, str]], text: str) ->
 
 
 def run_reasons(run: AgentRun, search_tool: str) -> tuple[str, ...]:
-    """Reason codes for the trace: status, each tool used, and what happened to ``search_tool``."""
+    """Reason codes for the trace: status, each tool used (``tool_error:<code>`` for a failure a tool
+    named), and what happened to ``search_tool``."""
     codes = [f"agent:status_{run.status}"]
     codes += [f"tool:{c.name}" + ("" if c.ok else "_failed") for c in run.tool_calls]
+    codes += [f"tool_error:{c.result['code']}" for c in run.tool_calls if not c.ok and c.result.get("code")]
     searches = sum(c.name == search_tool for c in run.tool_calls)
     codes.append("search:skipped" if not searches else "search:reformulated" if searches > 1 else "search:once")
     return tuple(dict.fromkeys(codes))

@@ -17,6 +17,7 @@ Why it is shaped like this:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import contextvars
@@ -28,7 +29,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 import pydantic
 
 from bara.errors import InputError
-from bara.llm.http import json_depth, loads_strict
+from bara.llm.http import DuplicateKey, json_depth, loads_strict
 from bara.messages import ToolSpec
 from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
@@ -42,7 +43,14 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # the intersection of OpenAI's and
 
 
 class ToolError(Exception):
-    """Raised by a tool for an expected failure; its message is shown to the model as is."""
+    """Raised by a tool for an expected failure; its message is shown to the model as is.
+
+    ``code`` (optional) names the kind of failure for programs: the envelope carries it next to the
+    message (``"code": "scheme_not_found"``) and the turn's trace lists it (``tool_error:<code>``)."""
+
+    def __init__(self, *args: Any, code: str | None = None) -> None:
+        super().__init__(*args)
+        self.code = code
 
 
 class ToolInputError(ToolError):
@@ -117,11 +125,14 @@ class ToolResult:
     error: str | None = None
     latency_ms: float = 0.0
     bad_input: bool = False  # failed because of the call (unknown tool, refused arguments), not a fault
-
+    code: str | None = None  # a ToolError's code, when it gave one
 
     def envelope(self) -> dict[str, Any]:
-        """What the model sees: ``{"ok": True, "data": ...}`` or ``{"ok": False, "error": ...}``."""
-        return {"ok": True, "data": self.data} if self.ok else {"ok": False, "error": self.error}
+        """What the model sees: ``{"ok": True, "data": ...}`` or ``{"ok": False, "error": ...}`` (plus
+        ``"code"`` when the tool named the kind of failure)."""
+        if self.ok:
+            return {"ok": True, "data": self.data}
+        return {"ok": False, "error": self.error, **({"code": self.code} if self.code else {})}
 
     def to_json(self) -> str:
         return json.dumps(self.envelope(), ensure_ascii=False, allow_nan=False)
@@ -178,6 +189,8 @@ def parse_tool_args(raw: Mapping[str, Any] | str | None, max_depth: int) -> dict
             raw = loads_strict(raw) if raw.strip() else {}
         except RecursionError:
             return f"arguments: JSON nested too deeply; send a flat JSON object (at most {max_depth} levels)"
+        except DuplicateKey as exc:
+            return f"{exc.key}: given more than once in the arguments; send each argument once"
         except ValueError as exc:
             return f"arguments: not valid JSON ({exc}); send a JSON object"
     if raw is None:
@@ -205,10 +218,62 @@ def _parse_args(tool: Tool, raw: Mapping[str, Any] | str | None, max_depth: int)
     args = parse_tool_args(raw, max_depth)
     if isinstance(args, str):
         return args
+    schema = _schema(tool.args_model)
+    refused = booleans_for_numbers(schema, args, schema.get("$defs") or {})
     try:
-        return tool.args_model.model_validate(args)
+        valid = tool.args_model.model_validate(args)
     except pydantic.ValidationError as exc:
-        return format_validation_error(exc)
+        paths = {r.split(":", 1)[0] for r in refused}
+        others = [e for e in format_validation_error(exc).split("; ") if e.split(":", 1)[0] not in paths]
+        return "; ".join(refused + others)
+    return "; ".join(refused) if refused else valid
+
+
+@functools.lru_cache(maxsize=64)
+def _schema(model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema()
+
+
+def booleans_for_numbers(schema: Mapping[str, Any], value: Any, defs: Mapping[str, Any], path: str = "") -> list[str]:
+    """``path: ...`` errors for each JSON ``true``/``false`` sent where ``schema`` wants a number.
+
+    Pydantic's lax mode reads ``true`` as 1 for an ``int`` (and 1.0 for a ``float``); strict mode would
+    also refuse the integral ``5.0`` and the ``"5"`` the tools accept. So booleans alone are refused,
+    by the argument's JSON schema, before validation: the model learns it sent the wrong type."""
+    branches = _branches(schema, defs)
+    if isinstance(value, bool):
+        kinds = {b.get("type") for b in branches}
+        if "boolean" in kinds or not kinds & {"integer", "number"}:
+            return []
+        want = "an integer" if "integer" in kinds else "a number"
+        return [f"{path or 'arguments'}: Input should be {want}, not a boolean (got {json.dumps(value)})"]
+    out: list[str] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            subs = [b["properties"][key] for b in branches if key in (b.get("properties") or {})]
+            out += [e for sub in subs[:1] for e in booleans_for_numbers(sub, item, defs, _join(path, key))]
+    elif isinstance(value, list):
+        subs = [b["items"] for b in branches if isinstance(b.get("items"), Mapping)]
+        for i, item in enumerate(value):
+            out += [e for sub in subs[:1] for e in booleans_for_numbers(sub, item, defs, _join(path, i))]
+    return out
+
+
+def _branches(schema: Mapping[str, Any], defs: Mapping[str, Any], depth: int = 0) -> list[Mapping[str, Any]]:
+    """``schema`` with ``$ref`` resolved and ``anyOf``/``oneOf``/``allOf`` flattened into its alternatives."""
+    if depth > 8 or not isinstance(schema, Mapping):
+        return []
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return _branches(defs.get(ref.rsplit("/", 1)[1]) or {}, defs, depth + 1)
+    parts = [p for k in ("anyOf", "oneOf", "allOf") for p in schema.get(k) or ()]
+    if not parts:
+        return [schema]
+    return [b for p in parts for b in _branches(p, defs, depth + 1)]
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
 
 
 def _call_with_timeout(tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> ToolResult:
@@ -232,7 +297,8 @@ def _invoke(tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> ToolResul
     try:
         data = _jsonable(tool.fn(ctx, args))
     except ToolError as exc:
-        return ToolResult(ok=False, error=str(exc) or "ToolError", bad_input=isinstance(exc, ToolInputError))
+        return ToolResult(ok=False, error=str(exc) or "ToolError", bad_input=isinstance(exc, ToolInputError),
+                          code=exc.code)
     except Exception as exc:  # noqa: BLE001 - any tool bug becomes a result the model can read
         return ToolResult(ok=False, error=f"{type(exc).__name__}: {exc}")
     return ToolResult(ok=True, data=data)

@@ -295,10 +295,29 @@ def _decode(ep: Endpoint, resp: _Raw) -> dict[str, Any]:
     return body
 
 
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice (``json.loads`` alone would keep the last value silently)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"key {key!r} appears more than once in one object")
+        self.key = key
+
+
 def loads_strict(text: str) -> Any:
     """``json.loads`` that refuses NaN, Infinity and -Infinity (ValueError), as standard JSON does:
-    a model's tool arguments holding them would otherwise reach traces that must stay strict JSON."""
-    return json.loads(text, parse_constant=_no_constant)
+    a model's tool arguments holding them would otherwise reach traces that must stay strict JSON.
+    A key repeated within one object is refused too (:class:`DuplicateKey`): which of two values a
+    model meant is a guess, and RFC 8259 leaves it to the parser."""
+    return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 def _no_constant(name: str) -> Any:

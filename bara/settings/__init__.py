@@ -197,6 +197,13 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     tool_args_max_depth: int = Field(default=32, ge=2, le=500, description="Deepest JSON nesting accepted in tool "
                                                                    "arguments; every tool takes flat objects, "
                                                                    "so deeper is an error envelope.")
+    xirr_min_annualise_days: int = Field(
+        default=90, ge=1, le=3650,
+        description="compute_xirr annualises only flows spanning at least this many days; below it, it reports the "
+                    "absolute return over the period (reason span_too_short). XIRR raises the period's return to the "
+                    "power 365/days: over a few days an ordinary NAV move becomes an absurd rate (a 5% gain over 3 "
+                    "days reads as ~37,000% a year; two days can give 1e111%). From a quarter (exponent <= ~4) the "
+                    "rate is shown with its under-a-year caution; 365 follows GIPS (never annualise under a year).")
     # --- embedder variants (performance) ---
     model_dir: Path = Field(default=_cache_home() / "models",
                             description="Built MiniLM ONNX files, once per machine, named by weights hash and "

@@ -52,7 +52,8 @@ def xirr(flows: Sequence[tuple[date, float]]) -> XirrResult:
     at the valuation (latest NAV) date. No flows, one-signed flows, flows all
     on one day (pyxirr gives 0.0 when they net to zero, which is no return at
     all but an undefined one), or a non-finite solution give ``rate=None``
-    and a reason.
+    and a reason. Whether a rate over a short span is shown at all is the tool's choice
+    (``compute_xirr``: below ``Settings.xirr_min_annualise_days`` it reports the absolute return).
     """
     kept = [(d, float(a)) for d, a in flows if a]
     if not kept:

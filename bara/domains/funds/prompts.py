@@ -47,6 +47,28 @@ NOTHING = "I couldn't find anything for that. Try naming a fund or asking about 
 NO_EXPENSE = "AMFI NAV data carries no expense ratios, so I can't quote them for these funds."
 RETRIED = "(The first search, for \"{first}\", found little, so I searched again for \"{again}\".)"
 FAILED = "I couldn't get {what}: {error}"
+#: A fund the user named is not one of theirs (by the tool's error code): no figure for anything else instead.
+NOT_HELD = {
+    "scheme_not_found": ("I couldn't find \"{fund}\" among the funds you hold, so I can't give {what} for it (and "
+                         "I haven't given your whole portfolio's instead). Ask \"show my holdings\" to see your funds with their names "
+                         "and AMFI codes, then ask again naming one of them, or ask without naming a fund for your "
+                         "whole portfolio."),
+    "scheme_ambiguous": ("\"{fund}\" matches more than one of your funds, so I haven't picked one ({error}). Ask "
+                         "again with the fund's full name or AMFI code, or ask \"show my holdings\" to list them."),
+}
+#: A date in the message that could not be read: nothing is answered for a default period instead.
+DATE_UNREADABLE = ("I couldn't read the date \"{date}\", so I haven't answered for a different period. Please "
+                   "write dates as YYYY-MM-DD (e.g. 2024-01-31), as \"31 Jan 2024\", or as a month (\"March 2026\").")
+DATE_AMBIGUOUS = ("The date \"{date}\" could be read day-first or month-first, so I haven't guessed. Please write "
+                  "it as YYYY-MM-DD (e.g. 2024-04-03) or with the month's name (\"3 Apr 2024\").")
+#: A date the user gave to a figure that has no period: the answer says it was not applied.
+NO_PERIOD = {
+    "compute_xirr": "Note: the XIRR always covers all your transactions up to the latest NAV; the date you gave "
+                    "({when}) was not applied.",
+    "get_holdings": "Note: holdings are always shown at the latest NAV; the date you gave ({when}) was not applied.",
+    "asset_allocation": "Note: the allocation is always at the latest NAV; the date you gave ({when}) was not applied.",
+}
+PERIOD = {"since": "since {start}", "until": "until {end}", "on": "on {start}", "range": "from {start} to {end}"}
 LABELS = {"search_documents": "matching documents", "compute_xirr": "your XIRR", "compare_funds": "the comparison",
           "get_holdings": "your holdings", "get_transactions": "your transactions",
           "asset_allocation": "your allocation"}
@@ -59,6 +81,9 @@ HOLDING_LINE = "- {scheme} ({code}): {units} units x NAV {nav} = {value} (invest
 HOLDINGS_TOTAL = "Total: {value} (invested {invested}, gain {gain}, {gain_pct})."
 PORTFOLIO = "your portfolio"
 XIRR_NONE = "I can't compute an XIRR for {what}: {reason}."
+XIRR_SHORT = ("The cash flows of {what} span only {days} days, too short for an annualised XIRR to mean anything, so "
+              "here is the absolute return over that period instead: {pct} (as of {as_of}; invested {invested}, "
+              "redeemed {redeemed}, current value {value}).")
 XIRR = ("The XIRR of {what} is {xirr} a year (as of {as_of}), from {count} transactions since {first}: invested "
         "{invested}, redeemed {redeemed}, current value {value}.")
 TX_SCOPE = " in {scheme}"

@@ -34,12 +34,14 @@ Follow-up steps (thin-search reformulation, compute-then-search) live in
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from bara.domains.funds import router_intent as I
 from bara.domains.funds import router_text as T
+from bara.domains.funds.router_dates import date_range, read_dates
 from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, spec_text
 from bara.domains.funds.router_schemes import SchemeCatalogue
 from bara.domains.funds.router_steps import (MAX_COMPARE, SEARCH, Call, Plan, Seen, Turn,  # noqa: F401
@@ -54,6 +56,10 @@ from bara.understand.prototypes import prototypes_for as load_matching
 
 ROUTER_NAME = "rule-router"
 PORTFOLIO_TOOLS = ("get_holdings", "get_transactions", "compute_xirr", "asset_allocation")
+#: First words of scheme names that are ordinary English too ("The ...", "Bank of India ..."): no fund house alone.
+COMMON_FIRST_WORDS = frozenset("the bank old trust choice angel union quant quantum navi".split())
+#: Portfolio tools with no date argument: a date the user gives them is named in the answer as not applied.
+UNDATED_TOOLS = ("get_holdings", "compute_xirr", "asset_allocation")
 
 
 class RuleRouter:
@@ -116,9 +122,13 @@ class RuleRouter:
         return refusal
 
     def plan_answer(self, text: str, norm: str, spans: list[str], tools: Sequence[ToolSpec]) -> Plan:
-        """The plan for an in-scope message that is neither refused nor small talk."""
-        if T.WHY_FALL.search(norm) or (I.fall_question(norm) and (spans or I.personal(norm))):
-            return Plan("explain", explain_calls(spans, norm), reasons=("router:compute_then_search",))
+        """The plan for an in-scope message that is neither refused nor small talk. A fund the message
+        names that no scheme matched (``named``) still goes to the tool as its scheme argument, so the tool's
+        own error says it is not the user's: never the whole portfolio's figure in its place."""
+        named = [] if spans else [n for n in (T.named_fund(text) or self.fund_house_named(text),) if n]
+        if T.WHY_FALL.search(norm) or (I.fall_question(norm) and (spans or named or I.personal(norm))):
+            return Plan("explain", explain_calls(spans or named, norm), reasons=("router:compute_then_search",),
+                        labels=self.labels(spans))
         if not spans and not I.on_topic(norm):
             return Plan("refuse", note=REFUSE_OUT_OF_SCOPE, reasons=("router:no_tool_fits_off_topic",))
         if len(spans) >= 2 and I.compares(norm):
@@ -129,7 +139,18 @@ class RuleRouter:
         if I.concept(norm):
             return Plan("tools", (Call(SEARCH, {"query": search_query(text), "limit": 5}),),
                         reasons=("router:concept_search",))
-        return self.choose(text, norm, spans, tools)
+        return self.choose(text, norm, spans, tools, named)
+
+    def fund_house_named(self, text: str) -> str | None:
+        """A capitalised word (not the first) that starts a fund house's scheme names ("xirr for Mirae"), or None."""
+        if self.schemes is None:
+            return None
+        words = re.findall(r"[A-Za-z][\w&-]*", text)[1:]
+        return next((w for w in words if w[:1].isupper() and w.lower() in self.schemes.by_first
+                     and w.lower() not in COMMON_FIRST_WORDS), None)
+
+    def labels(self, spans: Sequence[str]) -> tuple[tuple[str, str], ...]:
+        return tuple((c, self.label(c)) for c in spans if self.label(c) != c)
 
     def label(self, span: str) -> str:
         """How to write a scheme in a search query: its name when the catalogue knows the code."""
@@ -150,7 +171,8 @@ class RuleRouter:
             return gate.intent.chitchat or "meta"
         return "low_entropy" if gate.features.low_entropy else None
 
-    def choose(self, text: str, low: str, spans: list[str], tools: Sequence[ToolSpec]) -> Plan:
+    def choose(self, text: str, low: str, spans: list[str], tools: Sequence[ToolSpec],
+               named: Sequence[str] = ()) -> Plan:
         scores = self.scores(text, low, tools, spans)
         rules = {n: T.rule_score(n, low, spans) for n in scores}
         picked = sorted((n for n, r in rules.items() if r >= 1.0), key=lambda n: -rules[n])
@@ -162,8 +184,15 @@ class RuleRouter:
         picked = _drop_search(picked, rules, low)
         if "compare_funds" in picked and len(spans) < 2:
             return _compare_fallback(text, low, [self.label(c) for c in spans], picked)
-        calls = tuple(Call(n, tool_args(n, text, low, spans)) for n in picked[:3])
-        return Plan("tools", calls, reasons=tuple(f"router:pick_{n}" for n in picked[:3]))
+        dates = read_dates(T.normal(text))
+        if dates.problems and set(picked[:3]) & set(PORTFOLIO_TOOLS):
+            problem = dates.problems[0]
+            return Plan("clarify", note=problem.text, reasons=(f"router:date_{problem.kind}",))
+        calls = tuple(Call(n, tool_args(n, text, low, [*spans] or [*named])) for n in picked[:3])
+        undated = [n for n in picked[:3] if n in UNDATED_TOOLS]
+        period = tuple(date_range(T.normal(text)).items()) if undated else ()
+        return Plan("tools", calls, reasons=tuple(f"router:pick_{n}" for n in picked[:3]), period=period,
+                    labels=self.labels(spans))
 
     def best_fit(self, text: str, scores: Mapping[str, float], tools: Sequence[ToolSpec],
                  spec_scores: Mapping[str, float] | None = None) -> str | None:
@@ -284,7 +313,7 @@ def tool_args(name: str, text: str, low: str, spans: list[str]) -> dict[str, Any
         return {"by": T.allocation_by(low)}
     args: dict[str, Any] = {"scheme": spans[0]} if spans and name in ("compute_xirr", "get_transactions") else {}
     if name == "get_transactions":
-        args.update(T.date_range(low))
+        args.update(date_range(T.normal(text)))
     return args
 
 

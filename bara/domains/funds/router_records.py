@@ -99,12 +99,14 @@ class Xirr:
     total_redeemed: Any
     current_value: Any
     caution: Any
+    absolute_return_pct: Any = None  # flows too short to annualise: the return over the period instead
+    span_days: Any = None
 
     @classmethod
     def read(cls, data: Mapping[str, Any]) -> "Xirr":
         return cls(SchemeRef.read(data.get("scope")), *(data.get(k) for k in (
             "xirr_pct", "reason", "as_of", "transactions", "first_transaction", "total_invested", "total_redeemed",
-            "current_value", "caution")))
+            "current_value", "caution", "absolute_return_pct", "span_days")))
 
 
 @dataclass(frozen=True)

@@ -65,12 +65,14 @@ class Turn:
 
 @dataclass(frozen=True)
 class Plan:
-    """kind: chitchat | refuse | advice | explain | compare_held | tools."""
+    """kind: chitchat | refuse | advice | explain | compare_held | tools | clarify."""
 
     kind: str
     calls: tuple[Call, ...] = ()
-    note: str = ""  # chit-chat kind or refusal reason
+    note: str = ""  # chit-chat kind, refusal reason, or (clarify) the date as the user wrote it
     reasons: tuple[str, ...] = ()
+    period: tuple[tuple[str, str], ...] = ()  # dates the user gave that a chosen tool cannot take
+    labels: tuple[tuple[str, str], ...] = ()  # (scheme argument, the scheme's name) for codes the router resolved
 
 
 # ---------------------------------------------------------------- transcript
@@ -129,6 +131,9 @@ def _explain_compare(seen: Sequence[Seen]) -> Call | None:
     xirr = next((s for s in seen if s.name == "compute_xirr"), None)
     if xirr is None or not xirr.args.get("scheme"):
         return None
+    asked = str(xirr.args["scheme"])
+    if not xirr.ok and xirr.result.get("code") and not (T.CODE.fullmatch(asked) or T.ISIN.fullmatch(asked)):
+        return None  # a phrase that is none of the user's funds: compare_funds would match it to some other fund
     scope = Xirr.read(xirr.data).scope if xirr.ok else None
     target = scope.scheme_code if scope else str(xirr.args["scheme"])
     others = [c for c in _held_codes(seen) if c != target][:2]

@@ -7,20 +7,19 @@ two decimals); no figure is computed here.
 
 from __future__ import annotations
 
-import calendar
 import re
 from dataclasses import dataclass
-from datetime import date
 from typing import Any, Iterable, Mapping, Sequence
 
 from bara.domains.funds import prompts as P
 from bara.domains.funds.prompts import (ADVICE, ADVICE_NO_FACTS, BY_LABEL, CHITCHAT, FAILED,  # noqa: F401
                                        LABELS, NO_EXPENSE, NOTHING, REFUSALS, RETRIED)  # wording lives there
+from bara.domains.funds.router_dates import MONTHS, date_range  # noqa: F401 - re-exported
 from bara.domains.funds.router_records import (FundFigures, Holdings, SchemeRef, Xirr, compared_funds,
                                                search_hits)
 from bara.llm.offline import extractive_answer
 from bara.prompts.frames import Source
-from bara.text.stopwords import REFORMULATION_FILLER, SCHEME_LEAD_STOPWORDS
+from bara.text.stopwords import REFORMULATION_FILLER, RETRIEVAL_STOPWORDS, SCHEME_LEAD_STOPWORDS
 
 # ------------------------------------------------------------------- keyword rules
 _R = re.compile
@@ -94,8 +93,6 @@ ISIN = _R(r"\bIN[FE][A-Z0-9]{9}\b")
 _TOKEN = _R(r"[A-Za-z0-9][\w&.'/+()-]*|&|-")
 _FUND_WORDS = frozenset("fund plan direct growth option regular cap index etf fof scheme idcw".split())
 _NOT_SCHEMES = frozenset("xirr nav navs amfi sip sips elss etf etfs inr rs amc sebi usd ok ira roth".split())
-_MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m} | \
-          {m.lower(): i for i, m in enumerate(calendar.month_abbr) if m}
 
 
 def name_runs(text: str) -> list[str]:
@@ -113,7 +110,7 @@ def name_runs(text: str) -> list[str]:
 
 
 def _name_word(word: str) -> bool:
-    if word.lower() in _MONTHS or re.fullmatch(r"(19|20)\d\d", word):
+    if word.lower() in MONTHS or re.fullmatch(r"(19|20)\d\d", word):
         return False
     return word[:1].isupper() or word[:1].isdigit() or word in ("&", "-") or word.lower() in _FUND_WORDS
 
@@ -131,6 +128,44 @@ def _scheme_like(run: list[str]) -> bool:
     return len(run) >= 2 and any(w not in _FUND_WORDS and w not in _NOT_SCHEMES for w in words)
 
 
+# ------------------------------------------------- a fund named but not found in the catalogue
+#: A number shaped like an AMFI scheme code (5-7 digits on its own), unless money or units mark it.
+_CODE_LIKE = _R(r"(?<![\w.,/-])\d{5,7}(?![\w,/-]|\.\d)")
+_MONEY_BEFORE = _R(r"(?:rs\.?|inr|\u20b9|\$|usd|invest\w*|amount|worth|value|paid|put|sip of)\s*$")
+_MONEY_AFTER = _R(r"^\s*(?:rupees|rs\b|inr|units?\b|%|k\b|lakhs?|lacs?|crores?|/-)")
+_FUND_NOUN = _R(r"\b(fund|scheme)\b(?!s)(?!-)")
+#: Words that say which fund without naming one ("my mutual fund", "my SIP fund"): the whole portfolio.
+_UNNAMED = frozenset("mutual mf sip sips all whole entire total overall own investment investments fund plan scheme "
+                     "direct regular growth option idcw".split())  # "index", "etf", "cap" do say which fund
+_AFTER_PREP = _R(r"\b(?:of|for|in|on)\s+$")
+
+
+def named_fund(text: str) -> str | None:
+    """A fund the message names that the catalogue could not resolve, as the user wrote it: a
+    code-shaped number ("xirr of 999999"), a phrase ending in "fund"/"scheme" ("my ELSS fund", "the tax
+    saver scheme"), or a capitalised name after of/for/in ("xirr for Axis Bluechip"); None when the
+    message names no particular fund (then the whole portfolio is meant)."""
+    for m in _CODE_LIKE.finditer(text):
+        if not _MONEY_BEFORE.search(text[:m.start()].lower()) and not _MONEY_AFTER.match(text[m.end():].lower()):
+            return m.group(0)
+    for m in _FUND_NOUN.finditer(text.lower()):
+        words = re.findall(r"[\w&'.-]+", text[:m.start()])[-4:]
+        kept: list[str] = []
+        for word in reversed(words):
+            if word.lower().strip(".'") in RETRIEVAL_STOPWORDS or word.lower() in _NAME_STOP:
+                break
+            kept.insert(0, word)
+        if any(w.lower() not in _UNNAMED for w in kept):
+            return " ".join([*kept, text[m.start():m.end()]])
+    runs = [r for r in name_runs(text) if _AFTER_PREP.search(text[:text.find(r)].lower())]
+    return runs[0] if runs else None
+
+
+#: Words that end a fund phrase read backwards from "fund" besides stopwords: figures and verbs of the ask.
+_NAME_STOP = frozenset("xirr irr returns return transactions transaction holdings performance show list give "
+                       "tell compute calculate mera mere meri apna apne apni hamara hamare humara ka ke ki".split())
+
+
 def allocation_by(low: str) -> str:
     if re.search(r"\b(fund houses?|amcs?|asset management|fund compan(y|ies))\b|\b(with|from|at)\b.*\b"
                  r"(mutual fund|mf)\b", low):
@@ -138,49 +173,6 @@ def allocation_by(low: str) -> str:
     if re.search(r"\b(by|per|each) (scheme|fund)\b|\bschemes?\b.*\bsplit\b", low):
         return "scheme"
     return "category_group"
-
-
-def date_range(low: str) -> dict[str, str]:
-    """``from_date``/``to_date`` from ISO dates, "March 2026" or "in 2026", with since/before words."""
-    spans = _date_spans(low)
-    if not spans:
-        return {}
-    if len(spans) >= 2:
-        return {"from_date": spans[0][1].isoformat(), "to_date": spans[1][2].isoformat()}
-    at, start, end = spans[0]
-    before = low[:at]
-    if re.search(r"\b(since|after|from)\s*$", before):
-        return {"from_date": start.isoformat()}
-    if re.search(r"\b(before|until|till|up to|through)\s*$", before):
-        return {"to_date": end.isoformat()}
-    return {"from_date": start.isoformat(), "to_date": end.isoformat()}
-
-
-_DATES = _R(r"\b(\d{4})-(\d{2})-(\d{2})\b|\b(" + "|".join(sorted(_MONTHS, key=len, reverse=True))
-            + r")\.?\s+((?:19|20)\d\d)\b(?!-)|\bin ((?:19|20)\d\d)\b(?!-)")
-
-
-def _date_spans(low: str) -> list[tuple[int, date, date]]:
-    out = []
-    for m in _DATES.finditer(low):
-        span = _span_of(m)
-        if span is not None:
-            out.append((m.start(), *span))
-    return sorted(out)
-
-
-def _span_of(m: re.Match[str]) -> tuple[date, date] | None:
-    try:
-        if m.group(1):
-            day = date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-            return day, day
-        if m.group(4):
-            month, year = _MONTHS.get(m.group(4)), int(m.group(5))
-            return (date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])) if month else None
-        year = int(m.group(6))
-        return date(year, 1, 1), date(year, 12, 31)
-    except ValueError:
-        return None
 
 
 # ------------------------------------------------------------------- reformulation
@@ -219,9 +211,13 @@ def compose(plan: Any, turn: Any) -> str:
         return CHITCHAT.get(plan.note, CHITCHAT["acknowledgement"]).format(name=name)
     if plan.kind == "refuse":
         return REFUSALS.get(plan.note, REFUSALS["out_of_scope"]).format(name=f", {turn.user_name}" if name else "")
+    if plan.kind == "clarify":
+        template = P.DATE_AMBIGUOUS if "router:date_ambiguous" in plan.reasons else P.DATE_UNREADABLE
+        return template.format(date=plan.note)
     shown = [s for s in _collapse(turn.seen) if plan.kind != "explain" or s.name != "get_holdings"]
     focus = EXPLAIN_FOCUS if plan.kind == "explain" else turn.text
-    body = [line for s in shown for line in describe(s, focus)] + _retry_note(turn.seen)
+    body = [line for s in shown for line in describe(s, focus, dict(plan.labels))] + _retry_note(turn.seen)
+    body += _period_note(plan.period, [s.name for s in shown if s.ok])
     if plan.kind == "advice":
         return "\n".join([ADVICE, *(body or [ADVICE_NO_FACTS])])
     return "\n".join(body) if body else NOTHING
@@ -239,11 +235,26 @@ def _retry_note(seen: Sequence[Any]) -> list[str]:
     return [RETRIED.format(first=queries[0], again=queries[-1])] if len(queries) > 1 else []
 
 
-def describe(seen: Any, text: str) -> list[str]:
+def describe(seen: Any, text: str, labels: Mapping[str, str] | None = None) -> list[str]:
     if not seen.ok:
-        return [FAILED.format(what=LABELS.get(seen.name, seen.name), error=seen.result.get("error", "unknown error"))]
+        what, error = LABELS.get(seen.name, seen.name), seen.result.get("error", "unknown error")
+        if seen.result.get("code") in P.NOT_HELD and seen.args.get("scheme"):
+            asked = str(seen.args["scheme"])
+            return [P.NOT_HELD[seen.result["code"]].format(fund=(labels or {}).get(asked, asked), what=what,
+                                                          error=error)]
+        return [FAILED.format(what=what, error=error)]
     formatter = _FORMATTERS.get(seen.name)
     return formatter(seen.data, text) if formatter else [str(dict(seen.data))]
+
+
+def _period_note(period: Sequence[tuple[str, str]], used: Sequence[str]) -> list[str]:
+    """Say that a date the user gave was not applied, for each answered tool that takes no dates."""
+    if not period:
+        return []
+    start, end = dict(period).get("from_date"), dict(period).get("to_date")
+    shape = "until" if start is None else "since" if end is None else "on" if start == end else "range"
+    when = P.PERIOD[shape].format(start=start, end=end)
+    return [P.NO_PERIOD[n].format(when=when) for n in dict.fromkeys(used) if n in P.NO_PERIOD]
 
 
 def money(x: Any) -> str:
@@ -272,6 +283,10 @@ def _holdings(data: Mapping[str, Any], text: str) -> list[str]:
 def _xirr(data: Mapping[str, Any], text: str) -> list[str]:
     d = Xirr.read(data)
     what = f"{d.scope.scheme} ({d.scope.scheme_code})" if d.scope else P.PORTFOLIO
+    if d.xirr_pct is None and d.absolute_return_pct is not None:
+        return [P.XIRR_SHORT.format(what=what, days=d.span_days, pct=pct(d.absolute_return_pct), as_of=d.as_of,
+                                    invested=money(d.total_invested), redeemed=money(d.total_redeemed),
+                                    value=money(d.current_value))]
     if d.xirr_pct is None:
         return [P.XIRR_NONE.format(what=what, reason=d.reason)]
     lines = [P.XIRR.format(what=what, xirr=pct(d.xirr_pct), as_of=d.as_of, count=d.transactions,

@@ -174,9 +174,21 @@ def compute_xirr(ctx: ToolContext, args: XirrArgs) -> dict[str, Any]:
            "transactions": len(txs), "current_value": _money(sum(h.value for h in held)),
            **_flow_totals(txs), "method": "XIRR (Actual/365) over dated cash flows, with the current value "
            "at the latest NAV as the final inflow."}
+    if result.rate is not None and result.span_days < ctx.settings.xirr_min_annualise_days:
+        return {**out, **_short_span(out, result.span_days, ctx.settings.xirr_min_annualise_days)}
     if result.rate is not None and result.span_days < 365:
         out["caution"] = "Flows span under a year: the annualised figure magnifies short-term moves."
     return out
+
+
+def _short_span(out: dict[str, Any], days: int, minimum: int) -> dict[str, Any]:
+    """Flows too close together to annualise: no XIRR, the absolute return over the period instead
+    ((current value + redeemed) / invested - 1), under reason_code ``span_too_short``."""
+    paid, back = out["total_invested"] or 0.0, (out["total_redeemed"] or 0.0) + (out["current_value"] or 0.0)
+    return {"xirr_pct": None, "reason_code": SPAN_TOO_SHORT,
+            "reason": f"the cash flows span only {days} days (under {minimum}); annualising so short a span "
+                      "magnifies it into a meaningless rate, so absolute_return_pct gives the return over the period",
+            "absolute_return_pct": _num(100 * (back / paid - 1), 2) if paid > 0 else None}
 
 
 def asset_allocation(ctx: ToolContext, args: AllocationArgs) -> dict[str, Any]:
@@ -222,7 +234,7 @@ def _own_scheme(repo: FundsRepo, user: str, text: str) -> Scheme:
     match = repo.find_scheme(text, among=set(own))
     if match.scheme is not None:
         return match.scheme
-    raise ToolInputError(f"scheme: {_unmatched(match, 'among your transactions')}")
+    raise ToolInputError(f"scheme: {_unmatched(match, 'among your transactions')}", code=unmatched_code(match))
 
 
 def _resolve_all(repo: FundsRepo, texts: list[str]) -> list[Scheme]:
@@ -239,6 +251,16 @@ def _resolve_all(repo: FundsRepo, texts: list[str]) -> list[Scheme]:
     if errors:
         raise ToolInputError("; ".join(errors))
     return found
+
+
+#: ToolError codes for a scheme argument that names none of the user's schemes, or several of them.
+SCHEME_NOT_FOUND, SCHEME_AMBIGUOUS = "scheme_not_found", "scheme_ambiguous"
+#: compute_xirr's reason_code when the flows span under Settings.xirr_min_annualise_days.
+SPAN_TOO_SHORT = "span_too_short"
+
+
+def unmatched_code(match: SchemeMatch) -> str:
+    return SCHEME_AMBIGUOUS if match.candidates else SCHEME_NOT_FOUND
 
 
 def _unmatched(match: SchemeMatch, where: str) -> str:
