@@ -304,3 +304,18 @@ def test_injected_memo_changes_nothing_a_tool_can_reach(env):
 ])
 def test_detect_refusal(message, reason):
     assert detect_refusal(message, own_names=("u_asha", "Asha")) == reason
+
+
+@pytest.mark.parametrize("message", ["what is my xirr for Aditya", "transactions for Parag Parikh this year",
+                                     "my xirr of Capitalmind", "Choice's portfolio turnover"])
+def test_a_fund_house_named_like_a_person_is_not_someone_else(message):
+    """Stop 20 (QA): "xirr for Aditya" (Aditya Birla Sun Life) was refused as another investor's portfolio."""
+    assert detect_refusal(message, own_names=("u_asha", "Asha")) is None
+
+
+def test_the_stores_scheme_names_are_not_people():
+    """A fund house the static list lacks is not a person once the caller names it (the router passes the
+    first words of the store's scheme names); a real person is refused either way."""
+    assert detect_refusal("xirr for Zephyra", ("u_asha", "Asha")) == REFUSE_OTHER_USER
+    assert detect_refusal("xirr for Zephyra", ("u_asha", "Asha"), not_people=("zephyra",)) is None
+    assert detect_refusal("portfolio of Ramesh", ("u_asha", "Asha"), not_people=("zephyra",)) == REFUSE_OTHER_USER

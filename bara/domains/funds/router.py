@@ -114,7 +114,7 @@ class RuleRouter:
 
     def refusal(self, text: str, norm: str, own: Sequence[str]) -> str | None:
         """Why this message must be refused (or answered with facts only: advice), if it must."""
-        refusal = detect_refusal(text, tuple(n for n in own if n))
+        refusal = detect_refusal(text, tuple(n for n in own if n), self.schemes.firsts if self.schemes else ())
         if refusal is None and I.other_person(norm, tuple(n for n in own if n), self.people):
             refusal = REFUSE_OTHER_USER
         if refusal is None and I.advice(norm):

@@ -14,7 +14,7 @@ import random
 import re
 from dataclasses import dataclass
 from datetime import date
-from typing import Any, Collection, Sequence
+from typing import AbstractSet, Any, Collection, Sequence
 
 from bara.domains.funds.metrics import months_back
 from bara.domains.funds.repo import FundsRepo
@@ -192,12 +192,15 @@ _POSSESSIVE = re.compile(r"\b([A-Za-z][a-z]+)'s\s+(?:[a-z]+\s+){0,2}" + _PERSONA
 _OF_PERSON = re.compile(_PERSONAL + r"\s+(?:of|for|belonging to)\s+(?:(?:user|investor)\s+#?(\d+)|"
                         r"(?:user\s+|investor\s+)?([A-Z][a-z]+))\b")
 _NAMED_USER = re.compile(r"\b(?:user|investor|customer|client)\s+(?:id\s*)?[:#=]?\s*([A-Z][a-z]+|\d+)\b")
-#: Possessives that are not people: fund houses (first word of AMFI names) and market words.
+#: Possessives that are not people: market words, and the fund houses' names (the first word of each of
+#: AMFI's 52 fund houses, plus the words that start their schemes' names: "Aditya Birla", "Parag Parikh").
 _NOT_PEOPLE = frozenset(
-    "my your our their his her its what that it there here who where how let he she one fund scheme amc index market nifty sensex sebi amfi company bank india "
-    "government today yesterday year month week category plan axis bajaj bandhan baroda canara edelweiss "
-    "franklin groww helios invesco jio kotak mahindra mirae motilal navi nippon quant quantum samco shriram "
-    "sundaram tata taurus trust union unifi whiteoak zerodha".split())
+    "my your our their his her its what that it there here who where how let he she one fund scheme amc index "
+    "market nifty sensex sebi amfi company bank india government today yesterday year month week category plan "
+    "abakkus aditya alphagrep angel axis bajaj bandhan baroda birla canara capitalmind choice dsp edelweiss "
+    "franklin groww helios hdfc hsbc icici invesco iti jio jm kotak lic mahindra mirae motilal navi nippon nj "
+    "old parag parikh pgim ppfas quant quantum samco sbi shriram sundaram tata taurus trust union unifi uti "
+    "whiteoak zerodha".split())
 _ADVICE = re.compile(
     r"\bshould\s+i\s+(?:buy|sell|invest|redeem|switch|hold|exit|add|put|start|stop|continue|increase|move)\b"
     r"|\b(?:is|would)\s+it\s+(?:be\s+)?(?:a\s+)?(?:good|wise|smart|right|bad)\s+(?:time|idea|move|choice)\b"
@@ -214,18 +217,19 @@ _FINANCE = re.compile(
     r"inflation|retire\w*|equity|debt|savings?)\b")
 
 
-def detect_refusal(message: str, own_names: Collection[str] = ()) -> str | None:
+def detect_refusal(message: str, own_names: Collection[str] = (), not_people: Collection[str] = ()) -> str | None:
     """A reason code when the message must be (partly) declined, else None.
 
     ``REFUSE_OTHER_USER``: someone else's portfolio, by name ("Bilal's
     holdings"), id ("user u_bilal") or in bulk ("all users"); ``own_names``
-    (the signed-in user's id and name) are never "someone else".
+    (the signed-in user's id and name) are never "someone else", nor are ``not_people`` (lower-case words
+    that name something else, such as the first words of the store's scheme names).
     ``REFUSE_ADVICE``: a buy/sell/hold recommendation; give facts, decline the advice.
     ``REFUSE_OUT_OF_SCOPE``: clearly unrelated to personal finance.
     """
     text = message.replace("\u2019", "'")
     own = {n.lower() for n in own_names} | {n.lower().removeprefix("u_") for n in own_names}
-    if _asks_about_others(text, own):
+    if _asks_about_others(text, own, {w.lower() for w in not_people}):
         return REFUSE_OTHER_USER
     low = text.lower()
     if _ADVICE.search(low):
@@ -235,11 +239,11 @@ def detect_refusal(message: str, own_names: Collection[str] = ()) -> str | None:
     return None
 
 
-def _asks_about_others(text: str, own: set[str]) -> bool:
+def _asks_about_others(text: str, own: set[str], not_people: AbstractSet[str] = frozenset()) -> bool:
     low = text.lower()
     if any(uid not in own for uid in _USER_ID.findall(low)) or _BULK.search(low):
         return True
     named = [m.group(1) for m in _POSSESSIVE.finditer(text)]
     named += [m.group(1) or m.group(2) for m in _OF_PERSON.finditer(text)]
     named += [m.group(1) for m in _NAMED_USER.finditer(text)]
-    return any(n.lower() not in own and n.lower() not in _NOT_PEOPLE for n in named)
+    return any(n.lower() not in own and n.lower() not in _NOT_PEOPLE and n.lower() not in not_people for n in named)
