@@ -97,6 +97,17 @@ def test_a_held_fund_named_by_code_or_by_a_word_of_its_name_is_answered_for_that
             assert f"({scheme.code})" in run.answer
 
 
+def test_the_xirr_of_a_named_fund_asked_as_what_is_is_computed_not_looked_up(world):
+    """Stop 20: "What is the XIRR of <fund>?" (no "my") read as a concept question and searched the documents."""
+    for scheme in held(world):
+        run = ask(world, f"What is the XIRR of {scheme.code}?")
+        assert [(c.name, c.ok) for c in run.tool_calls] == [("compute_xirr", True)], run.tool_calls
+        assert f"({scheme.code})" in run.answer
+    run = ask(world, "What is the XIRR of 999999?")
+    assert [c.name for c in run.tool_calls] == ["compute_xirr"] and "couldn't find" in run.answer
+    assert [c.name for c in ask(world, "What is XIRR?").tool_calls] == ["search_documents"]  # the concept
+
+
 def test_no_fund_named_is_the_whole_portfolio(world):
     for message in ("What is my XIRR?", "xirr of my mutual funds", "how are my investments doing"):
         run = ask(world, message)

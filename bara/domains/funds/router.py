@@ -58,6 +58,8 @@ ROUTER_NAME = "rule-router"
 PORTFOLIO_TOOLS = ("get_holdings", "get_transactions", "compute_xirr", "asset_allocation")
 #: First words of scheme names that are ordinary English too ("The ...", "Bank of India ..."): no fund house alone.
 COMMON_FIRST_WORDS = frozenset("the bank old trust choice angel union quant quantum navi".split())
+#: Figures only the user's own flows give: asked of a named scheme, they are computed, not looked up as a concept.
+_OWN_FIGURE = re.compile(r"\b(xirr|irr|units|invested)\b")
 #: Portfolio tools with no date argument: a date the user gives them is named in the answer as not applied.
 UNDATED_TOOLS = ("get_holdings", "compute_xirr", "asset_allocation")
 
@@ -136,7 +138,7 @@ class RuleRouter:
                         reasons=("router:compare_named",))
         if I.fund_house_split(norm):
             return Plan("tools", (Call("asset_allocation", {"by": "fund_house"}),), reasons=("router:by_fund_house",))
-        if I.concept(norm):
+        if I.concept(norm) and not ((spans or named) and _OWN_FIGURE.search(norm)):  # "the xirr of <a fund>"
             return Plan("tools", (Call(SEARCH, {"query": search_query(text), "limit": 5}),),
                         reasons=("router:concept_search",))
         return self.choose(text, norm, spans, tools, named)
