@@ -201,3 +201,22 @@ def test_the_gates_features_grow_linearly(fill):
     history = (Utterance("user", "How does TCP work?"), Utterance("assistant", "It retransmits lost segments."))
     assert _ratio(lambda text: compute_features(text, history, {}, settings=settings),
                   lambda n: "hey " + fill * (n // len(fill)) + " end?") <= RATIO_BOUND
+
+
+# ---- the router's reading of a fund the user names, its dates, and the gate's round-13 rules (stop 20) ----
+@pytest.mark.parametrize("fill", ["fund ", "my tax saver fund ", "123456 ", "Rs 123456 ", "of Aa, ", "for Zz Yy and ",
+                                  "31/01/2024 ", "Jan 31, 2024 ", "call ", "hey, add "])
+def test_the_routers_fund_and_date_reading_and_the_gates_rules_grow_linearly(fill):
+    from bara.domains.funds.router_dates import read_dates
+    from bara.domains.funds.router_text import named_fund
+    from bara.understand.intent import classify_intent
+    from bara.understand.features import compute_features
+
+    settings = Settings()
+
+    def read(text: str) -> None:
+        named_fund(text)
+        read_dates(text.lower())
+        classify_intent(text, compute_features(text, (), {}, settings=settings), settings=settings)
+
+    assert _ratio(read, lambda n: "xirr of " + fill * (n // len(fill) // 8) + "end") <= RATIO_BOUND

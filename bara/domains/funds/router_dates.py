@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import date
 
@@ -64,8 +65,10 @@ def read_dates(low: str) -> Dates:
             problems.append(read)
         else:
             spans.append((m.start(), *read))
+    starts = [a for a, _ in taken]  # in text order: a bisection finds the one read span that may cover a hit
     for m in _DATE_SHAPED.finditer(low):
-        if not any(a <= m.start() < b for a, b in taken):
+        i = bisect_right(starts, m.start()) - 1
+        if i < 0 or not taken[i][0] <= m.start() < taken[i][1]:
             problems.append(DateProblem(m.group(0), "unreadable"))
     return Dates(tuple(sorted(spans)), tuple(problems))
 
@@ -78,7 +81,7 @@ def date_range(low: str) -> dict[str, str]:
     if len(spans) >= 2:
         return {"from_date": spans[0][1].isoformat(), "to_date": spans[1][2].isoformat()}
     at, start, end = spans[0]
-    before = low[:at]
+    before = low[max(0, at - 64):at]  # the since/until word just before the date (a bounded look)
     if _SINCE.search(before):
         return {"from_date": start.isoformat()}
     if _UNTIL.search(before):

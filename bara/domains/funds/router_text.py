@@ -138,6 +138,7 @@ _FUND_NOUN = _R(r"\b(fund|scheme)\b(?!s)(?!-)")
 _UNNAMED = frozenset("mutual mf sip sips all whole entire total overall own investment investments fund plan scheme "
                      "direct regular growth option idcw".split())  # "index", "etf", "cap" do say which fund
 _AFTER_PREP = _R(r"\b(?:of|for|in|on)\s+$")
+_LOOK = 64  # characters around a hit that the patterns above read (their longest match is ~20)
 
 
 def named_fund(text: str) -> str | None:
@@ -145,11 +146,12 @@ def named_fund(text: str) -> str | None:
     code-shaped number ("xirr of 999999"), a phrase ending in "fund"/"scheme" ("my ELSS fund", "the tax
     saver scheme"), or a capitalised name after of/for/in ("xirr for Axis Bluechip"); None when the
     message names no particular fund (then the whole portfolio is meant)."""
-    for m in _CODE_LIKE.finditer(text):
-        if not _MONEY_BEFORE.search(text[:m.start()].lower()) and not _MONEY_AFTER.match(text[m.end():].lower()):
+    for m in _CODE_LIKE.finditer(text):  # each look is a bounded window: linear in the text, however many hits
+        before, after = text[max(0, m.start() - _LOOK):m.start()].lower(), text[m.end():m.end() + _LOOK].lower()
+        if not _MONEY_BEFORE.search(before) and not _MONEY_AFTER.match(after):
             return m.group(0)
     for m in _FUND_NOUN.finditer(text.lower()):
-        words = re.findall(r"[\w&'.-]+", text[:m.start()])[-4:]
+        words = re.findall(r"[\w&'.-]+", text[max(0, m.start() - 8 * _LOOK):m.start()])[-4:]
         kept: list[str] = []
         for word in reversed(words):
             if word.lower().strip(".'") in RETRIEVAL_STOPWORDS or word.lower() in _NAME_STOP:
@@ -157,8 +159,13 @@ def named_fund(text: str) -> str | None:
             kept.insert(0, word)
         if any(w.lower() not in _UNNAMED for w in kept):
             return " ".join([*kept, text[m.start():m.end()]])
-    runs = [r for r in name_runs(text) if _AFTER_PREP.search(text[:text.find(r)].lower())]
-    return runs[0] if runs else None
+    at = 0
+    for run in name_runs(text):  # runs in text order: each is found after the one before it
+        at = text.find(run, at)
+        if _AFTER_PREP.search(text[max(0, at - _LOOK):at].lower()):
+            return run
+        at += len(run)
+    return None
 
 
 #: Words that end a fund phrase read backwards from "fund" besides stopwords: figures and verbs of the ask.
