@@ -220,3 +220,66 @@ def test_the_routers_fund_and_date_reading_and_the_gates_rules_grow_linearly(fil
         classify_intent(text, compute_features(text, (), {}, settings=settings), settings=settings)
 
     assert _ratio(read, lambda n: "xirr of " + fill * (n // len(fill) // 8) + "end") <= RATIO_BOUND
+
+
+# ---- "A .* B" word patterns, now bara.text.ordered.Ordered: the same answers, linear time (stop 20) ----
+OLD_ORDERED = {  # the backtracking originals: the specification of what each pattern means
+    "why_fall": re.compile(r"\b(why|what (caused|made|explains?))\b.*\b(fall|falls|fell|fallen|drop|dropped|down|"
+                           r"declin\w*|lost|losing|loss|underperform\w*|crash\w*|tank\w*|negative|dip|dipped|slump\w*)\b"),
+    "xirr_rule": re.compile(r"\breturns? (on|of|from) my\b|\bhow (is|are|has|have) my\b.*\b(doing|performing|performed|"
+                            r"done)\b"),
+    "by_house": re.compile(r"\b(fund houses?|amcs?|asset management|fund compan(y|ies))\b|\b(with|from|at)\b.*\b"
+                           r"(mutual fund|mf)\b"),
+    "by_scheme": re.compile(r"\b(by|per|each) (scheme|fund)\b|\bschemes?\b.*\bsplit\b"),
+    "advice": re.compile(
+        r"\b(?:buy|sell|exit|redeem|switch|invest|enter)\w*\b.*\bshould\b|\bshould\b.*\b(?:buy|sell|exit|redeem)\b"
+        r"|\b(?:right|good|best|wrong|bad|ideal)\s+time\s+to\s+(?:buy|sell|exit|enter|invest|redeem|switch|book)\b"
+        r"|\bswitch\w*\b.*\b(?:smart|wise|good idea|sensible|worth it|better idea)\b"
+        r"|\b(?:top|best)\s+(?:\d+\s+|three\s+|five\s+)?(?:mutual\s+)?(?:funds?|schemes?|stocks?)\s+(?:to|for|in)\b"
+        r"|\bwhich\s+(?:fund|scheme|stock)s?\b.*\b(?:buy|should|pick|choose)\b"),
+    "concept": re.compile(
+        r"^(?:so |ok |and |but )?(?:what|what's|whats|wat)\s+(?:is|are|does|do)\b|\bexplain\b|\bdefine\b|"
+        r"\bdefinition\b|\bmeaning\b|\bmeans\b|\bwhy\s+(?:does|do|is|are|would|should|can)\b|"
+        r"\bhow\s+(?:does|do|is|are)\b.*\b(?:work|works|calculated|computed|measured|taxed|priced|differ\w*)\b|"
+        r"\bdiff(?:erence|erent|ers?)?\b|\bis\b.*\bsame\b|\bhow\s+often\b|\bwhat\s+(?:type|kind)\s+of\b"),
+    "refusal_advice": re.compile(
+        r"\bshould\s+i\s+(?:buy|sell|invest|redeem|switch|hold|exit|add|put|start|stop|continue|increase|move)\b"
+        r"|\b(?:is|would)\s+it\s+(?:be\s+)?(?:a\s+)?(?:good|wise|smart|right|bad)\s+(?:time|idea|move|choice)\b"
+        r"|\b(?:recommend|suggest)\b.*\b(?:funds?|schemes?|stocks?|invest\w*|buy|sip|portfolio)\b"
+        r"|\bwhich\s+(?:fund|scheme|stock)s?\s+(?:should|to|do\s+i)\b|\bworth\s+(?:buying|investing)\b"
+        r"|\bbest\s+(?:mutual\s+)?funds?\s+(?:to|for)\s+(?:buy|invest)|\bwill\b.*\bgo\s+(?:up|down)\b"
+        r"|\b(?:buy|sell)\s+or\s+(?:sell|hold|buy)\b|\bwhat\s+should\s+i\s+(?:buy|invest|do\s+with)\b"),
+}
+
+
+def _ordered_now():
+    from bara.domains.funds import router_intent, router_text, users
+
+    return {"why_fall": router_text.WHY_FALL, "xirr_rule": router_text.RULES["compute_xirr"][2][1],
+            "by_house": router_text._BY_HOUSE, "by_scheme": router_text._BY_SCHEME, "advice": router_intent.ADVICE,
+            "concept": router_intent.CONCEPT, "refusal_advice": users._ADVICE}
+
+
+_WORDS = ["why", "what caused", "fell", "down", "how is my", "doing", "returns of my", "with", "from", "mutual fund",
+          "mf", "fund house", "schemes", "split", "by scheme", "buy", "should", "sell", "switch", "wise", "which fund",
+          "pick", "best time to buy", "top 5 funds to", "what is", "so what is", "how does", "work", "is", "same",
+          "recommend", "sip", "will", "go up", "the", "x", "\n", ",", "  ", "investing", "worth buying", "differs"]
+_phrases = st.lists(st.sampled_from(_WORDS), max_size=10).map(" ".join)
+
+
+@given(_phrases)
+def test_ordered_patterns_answer_as_the_backtracking_originals(text):
+    for name, new in _ordered_now().items():
+        assert bool(new.search(text)) == bool(OLD_ORDERED[name].search(text)), (name, text)
+
+
+@pytest.mark.parametrize("fill", ["why did ", "how is my ", "with ", "schemes ", "buy ", "should ", "switch ",
+                                  "which fund ", "how does ", "is ", "recommend ", "will "])
+def test_ordered_patterns_grow_linearly(fill):
+    patterns = list(_ordered_now().values())
+
+    def scan(text: str) -> None:
+        for p in patterns:
+            p.search(text)
+
+    assert _ratio(scan, lambda n: fill * (n // len(fill) // 8) + "end") <= RATIO_BOUND

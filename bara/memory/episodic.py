@@ -52,7 +52,7 @@ _CAPITALISED = re.compile(r"\b[A-Z][a-z][\w'\-]*(?:\s+[A-Z][a-z][\w'\-]*)*")
 _DATE_VALUE = re.compile(r"\((?:around |the week of |the weekend of )?(\d{1,2} [A-Z][a-z]+ \d{4}|[A-Z][a-z]+ \d{4}|"
                          r"\d{4})\)")
 _JOIN = re.compile(
-    r"\b(both|in common|and\b.*\bboth|what (?:kinds?|types?|sorts?) of|which \w+s\b|how many|"
+    r"\b(both|in common|what (?:kinds?|types?|sorts?) of|which \w+s\b|how many|"
     r"what (?:activities|things|events|books|places|hobbies|items|pets|instruments|games|sports|ways|"
     r"countries|cities|symbols|plans|changes|causes|traits|names)|where has|where have|list|all the|"
     r"what (?:has|have) \w+ (?:\w+ )?(?:done|made|painted|bought|read|visited|tried))\b", re.I)

@@ -20,6 +20,8 @@ from typing import Collection
 
 from rapidfuzz import fuzz, process
 
+from bara.text.ordered import Ordered
+
 _R = re.compile
 #: Hinglish (romanised Hindi) words and pairs -> the English the rules read. Pairs first.
 HINGLISH_PAIRS = {"bata hua": "split", "bate hue": "split", "ke paas": "have", "mere paas": "i have",
@@ -65,12 +67,13 @@ _DESI_POSSESSIVE = _R(r"\b([a-z]{3,})\s+(?:ka|ke|ki)\s+(?:\w+\s+)?" + DATA + r"\
 _NOT_A_PERSON = frozenset("my fund scheme plan portfolio is us iss uss all which what this that aap apne aapke "
                           "market index nifty sensex amc sip equity debt".split())
 
-ADVICE = _R(
-    r"\b(?:buy|sell|exit|redeem|switch|invest|enter)\w*\b.*\bshould\b|\bshould\b.*\b(?:buy|sell|exit|redeem)\b"
-    r"|\b(?:right|good|best|wrong|bad|ideal)\s+time\s+to\s+(?:buy|sell|exit|enter|invest|redeem|switch|book)\b"
-    r"|\bswitch\w*\b.*\b(?:smart|wise|good idea|sensible|worth it|better idea)\b"
-    r"|\b(?:top|best)\s+(?:\d+\s+|three\s+|five\s+)?(?:mutual\s+)?(?:funds?|schemes?|stocks?)\s+(?:to|for|in)\b"
-    r"|\bwhich\s+(?:fund|scheme|stock)s?\b.*\b(?:buy|should|pick|choose)\b")
+ADVICE = Ordered(
+    [r"\b(?:right|good|best|wrong|bad|ideal)\s+time\s+to\s+(?:buy|sell|exit|enter|invest|redeem|switch|book)\b",
+     r"\b(?:top|best)\s+(?:\d+\s+|three\s+|five\s+)?(?:mutual\s+)?(?:funds?|schemes?|stocks?)\s+(?:to|for|in)\b"],
+    [(r"\b(?:buy|sell|exit|redeem|switch|invest|enter)\w*\b", r"\bshould\b"),
+     (r"\bshould\b", r"\b(?:buy|sell|exit|redeem)\b"),
+     (r"\bswitch\w*\b", r"\b(?:smart|wise|good idea|sensible|worth it|better idea)\b"),
+     (r"\bwhich\s+(?:fund|scheme|stock)s?\b", r"\b(?:buy|should|pick|choose)\b")])
 
 FINANCE = _R(
     r"\b(?:funds?|invest\w*|portfolios?|returns?|xirr|cagr|navs?|sips?|stocks?|shares?|bonds?|etfs?|tax\w*|"
@@ -85,11 +88,12 @@ FINANCE = _R(
     r"benchmark\w*|alpha|beta|sharpe|ratios?|nifty|sensex|kyc|demat|folios?|stp|swp|nfo|ulip|corpus|lumpsum|"
     r"emi|fds?|trackers?|passive(?:ly)?|actively managed)\b|\bi (?:own|hold|have)\b")
 
-CONCEPT = _R(
-    r"^(?:so |ok |and |but )?(?:what|what's|whats|wat)\s+(?:is|are|does|do)\b|\bexplain\b|\bdefine\b|"
-    r"\bdefinition\b|\bmeaning\b|\bmeans\b|\bwhy\s+(?:does|do|is|are|would|should|can)\b|"
-    r"\bhow\s+(?:does|do|is|are)\b.*\b(?:work|works|calculated|computed|measured|taxed|priced|differ\w*)\b|"
-    r"\bdiff(?:erence|erent|ers?)?\b|\bis\b.*\bsame\b|\bhow\s+often\b|\bwhat\s+(?:type|kind)\s+of\b")
+CONCEPT = Ordered(
+    [r"^(?:so |ok |and |but )?(?:what|what's|whats|wat)\s+(?:is|are|does|do)\b|\bexplain\b|\bdefine\b|"
+     r"\bdefinition\b|\bmeaning\b|\bmeans\b|\bwhy\s+(?:does|do|is|are|would|should|can)\b|"
+     r"\bdiff(?:erence|erent|ers?)?\b|\bhow\s+often\b|\bwhat\s+(?:type|kind)\s+of\b"],
+    [(r"\bhow\s+(?:does|do|is|are)\b", r"\b(?:work|works|calculated|computed|measured|taxed|priced|differ\w*)\b"),
+     (r"\bis\b", r"\bsame\b")])
 COMPARE = _R(r"\b(?:compare\w*|comparison|vs\.?|versus|against|side by side|stack\w* up|fare\w*|better|worse|"
              r"outperform\w*|beat|beaten|more|less|higher|lower|than|or|which)\b")
 _METRIC = _R(r"\b(?:returns?|perform\w*|volatil\w*|drawdowns?|risk\w*|1y|year|months?|did|done|doing|expense|"

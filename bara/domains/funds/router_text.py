@@ -19,6 +19,7 @@ from bara.domains.funds.router_records import (FundFigures, Holdings, SchemeRef,
                                                search_hits)
 from bara.llm.offline import extractive_answer
 from bara.prompts.frames import Source
+from bara.text.ordered import Ordered
 from bara.text.stopwords import REFORMULATION_FILLER, RETRIEVAL_STOPWORDS, SCHEME_LEAD_STOPWORDS
 
 # ------------------------------------------------------------------- keyword rules
@@ -26,14 +27,15 @@ _R = re.compile
 PERSONAL = _R(r"\b(my|mine|i|me|i'm|i've|i'd)\b")
 _FIGURE = _R(r"\b(portfolio|holdings?|xirr|worth|value|units?|invested|investments?|transactions?|allocation|"
              r"returns?|gains?|sips?|redemptions?|profits?|loss(es)?)\b")
-WHY_FALL = _R(r"\b(why|what (caused|made|explains?))\b.*\b(fall|falls|fell|fallen|drop|dropped|down|declin\w*|"
-              r"lost|losing|loss|underperform\w*|crash\w*|tank\w*|negative|dip|dipped|slump\w*)\b")
+WHY_FALL = Ordered(pairs=[(r"\b(why|what (caused|made|explains?))\b", r"\b(fall|falls|fell|fallen|drop|dropped|down|"
+                           r"declin\w*|lost|losing|loss|underperform\w*|crash\w*|tank\w*|negative|dip|dipped|slump\w*)\b")])
 
-RULES: dict[str, tuple[tuple[float, re.Pattern[str]], ...]] = {
+RULES: dict[str, tuple[tuple[float, re.Pattern[str] | Ordered], ...]] = {
     "compute_xirr": (
         (2.0, _R(r"\bx?irr\b")),
         (1.0, _R(r"\b(annuali[sz]ed|overall|total|my|portfolio'?s?)\s+(rate of\s+)?returns?\b")),
-        (1.0, _R(r"\breturns? (on|of|from) my\b|\bhow (is|are|has|have) my\b.*\b(doing|performing|performed|done)\b")),
+        (1.0, Ordered([r"\breturns? (on|of|from) my\b"],
+                      [(r"\bhow (is|are|has|have) my\b", r"\b(doing|performing|performed|done)\b")])),
     ),
     "get_holdings": (
         (2.0, _R(r"\bholdings?\b")),
@@ -173,11 +175,15 @@ _NAME_STOP = frozenset("xirr irr returns return transactions transaction holding
                        "tell compute calculate mera mere meri apna apne apni hamara hamare humara ka ke ki".split())
 
 
+_BY_HOUSE = Ordered([r"\b(fund houses?|amcs?|asset management|fund compan(y|ies))\b"],
+                    [(r"\b(with|from|at)\b", r"\b(mutual fund|mf)\b")])
+_BY_SCHEME = Ordered([r"\b(by|per|each) (scheme|fund)\b"], [(r"\bschemes?\b", r"\bsplit\b")])
+
+
 def allocation_by(low: str) -> str:
-    if re.search(r"\b(fund houses?|amcs?|asset management|fund compan(y|ies))\b|\b(with|from|at)\b.*\b"
-                 r"(mutual fund|mf)\b", low):
+    if _BY_HOUSE.search(low):
         return "fund_house"
-    if re.search(r"\b(by|per|each) (scheme|fund)\b|\bschemes?\b.*\bsplit\b", low):
+    if _BY_SCHEME.search(low):
         return "scheme"
     return "category_group"
 

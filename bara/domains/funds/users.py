@@ -20,6 +20,7 @@ from bara.domains.funds.metrics import months_back
 from bara.domains.funds.repo import FundsRepo
 from bara.domains.funds.schema import REDEMPTION
 from bara.errors import InputError
+from bara.text.ordered import Ordered
 
 DEMO_USERS: tuple[tuple[str, str], ...] = (
     ("u_asha", "Asha"), ("u_bilal", "Bilal"), ("u_chitra", "Chitra"),
@@ -201,13 +202,14 @@ _NOT_PEOPLE = frozenset(
     "franklin groww helios hdfc hsbc icici invesco iti jio jm kotak lic mahindra mirae motilal navi nippon nj "
     "old parag parikh pgim ppfas quant quantum samco sbi shriram sundaram tata taurus trust union unifi uti "
     "whiteoak zerodha".split())
-_ADVICE = re.compile(
-    r"\bshould\s+i\s+(?:buy|sell|invest|redeem|switch|hold|exit|add|put|start|stop|continue|increase|move)\b"
-    r"|\b(?:is|would)\s+it\s+(?:be\s+)?(?:a\s+)?(?:good|wise|smart|right|bad)\s+(?:time|idea|move|choice)\b"
-    r"|\b(?:recommend|suggest)\b.*\b(?:funds?|schemes?|stocks?|invest\w*|buy|sip|portfolio)\b"
-    r"|\bwhich\s+(?:fund|scheme|stock)s?\s+(?:should|to|do\s+i)\b|\bworth\s+(?:buying|investing)\b"
-    r"|\bbest\s+(?:mutual\s+)?funds?\s+(?:to|for)\s+(?:buy|invest)|\bwill\b.*\bgo\s+(?:up|down)\b"
-    r"|\b(?:buy|sell)\s+or\s+(?:sell|hold|buy)\b|\bwhat\s+should\s+i\s+(?:buy|invest|do\s+with)\b")
+_ADVICE = Ordered(
+    [r"\bshould\s+i\s+(?:buy|sell|invest|redeem|switch|hold|exit|add|put|start|stop|continue|increase|move)\b"
+     r"|\b(?:is|would)\s+it\s+(?:be\s+)?(?:a\s+)?(?:good|wise|smart|right|bad)\s+(?:time|idea|move|choice)\b"
+     r"|\bwhich\s+(?:fund|scheme|stock)s?\s+(?:should|to|do\s+i)\b|\bworth\s+(?:buying|investing)\b"
+     r"|\bbest\s+(?:mutual\s+)?funds?\s+(?:to|for)\s+(?:buy|invest)"
+     r"|\b(?:buy|sell)\s+or\s+(?:sell|hold|buy)\b|\bwhat\s+should\s+i\s+(?:buy|invest|do\s+with)\b"],
+    [(r"\b(?:recommend|suggest)\b", r"\b(?:funds?|schemes?|stocks?|invest\w*|buy|sip|portfolio)\b"),
+     (r"\bwill\b", r"\bgo\s+(?:up|down)\b")])
 _OFF_TOPIC = re.compile(
     r"\b(?:weather|recipe|cook|poem|song|lyrics|joke|cricket|football|movie|homework|translate|essay|"
     r"python|javascript|diagnos\w*|symptoms?|horoscope|dating)\b")
