@@ -51,3 +51,15 @@ def live_server(app: Any, timeout_s: float = 30.0) -> Iterator[str]:
 
 def make_app(runtime: Runtime, **kw: Any) -> Any:
     return create_app(runtime.settings, runtime=runtime, **kw)
+
+
+@contextmanager
+def keyed_server(db: Path, embedder: Any, users: tuple[str, ...] = ("alice", "bob")) -> Iterator[tuple[str, dict]]:
+    """A live loopback server over the SQLite store ``db`` and an API key per user: ``(url, {user: key})``."""
+    runtime = sqlite_runtime(db, embedder)
+    try:
+        keys = {u: runtime.keys.create(u).key for u in users}
+        with live_server(make_app(runtime)) as url:
+            yield url, keys
+    finally:
+        runtime.close()

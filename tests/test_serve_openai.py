@@ -5,16 +5,13 @@ from __future__ import annotations
 import httpx
 import openai
 import pytest
-from serve_helpers import bearer, live_server, make_app, sqlite_runtime
+from serve_helpers import bearer, keyed_server
 
 
 @pytest.fixture(scope="module")
 def server(rfc_kb, embedder):
-    runtime = sqlite_runtime(rfc_kb("serve_openai"), embedder)
-    keys = {u: runtime.keys.create(u).key for u in ("alice", "bob")}
-    with live_server(make_app(runtime)) as url:
-        yield url, keys
-    runtime.close()
+    with keyed_server(rfc_kb("serve_openai"), embedder) as running:
+        yield running
 
 
 def client(server, user="alice", **kw) -> openai.OpenAI:
