@@ -108,6 +108,21 @@ def test_the_xirr_of_a_named_fund_asked_as_what_is_is_computed_not_looked_up(wor
     assert [c.name for c in ask(world, "What is XIRR?").tool_calls] == ["search_documents"]  # the concept
 
 
+def test_a_holdings_question_naming_a_fund_answers_for_that_fund(world):
+    """Stop 20: "how many units of <fund> do I hold" listed every holding, and for a fund not held did not say so."""
+    funds = held(world)
+    for scheme in funds:
+        run = ask(world, f"how many units of {scheme.code} do I hold?")
+        assert [c.name for c in run.tool_calls] == ["get_holdings"]
+        assert f"({scheme.code})" in run.answer
+        assert not any(f"({other.code})" in run.answer for other in funds if other.code != scheme.code)
+        assert "Total:" not in run.answer and f"{len(funds) - 1} other holding" in run.answer
+    run = ask(world, "how many units of 999999 do I hold?")
+    assert 'You don\'t hold "999999"' in run.answer and not any(f"({s.code})" in run.answer for s in funds)
+    whole = ask(world, "how many units do I hold?")  # no fund named: every holding and the total
+    assert all(f"({s.code})" in whole.answer for s in funds) and "Total:" in whole.answer
+
+
 def test_no_fund_named_is_the_whole_portfolio(world):
     for message in ("What is my XIRR?", "xirr of my mutual funds", "how are my investments doing"):
         run = ask(world, message)

@@ -193,8 +193,9 @@ class RuleRouter:
         calls = tuple(Call(n, tool_args(n, text, low, [*spans] or [*named])) for n in picked[:3])
         undated = [n for n in picked[:3] if n in UNDATED_TOOLS]
         period = tuple(date_range(T.normal(text)).items()) if undated else ()
+        funds = tuple(spans or named) if "get_holdings" in picked[:3] else ()  # "how many units of X do I hold"
         return Plan("tools", calls, reasons=tuple(f"router:pick_{n}" for n in picked[:3]), period=period,
-                    labels=self.labels(spans))
+                    labels=self.labels(spans), funds=funds)
 
     def best_fit(self, text: str, scores: Mapping[str, float], tools: Sequence[ToolSpec],
                  spec_scores: Mapping[str, float] | None = None) -> str | None:

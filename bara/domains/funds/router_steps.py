@@ -73,6 +73,7 @@ class Plan:
     reasons: tuple[str, ...] = ()
     period: tuple[tuple[str, str], ...] = ()  # dates the user gave that a chosen tool cannot take
     labels: tuple[tuple[str, str], ...] = ()  # (scheme argument, the scheme's name) for codes the router resolved
+    funds: tuple[str, ...] = ()  # the schemes a holdings question names (codes, or the words no scheme matched)
 
 
 # ---------------------------------------------------------------- transcript

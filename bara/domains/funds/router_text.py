@@ -229,7 +229,9 @@ def compose(plan: Any, turn: Any) -> str:
         return template.format(date=plan.note)
     shown = [s for s in _collapse(turn.seen) if plan.kind != "explain" or s.name != "get_holdings"]
     focus = EXPLAIN_FOCUS if plan.kind == "explain" else turn.text
-    body = [line for s in shown for line in describe(s, focus, dict(plan.labels))] + _retry_note(turn.seen)
+    body = [line for s in shown for line in (_held(s, plan.funds, dict(plan.labels)) if s.name == "get_holdings" and
+                                             s.ok and plan.funds else describe(s, focus, dict(plan.labels)))]
+    body += _retry_note(turn.seen)
     body += _period_note(plan.period, [s.name for s in shown if s.ok])
     if plan.kind == "advice":
         return "\n".join([ADVICE, *(body or [ADVICE_NO_FACTS])])
@@ -291,6 +293,23 @@ def _holdings(data: Mapping[str, Any], text: str) -> list[str]:
     lines.append(P.HOLDINGS_TOTAL.format(value=money(t.get('current_value')), invested=money(t.get('invested')),
                                          gain=money(t.get('gain')), gain_pct=pct(t.get('gain_pct'))))
     return lines
+
+
+def _held(seen: Any, funds: Sequence[str], labels: Mapping[str, str]) -> list[str]:
+    """A holdings answer for the funds the question names: their lines, a line for each one not held, and
+    how many other holdings are left out (the whole list is one "show my holdings" away)."""
+    d = Holdings.read(seen.data)
+    asked = [h for h in d.holdings if h.scheme_code in funds]
+    missing = [f for f in funds if f not in {h.scheme_code for h in d.holdings}]
+    lines = [P.HOLDINGS_HEAD.format(as_of=d.as_of)] if asked else []
+    lines += [P.HOLDING_LINE.format(scheme=h.scheme, code=h.scheme_code, units=h.units, nav=h.nav,
+                                    value=money(h.current_value), invested=money(h.invested), gain=money(h.gain),
+                                    gain_pct=pct(h.gain_pct)) for h in asked]
+    lines += [P.NOT_HELD_HOLDING.format(fund=labels.get(f, f)) for f in missing]
+    others = len(d.holdings) - len(asked)
+    shown = P.HOLDINGS_OTHERS.format(n=others, other="other " if asked else "", s="" if others == 1 else "s",
+                                     are="is" if others == 1 else "are")
+    return lines + ([shown] if others else [])
 
 
 def _xirr(data: Mapping[str, Any], text: str) -> list[str]:
