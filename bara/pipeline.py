@@ -266,12 +266,13 @@ class Assistant:
         if not policy.privacy_mode or not asks_to_forget(t.clean.query):
             return ""
         with rec.stage("persist"), self.bara.store.transaction():
-            counts = (self.profile.forget(t.user_id), self.notes.forget(t.user_id), self.qa.forget(t.user_id))
-            self.episodic.forget(t.user_id)
+            counts = (self.profile.forget(t.user_id), self.notes.forget(t.user_id), self.qa.forget(t.user_id),
+                      self.episodic.forget(t.user_id))
         rec.reason("privacy:memory_forgotten")
         return PROMPTS.PRIVACY_FORGOTTEN_WHAT.format(profile=PROMPTS.counted(counts[0], "profile"),
                                                      notes=PROMPTS.counted(counts[1], "notes_short"),
-                                                     qa=PROMPTS.counted(counts[2], "qa_short"))
+                                                     qa=PROMPTS.counted(counts[2], "qa_short"),
+                                                     episodes=PROMPTS.counted(counts[3], "episodes"))
 
     # ----------------------------------------------------------------------- assembly
     def _inputs(self, t: TurnInput, gate: GateResult, policy: PolicyDecision, r: Retrieved, forgotten: str,

@@ -202,6 +202,8 @@ def test_privacy_request_lists_then_forgets(assistant, user):
     assert "name = Ada" in listing.answer and "bara memory forget" in listing.answer
     assert "privacy:memory_forgotten" in forgetting.trace.reasons and assistant.profile.get(user) == {}
     assert "Done: I deleted 1 profile fact, " in forgetting.answer  # one fact: no "1 profile facts"
+    # what was said is episodic memory, deleted too: the reply says so (it named only three tiers)
+    assert " and 1 remembered message of our conversations." in forgetting.answer  # "my name is Ada"
 
 
 # --- hooks -------------------------------------------------------------------------
