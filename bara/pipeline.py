@@ -14,7 +14,6 @@ reason code in the turn's :class:`~bara.trace.TurnTrace`.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
@@ -44,6 +43,7 @@ from bara.trace import (StoredRecord, TurnRecorder, TurnTrace, prompt_summary,
 from bara.turn import TurnStart, empty_trace, run_turn
 from bara.types import PIPELINE_MODES, PipelineMode, Tier, Utterance
 from bara.understand.features import compute_features, normalize
+from bara.understand.forget import asks_to_forget
 from bara.understand.intent import apply_rules
 from bara.understand.prototypes import prototypes_for
 from bara.understand.rewrite import RewriteRules
@@ -51,7 +51,6 @@ from bara.understand.state import ConversationState, note_ungated_turn
 from bara.understand.topic import compose_topic, topic_dependence
 
 MODES = PIPELINE_MODES
-_FORGET = re.compile(r"\b(forget|delete|erase|remove|wipe|clear)\b", re.IGNORECASE)
 
 
 def pipeline_mode(value: str) -> PipelineMode:
@@ -262,16 +261,18 @@ class Assistant:
                    f"episodic:{len(r.episodes)}_found" if r.episodes else "")
 
     def _privacy_forget(self, t: TurnInput, policy: PolicyDecision, rec: TurnRecorder) -> str:
-        """On the privacy route, an explicit deletion request deletes the user's profile, notes and Q&A."""
-        if not policy.privacy_mode or not _FORGET.search(t.clean.query):
+        """On the privacy route, an explicit deletion request (``bara.understand.forget``: not a question about
+        deleting, not negated, not deferred) deletes the user's profile, notes, Q&A and episodic memory."""
+        if not policy.privacy_mode or not asks_to_forget(t.clean.query):
             return ""
         with rec.stage("persist"), self.bara.store.transaction():
-            counts = (self.profile.forget(t.user_id), self.notes.forget(t.user_id), self.qa.forget(t.user_id))
-            self.episodic.forget(t.user_id)
+            counts = (self.profile.forget(t.user_id), self.notes.forget(t.user_id), self.qa.forget(t.user_id),
+                      self.episodic.forget(t.user_id))
         rec.reason("privacy:memory_forgotten")
         return PROMPTS.PRIVACY_FORGOTTEN_WHAT.format(profile=PROMPTS.counted(counts[0], "profile"),
                                                      notes=PROMPTS.counted(counts[1], "notes_short"),
-                                                     qa=PROMPTS.counted(counts[2], "qa_short"))
+                                                     qa=PROMPTS.counted(counts[2], "qa_short"),
+                                                     episodes=PROMPTS.counted(counts[3], "episodes"))
 
     # ----------------------------------------------------------------------- assembly
     def _inputs(self, t: TurnInput, gate: GateResult, policy: PolicyDecision, r: Retrieved, forgotten: str,

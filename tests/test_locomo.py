@@ -132,3 +132,49 @@ def test_judge_answers_and_grades_with_the_configured_model(conv26):
     # two calls (answer, grade) per answerable question per mode, all sent to the loopback server
     assert len(fake.requests) == 2 * (judge["modes"]["turns"]["n"] + judge["modes"]["gated"]["n"])
     assert all(r["model"] == "fake-judge" for r in fake.requests)
+
+
+# ---- malformed LoCoMo files: exit 2 naming what to change, never a traceback or a silent wrong run ----------
+def _conv_json(**change) -> dict:
+    turns = [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a dog named Rex."},
+             {"speaker": "Bob", "dia_id": "D1:2", "text": "Nice!"}]
+    conv = {"speaker_a": "Ann", "speaker_b": "Bob", "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns}
+    raw = {"sample_id": "x", "conversation": conv,
+           "qa": [{"question": "What is Ann's dog called?", "answer": "Rex", "evidence": ["D1:1"], "category": 1}]}
+    for key, value in change.items():
+        (raw if key in raw else conv)[key] = value
+    return raw
+
+
+@pytest.mark.parametrize("change,says", [
+    ({"speaker_b": None}, "speaker_b"),
+    ({"speaker_a": ""}, "speaker_a"),
+    ({"qa": []}, "no questions"),
+    ({"session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "a"},
+                    {"speaker": "Bob", "dia_id": "D1:1", "text": "b"}]}, "'D1:1'"),
+])
+def test_a_malformed_locomo_file_exits_2_and_says_what_to_change(tmp_path, change, says):
+    path = tmp_path / "conv.json"
+    raw = _conv_json(**change)
+    if change.get("speaker_b", "") is None:
+        del raw["conversation"]["speaker_b"]
+    path.write_text(json.dumps(raw))
+    result = _run(["--locomo", str(path)])
+    assert result.exit_code == 2, result.output
+    assert says in result.output and "Traceback" not in result.output
+
+
+def test_json_null_fields_are_empty_not_the_word_none_and_undated_sessions_keep_their_place(tmp_path):
+    from bara.eval.locomo_data import load_locomo_all
+
+    later = [{"speaker": "Ann", "dia_id": "D2:1", "text": None}]
+    last = [{"speaker": "Bob", "dia_id": "D3:1", "text": "bye", "blip_caption": None}]
+    raw = _conv_json(session_2=later, session_3=last, session_3_date_time="2:00 pm on 9 June, 2023",
+                     qa=[{"question": "Q?", "answer": None, "adversarial_answer": "trap", "category": 5},
+                         {"question": None, "answer": "A", "evidence": None, "category": 1}])
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(raw))
+    (conv,) = load_locomo_all(path)
+    assert [s.n for s in conv.sessions] == [1, 2, 3]
+    assert [t.text for t in conv.turns[2:]] == ["", "bye"]
+    assert [(q.question, q.answer, q.evidence) for q in conv.questions] == [("Q?", "trap", ()), ("", "A", ())]

@@ -202,6 +202,8 @@ def test_privacy_request_lists_then_forgets(assistant, user):
     assert "name = Ada" in listing.answer and "bara memory forget" in listing.answer
     assert "privacy:memory_forgotten" in forgetting.trace.reasons and assistant.profile.get(user) == {}
     assert "Done: I deleted 1 profile fact, " in forgetting.answer  # one fact: no "1 profile facts"
+    # what was said is episodic memory, deleted too: the reply says so (it named only three tiers)
+    assert " and 1 remembered message of our conversations." in forgetting.answer  # "my name is Ada"
 
 
 # --- hooks -------------------------------------------------------------------------
@@ -412,3 +414,14 @@ def test_an_always_turn_in_a_mixed_conversation_keeps_the_gate_state_current(bar
     again = gated.turn("mixed-user", "How does TCP detect a lost segment?", cid)
     assert "behavior:repetition_boost" in again.trace.reasons
     assert again.trace.gates.state is not None and again.trace.gates.state["turn_count"] == 3
+
+
+@pytest.mark.parametrize("message", ["how do I delete my data?", "what do you store about me? don't delete it",
+                                     "do you ever forget what I tell you?"])
+def test_a_privacy_question_about_deleting_deletes_nothing(assistant, user, message):
+    """Only an explicit request deletes (bara.understand.forget): asking how, or saying not to, keeps the
+    memory and the answer says how to delete."""
+    converse(assistant, user, "my name is Ada")
+    (asked,) = converse(assistant, user, message)
+    assert asked.trace.route == "privacy" and "privacy:memory_forgotten" not in asked.trace.reasons
+    assert assistant.profile.get(user) == {"name": "Ada"} and "bara memory forget" in asked.answer

@@ -10,6 +10,7 @@ adversarial).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -18,10 +19,12 @@ from typing import Iterable, Sequence
 from bara.errors import InputError
 from bara.memory.dates import parse_session_date
 from bara.datafiles import json_value
+from bara.prompts import locomo as PROMPTS
 
 CATEGORIES = ("1", "2", "3", "4")  # 5 (adversarial) is scored by abstention, not recall
 ADVERSARIAL = 5
 _SESSION = re.compile(r"^session_(\d+)$")
+_SHOWN_IDS = 5  # how many shared dia_ids an error message lists (the count says how many there are)
 
 
 @dataclass(frozen=True)
@@ -62,8 +65,13 @@ class LocomoConversation:
 
 def _image_caption(turn: dict) -> str:
     """LoCoMo turns that share a photo carry its caption; the text alone may not say what is in it."""
-    caption = turn.get("blip_caption")
+    caption = _text(turn.get("blip_caption"))
     return f" [shares a photo: {caption}]" if caption else ""
+
+
+def _text(value: object) -> str:
+    """A LoCoMo string field; JSON null (or a missing field) is empty, never the word "None"."""
+    return "" if value is None else str(value)
 
 
 def load_locomo(path: Path) -> LocomoConversation:
@@ -94,14 +102,29 @@ def load_locomo_all(path: Path) -> tuple[LocomoConversation, ...]:
 
 def _conversation(path: Path, raw: object, where: str) -> LocomoConversation:
     conv = raw.get("conversation", raw) if isinstance(raw, dict) else None
-    if not isinstance(raw, dict) or not isinstance(conv, dict) or "speaker_a" not in conv \
-            or not isinstance(raw.get("qa"), list):
-        raise InputError(f"{path}{where} is not a LoCoMo conversation (needs speaker_a, session_N and qa)")
+    if not isinstance(raw, dict) or not isinstance(conv, dict) or not isinstance(raw.get("qa"), list):
+        raise InputError(PROMPTS.NOT_A_CONVERSATION.format(path=path, where=where))
+    missing = [key for key in ("speaker_a", "speaker_b") if not _text(conv.get(key)).strip()]
+    if missing:
+        raise InputError(PROMPTS.MISSING_SPEAKERS.format(path=path, where=where, keys=" and ".join(missing)))
     try:
-        return _parse(path, raw, conv)
-    except (AttributeError, TypeError, ValueError) as exc:
+        parsed = _parse(path, raw, conv)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}{where} has a malformed LoCoMo entry ({type(exc).__name__}: {exc}): each "
                          "session_N must be a list of {speaker, dia_id, text} objects and each qa item an object") from exc
+    _check_usable(path, where, parsed)
+    return parsed
+
+
+def _check_usable(path: Path, where: str, conv: LocomoConversation) -> None:
+    """A conversation with no questions evaluates nothing, and a dia_id two turns share makes evidence recall
+    credit either of them: both are InputErrors naming what to fix."""
+    if not conv.questions:
+        raise InputError(PROMPTS.NO_QUESTIONS.format(path=path, where=where))
+    shared = [d for d, n in Counter(t.dia_id for t in conv.turns if t.dia_id).items() if n > 1]
+    if shared:
+        shown = ", ".join(map(repr, shared[:_SHOWN_IDS]))
+        raise InputError(PROMPTS.DUPLICATE_DIA_IDS.format(path=path, where=where, n=len(shared), ids=shown))
 
 
 def _parse(path: Path, raw: dict, conv: dict) -> LocomoConversation:
@@ -110,16 +133,23 @@ def _parse(path: Path, raw: dict, conv: dict) -> LocomoConversation:
         m = _SESSION.match(key)
         if not m or not isinstance(value, list):
             continue
-        date_text = str(conv.get(f"{key}_date_time", ""))
-        turns = tuple(LocomoTurn(str(t.get("dia_id", "")), str(t.get("speaker", "")),
-                                 str(t.get("text", "")) + _image_caption(t)) for t in value)
+        date_text = _text(conv.get(f"{key}_date_time"))
+        turns = tuple(LocomoTurn(_text(t.get("dia_id")), _text(t.get("speaker")),
+                                 _text(t.get("text")) + _image_caption(t)) for t in value)
         sessions.append(LocomoSession(int(m.group(1)), parse_session_date(date_text), date_text, turns))
-    sessions.sort(key=lambda s: (s.when or datetime.min, s.n))
-    questions = tuple(LocomoQuestion(str(q.get("question", "")), str(q.get("answer", q.get("adversarial_answer", ""))),
-                                     tuple(_evidence(q.get("evidence", ()))), int(q.get("category", 0)))
-                      for q in raw["qa"])
-    return LocomoConversation(str(raw.get("sample_id", Path(path).stem)), str(conv["speaker_a"]),
-                              str(conv["speaker_b"]), tuple(sessions), questions)
+    # By date when every session has one; else by number (an undated session is not moved to the start).
+    dated = all(s.when is not None for s in sessions)
+    sessions.sort(key=lambda s: (s.when or datetime.min, s.n) if dated else (datetime.min, s.n))
+    questions = tuple(LocomoQuestion(_text(q.get("question")), _answer(q), tuple(_evidence(q.get("evidence", ()))),
+                                     int(q.get("category", 0))) for q in raw["qa"])
+    return LocomoConversation(_text(raw.get("sample_id")) or Path(path).stem, _text(conv["speaker_a"]),
+                              _text(conv["speaker_b"]), tuple(sessions), questions)
+
+
+def _answer(q: dict) -> str:
+    """The reference answer, or the adversarial trap of a category-5 question (which has no answer)."""
+    answer = q.get("answer")
+    return _text(q.get("adversarial_answer") if answer is None else answer)
 
 
 def _evidence(items: Iterable) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bara.errors import InputError
+from bara.memory.owner_keys import forget_service_records
 
 TIERS = ("kb", "profile", "notes", "qa")
 
@@ -83,11 +84,13 @@ def query_tier(bara: MemoryOwner, tier: str, text: str, user: str, k: int) -> li
 
 
 def forget_user(bara: MemoryOwner, user: str, key: Optional[str]) -> dict[str, int]:
-    """Delete one profile fact (``key``) or everything about the user; counts of what went, in one transaction."""
+    """Delete one profile fact (``key``) or everything about the user (with the HTTP service's traces of their
+    turns); counts of what went, in one transaction."""
     bara.flush()
     with bara.store.transaction():
         if key is not None:
             return {"profile facts": bara.profile.forget(user, key)}
         return {"profile facts": bara.profile.forget(user), "notes": bara.notes.forget(user),
                 "q&a": bara.qa.forget(user), "episodes": bara.episodic.forget(user),
+                "turn traces": forget_service_records(bara.store, user),
                 "conversations": bara.conversations.delete(user)}

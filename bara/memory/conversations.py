@@ -26,6 +26,7 @@ from weakref import WeakValueDictionary
 
 from bara.errors import InputError
 from bara.identity import require_user_id
+from bara.memory.owner_keys import forget_service_records
 from bara.store.base import SqlRunner
 
 ROLES = frozenset({"user", "assistant", "system"})
@@ -106,12 +107,14 @@ class Conversations:
         return [ConversationInfo(*r) for r in rows]
 
     def delete(self, user_id: str, conversation_id: str | None = None) -> int:
-        """Delete one conversation (or all of the user's) with its messages; returns how many."""
+        """Delete one conversation (or all of the user's) with its messages and the service's traces and thread
+        links of it; returns how many conversations."""
         require_user_id(user_id)
         where, params = "user_id=?", [user_id]
         if conversation_id is not None:
             where, params = where + " AND id=?", params + [conversation_id]
         with self.store.transaction():
+            forget_service_records(self.store, user_id, conversation_id)
             self.store.execute(f"DELETE FROM messages WHERE user_id=? AND conversation_id IN"
                                f" (SELECT id FROM conversations WHERE {where})", (user_id, *params))
             return self.store.execute(f"DELETE FROM conversations WHERE {where}", params)

@@ -18,6 +18,8 @@ aliasing, and Citus (the reason for the rule) is a PostgreSQL plan.
 
 from __future__ import annotations
 
+from typing import Any
+
 _KEYS = """CREATE TABLE serve_keys (
     user_id TEXT NOT NULL,
     key_id TEXT NOT NULL,
@@ -102,3 +104,15 @@ STEP = "0005_owner_keys"
 #: Tables of the HTTP service that carry row-level security (keys are found by hash before any scope
 #: is set, under the trusted ``*`` scope, so they carry no policy).
 RLS_TABLES = ("serve_traces", "serve_threads")
+
+
+def forget_service_records(runner: Any, user_id: str, conversation_id: str | None = None) -> int:
+    """Delete the HTTP service's records of one conversation of the user (or of all of them): its turn traces
+    (each holds the message, the answer and what was retrieved) and its OpenAI thread links. Whatever deletes
+    a conversation calls this, so no surface leaves the user's words behind in ``serve_traces``. Returns how
+    many traces went."""
+    where, params = "user_id=?", (user_id,)
+    if conversation_id is not None:
+        where, params = where + " AND conversation_id=?", (user_id, conversation_id)
+    runner.execute(f"DELETE FROM serve_threads WHERE {where}", params)
+    return int(runner.execute(f"DELETE FROM serve_traces WHERE {where}", params))

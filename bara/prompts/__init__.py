@@ -93,11 +93,12 @@ PRIVACY_HEADER = "Here is what I store about you:"
 PRIVACY_PROFILE = "- profile facts: {facts}"
 PRIVACY_NO_PROFILE = "- profile facts: none"
 PRIVACY_COUNTS = "- {notes}, {qa}, {conversations}"
-PRIVACY_FORGOTTEN_WHAT = "{profile}, {notes} and {qa}"
+PRIVACY_FORGOTTEN_WHAT = "{profile}, {notes}, {qa} and {episodes}"
 #: Nouns the memory summaries count, (one, many): "1 conversation", "3 conversations".
 COUNTED = {"profile": ("profile fact", "profile facts"), "notes": ("research note", "research notes"),
            "notes_short": ("note", "notes"), "qa": ("remembered question and answer", "remembered questions and answers"),
-           "qa_short": ("remembered answer", "remembered answers"), "conversations": ("conversation", "conversations")}
+           "qa_short": ("remembered answer", "remembered answers"), "conversations": ("conversation", "conversations"),
+           "episodes": ("remembered message of our conversations", "remembered messages of our conversations")}
 PRIVACY_DELETE = ("To delete it, say \u201cforget my data\u201d, or run `bara memory forget --user {user}` "
                   "(add `--key KEY` to remove a single profile fact).")
 PRIVACY_FORGOTTEN = "Done: I deleted {what}."

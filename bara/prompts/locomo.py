@@ -7,3 +7,11 @@ JUDGE_SYSTEM = ("You grade an answer against a reference answer. Reply with exac
                 "otherwise WRONG.")
 JUDGE_USER = "Question: {question}\nReference answer: {reference}\nAnswer: {answer}"
 NO_MODEL = "no model configured: pass --judge provider:name (e.g. openai:gpt-4o-mini) to generate and judge answers"
+
+# Malformed LoCoMo files (bara.eval.locomo_data): each names the file (and list item) and what to change.
+NOT_A_CONVERSATION = "{path}{where} is not a LoCoMo conversation (needs speaker_a, speaker_b, session_N and qa)"
+MISSING_SPEAKERS = "{path}{where} has no {keys}: name both speakers of the conversation (speaker_a, speaker_b)"
+NO_QUESTIONS = ("{path}{where} has no questions (its qa list is empty): add qa items "
+                "{{question, answer, evidence, category}}, or leave the file out")
+DUPLICATE_DIA_IDS = ("{path}{where} has {n} dia_id(s) shared by several turns ({ids}): give every turn its own "
+                     "dia_id, or evidence cannot say which turn it means")

@@ -182,8 +182,8 @@ def delete_memory(request: Request, conversations: bool = Query(False, descripti
         deleted = {"profile": profile.forget(user), "notes": notes.forget(user), "qa": qa.forget(user),
                    "episodic": rt.bara.episodic.forget(user)}
         if conversations:
+            deleted["traces"] = rt.traces.forget(user)  # before the conversations, which would take them along
             deleted["conversations"] = rt.conversations.delete(user)
-            deleted["traces"] = rt.traces.forget(user)
     return ForgetOut(deleted=deleted)
 
 

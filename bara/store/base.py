@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -116,3 +116,24 @@ class LexicalPrefetcher(Protocol):
     def search_prefetched(self, request: SearchRequest, prefetched: LexicalPrefetch | None) -> StoreSearchResult:
         """As :meth:`Store.search`; the lexical arm is taken from ``prefetched`` when its key matches."""
         ...
+
+
+# ---- NUL characters: PostgreSQL text cannot hold U+0000, SQLite can. Both stores drop it from every text they
+# are given (SQL parameters and documents), so the same call stores the same value on either backend instead
+# of working on one and failing on the other with a driver error (the service's ``storable`` does the same
+# for request text).
+def storable(value: Any) -> Any:
+    """``value`` without NUL characters when it is text; anything else unchanged."""
+    return value.replace("\x00", "") if isinstance(value, str) and "\x00" in value else value
+
+
+def storable_params(params: Sequence[Any]) -> tuple[Any, ...]:
+    """SQL parameters as :func:`storable` values."""
+    return tuple(storable(v) for v in params)
+
+
+def storable_document(doc: Document) -> Document:
+    """``doc`` with its source, title and chunks' text, section and title :func:`storable`."""
+    chunks = tuple(replace(c, text=storable(c.text), source=storable(c.source), section=storable(c.section),
+                           title=storable(c.title)) for c in doc.chunks)
+    return replace(doc, source=storable(doc.source), title=storable(doc.title), chunks=chunks)

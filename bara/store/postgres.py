@@ -23,6 +23,7 @@ from psycopg import sql as pgsql
 from bara.errors import StoreError
 from bara.store import pg_sql
 from bara.store.pg_admin import connect_error, migrate, vector_dim
+from bara.store.base import storable_document, storable_params
 from bara.text.lexical import index_text
 from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
                         StoreSearchResult)
@@ -85,17 +86,17 @@ class PostgresStore:
             _SCOPE.reset(token)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return self._run(pg_sql.to_pyformat(sql), tuple(params), _SCOPE.get(), fetch=False)
+        return self._run(pg_sql.to_pyformat(sql), storable_params(params), _SCOPE.get(), fetch=False)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self.transaction():
             conn = self._local.conn
             conn.execute(pg_sql.SET_SCOPE, (_SCOPE.get(),))
             with conn.cursor() as cur:
-                cur.executemany(pg_sql.to_pyformat(sql), [tuple(r) for r in rows])
+                cur.executemany(pg_sql.to_pyformat(sql), [storable_params(r) for r in rows])
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._run(pg_sql.to_pyformat(sql), tuple(params), _SCOPE.get(), fetch=True)
+        return self._run(pg_sql.to_pyformat(sql), storable_params(params), _SCOPE.get(), fetch=True)
 
     def _run(self, sql: str, params: Any, scope: str, fetch: bool, setup: tuple | None = None) -> Any:
         setup = setup or (pg_sql.SET_SCOPE, (scope,))
@@ -169,7 +170,7 @@ class PostgresStore:
     def write_document(self, doc: Document, vectors: np.ndarray) -> int:
         if len(doc.chunks) != len(vectors):
             raise ValueError(f"{len(doc.chunks)} chunks but {len(vectors)} vectors for {doc.source}")
-        vecs = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(doc.chunks), -1)
+        vecs, doc = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(doc.chunks), -1), storable_document(doc)
         if len(vecs) and vecs.shape[1] != self.dim:
             raise StoreError(f"{self.location} stores {self.dim}-dimensional embeddings but the embedder gave "
                              f"{vecs.shape[1]}: use the embedder the store was built with, or a new database")

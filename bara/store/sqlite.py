@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from bara.errors import MissingStoreError, StoreError
-from bara.store.base import LexicalPrefetch
+from bara.store.base import LexicalPrefetch, storable_document, storable_params
 from bara.store.migrations import Migration, announce_upgrade, sqlite_migrations
 from bara.store.sqlite_files import (APPLICATION_ID, DEFAULT_BUSY_TIMEOUT_S, check_identity, check_integrity,
                                      connect_file, exists, file_problem)
@@ -70,15 +70,15 @@ class SQLiteStore:
     # ----------------------------------------------------------------- SQL runner
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._lock, self._translated():
-            return self._conn.execute(sql, tuple(params)).rowcount
+            return self._conn.execute(sql, storable_params(params)).rowcount
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self._lock, self._translated():
-            self._conn.executemany(sql, rows)
+            self._conn.executemany(sql, (storable_params(r) for r in rows))
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._translated():
-            return self._conn.execute(sql, tuple(params)).fetchall()
+            return self._conn.execute(sql, storable_params(params)).fetchall()
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -144,7 +144,7 @@ class SQLiteStore:
     def write_document(self, doc: Document, vectors: np.ndarray) -> int:
         if len(doc.chunks) != len(vectors):
             raise ValueError(f"{len(doc.chunks)} chunks but {len(vectors)} vectors for {doc.source}")
-        vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+        vecs, doc = np.ascontiguousarray(vectors, dtype=np.float32), storable_document(doc)
         with self.transaction():
             replaced = self._delete(doc.source, doc.owner, doc.collection)
             cur = self._conn.execute(
