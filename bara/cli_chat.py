@@ -336,7 +336,13 @@ def memory_forget(user: str = typer.Option(..., "--user", help="User whose memor
     if json_out:
         _print_json({"user": user, "deleted": deleted})
         return
-    console.print(Text(f"deleted for user {user}: " + ", ".join(f"{v} {k}" for k, v in deleted.items())))
+    console.print(Text(f"deleted for user {user}: " + ", ".join(f"{v} {_ONE.get(k, k) if v == 1 else k}"
+                                                                for k, v in deleted.items())))
+
+
+#: The JSON keys of ``memory forget`` (fixed, plural) in the singular, for "1 conversation" in its text output.
+_ONE = {"profile facts": "profile fact", "notes": "note", "episodes": "episode", "turn traces": "turn trace",
+        "conversations": "conversation"}
 
 
 def _unknown_key(user: str, key: str, known: list[str]) -> str:

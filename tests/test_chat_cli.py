@@ -134,6 +134,7 @@ def test_memory_inspect_query_and_forget(db, tmp_path):
 
     one = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--key", "role"])
     assert one.exit_code == 0 and query("network engineer", "profile") == []
+    assert "deleted for user cli-mem: 1 profile fact" in " ".join(one.stdout.split())  # not "1 profile facts"
     absent = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--key", "role"])
     assert absent.exit_code == 2 and "pass --key with one of 'name'" in absent.stderr  # bad input: exit 2
     everything = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--json"])
