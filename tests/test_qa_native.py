@@ -62,3 +62,55 @@ def test_the_web_timeline_is_still_served(api):
     c, _, _, _ = api
     r = c.get("/")
     assert r.status_code == 200 and "<html" in r.text.lower()
+
+
+INVISIBLE = ["\u200b\u200b\u200b", "\ufeff \u200e\u202e", "\u2060\u3164\ufe0f  ", "\u00a0\u2028\u200d"]
+
+
+@pytest.mark.parametrize("message", INVISIBLE)
+def test_a_message_of_invisible_characters_is_refused_and_stores_nothing(api, message):
+    c, keys, runtime, _ = api
+    before = len(runtime.conversations.list("eve"))
+    for path, body in (("/api/turns", {"message": message}),
+                       ("/v1/chat/completions", {"model": "bara-gated", "messages": [{"role": "user",
+                                                                                      "content": message}]})):
+        err = _error(c.post(path, json=body, headers=bearer(keys["eve"])), 422)
+        assert err["type"] == "empty_message" and "zero-width" in err["message"], err
+    assert len(runtime.conversations.list("eve")) == before
+
+
+@pytest.mark.parametrize("message", INVISIBLE)
+def test_the_pipeline_treats_an_invisible_message_as_empty(message):
+    from bara.understand.sanitize import sanitize
+
+    clean = sanitize(message, 2000)
+    assert clean.text == "" and "input:empty" in clean.reasons
+
+
+def test_text_with_a_joiner_or_a_mark_inside_words_is_not_blank():
+    from bara.text.blank import blank
+
+    assert not blank("\u200bhello") and not blank("\U0001f468\u200d\U0001f469") and not blank("e\u0301")
+    assert blank("") and blank(" \t\u200b\ufeff")
+
+
+@pytest.mark.parametrize("tool,args,field", [("remember", {"text": "\u200b\u200b\u200b\u200b"}, "text"),
+                                             ("search_knowledge", {"query": "\ufeff\u200e\u200e\u200e"}, "query"),
+                                             ("recall", {"query": "\u2060\u2060\u2060"}, "query")])
+def test_mcp_refuses_invisible_text_arguments_and_stores_no_note(api, tool, args, field):
+    import anyio
+    from mcp import Client
+
+    from bara.mcp import build_server, fixed_identity
+
+    _, _, runtime, _ = api
+    bara = runtime.bara
+
+    async def go():
+        async with Client(build_server(bara, fixed_identity("eve"))) as client:
+            return await client.call_tool(tool, args)
+
+    result = anyio.run(go)
+    said = "".join(getattr(c, "text", "") for c in result.content)
+    assert result.is_error and said.startswith(f"{field}:") and "invisible" in said, said
+    assert bara.notes.list("eve") == []

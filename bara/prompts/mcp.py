@@ -44,3 +44,7 @@ LINE_NOT_JSONRPC = ("invalid request: the line is JSON but not a JSON-RPC 2.0 me
                     "(batches are not supported)")
 NO_EVENT_STREAM = ("this MCP endpoint is stateless and opens no server-to-client event stream: send every request "
                    "with POST (GET is not supported)")
+
+#: A text argument that shows nothing (zero-width spaces, direction marks, BOMs): what to send instead.
+INVISIBLE_TEXT = ("holds only invisible characters (spaces, zero-width or formatting characters): "
+                  "send words")

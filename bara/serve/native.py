@@ -6,7 +6,6 @@ that belongs to another user get the same 404. Sync handlers run in FastAPI's th
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict
 from typing import Any
 
@@ -21,6 +20,7 @@ from bara.serve.auth import admin_caller, caller
 from bara.serve.errors import ApiError, not_found
 from bara.serve.keys import ApiKey
 from bara.serve.runtime import can_exist, storable
+from bara.text.blank import blank
 from bara.serve.schemas import (ConversationList, ConversationOut, EpisodicOut, ForgetOut, HealthOut, IngestOut,
                                 MemoryOut, SearchHit, SearchOut, TurnIn, TurnList, TurnOut, TurnRecord)
 
@@ -36,18 +36,15 @@ _ID_NAMES = {"conversation_id": "conversation", "trace_id": "trace", "fact": "pr
 router = APIRouter(prefix="/api", dependencies=[Depends(existing_ids)])
 
 
-_VISIBLE = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")  # what an empty-looking message may still contain
-
-
 def runtime(request: Request) -> Any:
     return request.app.state.runtime
 
 
 def check_message(request: Request, message: str) -> None:
     limit = request.app.state.runtime.settings.serve_max_message_chars
-    if not _VISIBLE.sub("", message):
-        raise ApiError(422, "empty_message", "the message is empty (only spaces or control characters): "
-                       "send some text")
+    if blank(message):
+        raise ApiError(422, "empty_message", "the message is empty (only spaces, control characters or invisible "
+                       "formatting characters such as zero-width spaces): send some text")
     if len(message) > limit:
         raise ApiError(413, "message_too_long", f"the message has {len(message)} characters; the limit is "
                        f"{limit}: shorten it or split it into several turns")
