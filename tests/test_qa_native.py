@@ -114,3 +114,27 @@ def test_mcp_refuses_invisible_text_arguments_and_stores_no_note(api, tool, args
     said = "".join(getattr(c, "text", "") for c in result.content)
     assert result.is_error and said.startswith(f"{field}:") and "invisible" in said, said
     assert bara.notes.list("eve") == []
+
+
+@pytest.fixture(scope="module")
+def admin(api):
+    _, _, runtime, _ = api
+    return bearer(runtime.keys.create("root", admin=True).key)
+
+
+def test_an_upload_of_several_files_is_refused_and_indexes_none(api, admin):
+    c, keys, runtime, _ = api
+    files = [("file", ("first.txt", b"alpha beta gamma delta")), ("file", ("second.txt", b"epsilon zeta eta"))]
+    err = _error(c.post("/api/ingest", files=files, headers=admin), 422)
+    assert err["type"] == "one_file_per_request" and err["param"] == "file" and "one file" in err["message"]
+    sources = {r[0] for r in runtime.store.query("SELECT source FROM documents")}
+    assert not any(s.endswith(("first.txt", "second.txt")) for s in sources), sources
+    assert _error(c.post("/api/ingest", files=files, headers=bearer(keys["sam"])), 403)["type"] == "admin_required"
+
+
+@pytest.mark.parametrize("filename", ["   ", "..", ".", "dir/..", "\u200b"])
+def test_an_upload_whose_name_shows_nothing_is_stored_as_upload_txt(api, admin, filename):
+    c, _, _, _ = api
+    r = c.post("/api/ingest", files={"file": (filename, b"some words to index here")}, headers=admin)
+    assert r.status_code == 200, r.text
+    assert r.json()["source"] == "upload/upload.txt"

@@ -196,7 +196,17 @@ def delete_profile_fact(fact: str, request: Request, key: ApiKey = Depends(calle
     return ForgetOut(deleted={"profile": deleted})
 
 
-@router.post("/ingest", response_model=IngestOut, tags=["knowledge"])
+async def one_upload(request: Request, _: ApiKey = Depends(admin_caller)) -> None:
+    """Dependency of /api/ingest: a form holding several files (or fields) named ``file`` is refused,
+    instead of indexing the last one and silently dropping the others."""
+    form = await request.form()  # already parsed for the route's File parameter (cached); after the key check
+    sent = len(form.getlist("file"))
+    if sent > 1:
+        raise ApiError(422, "one_file_per_request", f"the upload holds {sent} fields named 'file'; /api/ingest "
+                       "takes one file per request: send each file in its own request", param="file")
+
+
+@router.post("/ingest", response_model=IngestOut, tags=["knowledge"], dependencies=[Depends(one_upload)])
 def ingest(request: Request, file: UploadFile = File(..., description="a UTF-8 text file"),
            key: ApiKey = Depends(admin_caller)) -> IngestOut:
     """Add one text file to the shared knowledge base (admin keys only); a file of the same name is replaced."""
@@ -208,7 +218,14 @@ def ingest(request: Request, file: UploadFile = File(..., description="a UTF-8 t
     text, reason = decode_text(raw)  # the checks `bara ingest` makes of a file (binary, not UTF-8, BOM)
     if text is None and raw.strip():
         raise ApiError(415, "not_utf8", f"the file is not UTF-8 text ({reason}): convert it to UTF-8 text first")
-    name = storable(file.filename or "upload.txt").replace("\\", "/").rsplit("/", 1)[-1][:200] or "upload.txt"
+    name = upload_name(file.filename)
     outcome = rt.bara.knowledge.add_text(f"upload/{name}", text or "")
     return IngestOut(source=outcome.path, status=outcome.status, chunks=outcome.chunks, reason=outcome.reason)
+
+
+def upload_name(filename: str | None) -> str:
+    """The stored name of an upload: its last path part, storable and at most 200 characters; a name that
+    shows nothing or names a folder (blank, ``.``, ``..``) is ``upload.txt``."""
+    name = storable(filename or "").replace("\\", "/").rsplit("/", 1)[-1][:200].strip()
+    return "upload.txt" if blank(name) or name in (".", "..") else name
 
