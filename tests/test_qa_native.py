@@ -138,3 +138,39 @@ def test_an_upload_whose_name_shows_nothing_is_stored_as_upload_txt(api, admin, 
     r = c.post("/api/ingest", files={"file": (filename, b"some words to index here")}, headers=admin)
     assert r.status_code == 200, r.text
     assert r.json()["source"] == "upload/upload.txt"
+
+
+def test_two_authorization_headers_are_refused_on_the_api(api):
+    c, keys, _, _ = api
+    twice = [("authorization", f"Bearer {keys['eve']}"), ("authorization", f"Bearer {keys['sam']}")]
+    for method, path in (("GET", "/api/memory"), ("GET", "/api/conversations"), ("GET", "/v1/models")):
+        err = _error(c.request(method, path, headers=twice), 401)
+        assert err["type"] == "invalid_api_key" and "exactly one" in err["message"]
+
+
+def test_two_authorization_headers_are_refused_on_mcp(rfc_kb, embedder):
+    """The /mcp gate checked the last header and a tool call acted for the first: a revoked key sent first
+    and a live one last passed the gate and then failed inside every call."""
+    import httpx
+    from serve_helpers import live_server
+
+    from bara.serve.app import mount_mcp_server
+
+    runtime = sqlite_runtime(rfc_kb("qa_native_mcp"), embedder)
+    try:
+        live, revoked = runtime.keys.create("sam").key, runtime.keys.create("sam")
+        runtime.keys.revoke(revoked.info.key_id)
+        app = make_app(runtime)
+        mount_mcp_server(app)
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "qa", "version": "1"}}}
+        headers = [("authorization", f"Bearer {revoked.key}"), ("authorization", f"Bearer {live}"),
+                   ("accept", "application/json, text/event-stream"), ("content-type", "application/json")]
+        with live_server(app) as url, httpx.Client(timeout=30) as http:
+            r = http.post(f"{url}/mcp/", json=init, headers=headers)
+            assert r.status_code == 401, r.text
+            assert "exactly one" in r.json()["error"]["message"]
+            one = http.post(f"{url}/mcp/", json=init, headers=headers[1:])
+            assert one.status_code == 200, one.text
+    finally:
+        runtime.close()
