@@ -174,3 +174,26 @@ def test_two_authorization_headers_are_refused_on_mcp(rfc_kb, embedder):
             assert one.status_code == 200, one.text
     finally:
         runtime.close()
+
+
+def test_a_conversation_deleted_while_its_turn_runs_is_a_404_and_stores_nothing(rfc_kb, embedder):
+    """DELETE /api/memory?conversations=true landing between a turn's id check and its write: the turn
+    answered 400 with the library's "the caller must create it first (Conversations.create)". The delete is
+    made from a before_persist hook, so the interleaving is exact."""
+    runtime = sqlite_runtime(rfc_kb("qa_native_gone"), embedder)
+    try:
+        key = bearer(runtime.keys.create("sam").key)
+        with TestClient(make_app(runtime)) as c:
+            cid = c.post("/api/turns", json={"message": "What does MUST mean?"}, headers=key).json()["conversation_id"]
+
+            def forget(plan, ctx):  # what DELETE /api/memory?conversations=true deletes of them
+                runtime.conversations.delete("sam")
+                runtime.traces.forget("sam")
+
+            runtime.assistant(runtime.mode).hooks.add("before_persist", forget)
+            r = c.post("/api/turns", json={"message": "and SHOULD?", "conversation_id": cid}, headers=key)
+            err = _error(r, 404)
+            assert err["type"] == "not_found" and "Conversations.create" not in err["message"]
+            assert runtime.conversations.list("sam") == [] and runtime.traces.for_conversation("sam", cid) == {}
+    finally:
+        runtime.close()

@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from bara.errors import BaraError, InputError
+from bara.errors import BaraError, InputError, UnknownConversationError
 from bara.llm.errors import LLMDeadlineError, LLMError
 
 
@@ -135,6 +135,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(LLMError)
     async def _llm(_: Request, exc: LLMError) -> JSONResponse:
         err = provider_error(exc)
+        return error_json(err.status, err.type, err.message)
+
+    @app.exception_handler(UnknownConversationError)
+    async def _gone(_: Request, exc: UnknownConversationError) -> JSONResponse:
+        # e.g. deleted (DELETE /api/memory?conversations=true) while a turn on it waited for its lock
+        err = not_found()
         return error_json(err.status, err.type, err.message)
 
     @app.exception_handler(InputError)
