@@ -197,3 +197,22 @@ def test_a_conversation_deleted_while_its_turn_runs_is_a_404_and_stores_nothing(
             assert runtime.conversations.list("sam") == [] and runtime.traces.for_conversation("sam", cid) == {}
     finally:
         runtime.close()
+
+
+def test_every_mcp_refusal_has_the_error_shape_of_the_rest_of_the_server(api):
+    """/mcp's own refusals (no key, GET, not started) lacked ``param`` and ``code``, which every other
+    refusal of the server carries (OpenAI's shape, documented as ErrorBody)."""
+    from bara.serve.app import mount_mcp_server
+
+    _, keys, runtime, _ = api
+    app = make_app(runtime, warm=False)
+    mount_mcp_server(app)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    with TestClient(app) as c:
+        reference = set(_error(c.get("/api/memory"), 401))
+        refusals = [c.post("/mcp/", json=body, headers=accept), c.get("/mcp/", headers={**accept, **bearer(keys["sam"])})]
+    refusals.append(TestClient(app).post("/mcp/", json=body, headers={**accept, **bearer(keys["sam"])}))  # not started
+    for r, status in zip(refusals, (401, 405, 503), strict=True):
+        err = _error(r, status)
+        assert set(err) == reference and err["code"] == err["type"] and err["param"] is None, err

@@ -217,8 +217,14 @@ def _replay(messages: list[dict], last: dict | None, receive: Callable) -> Calla
     return replayed
 
 
+def refusal_body(type_: str, message: str) -> bytes:
+    """An HTTP refusal of ``/mcp`` in the shape of every other refusal of ``bara serve`` (OpenAI's:
+    ``type``, ``message``, ``param``, ``code``), so one client-side error reader serves both."""
+    return json.dumps({"error": {"type": type_, "message": message, "param": None, "code": type_}}).encode()
+
+
 async def _refuse(send: Callable, status: int, type_: str, message: str, header: tuple[bytes, bytes]) -> None:
-    body = json.dumps({"error": {"type": type_, "message": message}}).encode()
+    body = refusal_body(type_, message)
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), header, (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
