@@ -216,3 +216,19 @@ def test_every_mcp_refusal_has_the_error_shape_of_the_rest_of_the_server(api):
     for r, status in zip(refusals, (401, 405, 503), strict=True):
         err = _error(r, status)
         assert set(err) == reference and err["code"] == err["type"] and err["param"] is None, err
+
+
+@pytest.mark.parametrize("path,unknown", [("/api/search?q=hsts&limit=3", "limit"),
+                                          ("/api/conversations?offset=-5&limit=-1", "limit"),
+                                          ("/api/memory?user=eve", "user"), ("/api/health?verbose=1", "verbose")])
+def test_a_query_parameter_the_route_does_not_take_is_refused_not_ignored(api, path, unknown):
+    c, keys, _, _ = api
+    err = _error(c.get(path, headers=bearer(keys["sam"])), 422)
+    assert err["type"] == "unknown_parameter" and err["param"] == unknown and unknown in err["message"], err
+
+
+def test_the_query_parameters_a_route_takes_still_work(api):
+    c, keys, _, _ = api
+    r = c.get("/api/search", params={"q": "hsts", "k": 2, "floor": 0.1}, headers=bearer(keys["sam"]))
+    assert r.status_code == 200 and len(r.json()["hits"]) <= 2
+    assert c.delete("/api/memory?conversations=false", headers=bearer(keys["eve"])).status_code == 200

@@ -63,11 +63,11 @@ def _allow_header(request: Request, exc: StarletteHTTPException) -> str:
     """Every method the API documents for this path (``/api/memory``: GET and DELETE, two routes), else the
     Allow header of the one route the router tried first."""
     methods = {m.upper() for template, ops in request.app.openapi().get("paths", {}).items()
-               if re.fullmatch(_template_pattern(template), request.url.path) for m in ops}
+               if re.fullmatch(path_pattern(template), request.url.path) for m in ops}
     return ", ".join(sorted(methods)) or (getattr(exc, "headers", None) or {}).get("Allow", "")
 
 
-def _template_pattern(template: str) -> str:
+def path_pattern(template: str) -> str:
     """``/api/traces/{trace_id}`` as a regular expression (a parameter matches any non-empty text)."""
     return "".join(".+" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{[^}]+\})", template))
 

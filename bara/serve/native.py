@@ -6,6 +6,7 @@ that belongs to another user get the same 404. Sync handlers run in FastAPI's th
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from typing import Any
 
@@ -17,7 +18,7 @@ from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
 from bara.serve.auth import admin_caller, caller
-from bara.serve.errors import ApiError, not_found
+from bara.serve.errors import ApiError, not_found, path_pattern
 from bara.serve.keys import ApiKey
 from bara.serve.runtime import can_exist, storable
 from bara.text.blank import blank
@@ -32,8 +33,30 @@ def existing_ids(request: Request) -> None:
             raise not_found(_ID_NAMES.get(name, name))
 
 
+def known_query_params(request: Request) -> None:
+    """Router dependency: a query parameter the route does not take (``/api/search?q=x&limit=3``,
+    ``/api/conversations?offset=20``) is a 422 naming the ones it takes, instead of being ignored while the
+    client believes it applied."""
+    if not request.query_params:
+        return
+    taken = documented_query_params(request)
+    unknown = sorted(set(request.query_params) - taken)
+    if unknown:
+        offer = f"it takes {', '.join(sorted(taken))}" if taken else "it takes no query parameters"
+        raise ApiError(422, "unknown_parameter", f"{request.url.path} does not take the query parameter(s) "
+                       f"{', '.join(unknown)}: {offer} (see /docs)", param=unknown[0])
+
+
+def documented_query_params(request: Request) -> set[str]:
+    """The query parameters the OpenAPI schema documents for this request's path and method."""
+    method = request.method.lower()
+    return {p["name"] for template, ops in request.app.openapi().get("paths", {}).items()
+            if method in ops and re.fullmatch(path_pattern(template), request.url.path)
+            for p in ops[method].get("parameters", []) if p.get("in") == "query"}
+
+
 _ID_NAMES = {"conversation_id": "conversation", "trace_id": "trace", "fact": "profile fact"}
-router = APIRouter(prefix="/api", dependencies=[Depends(existing_ids)])
+router = APIRouter(prefix="/api", dependencies=[Depends(existing_ids), Depends(known_query_params)])
 
 
 def runtime(request: Request) -> Any:
