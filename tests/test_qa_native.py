@@ -232,3 +232,15 @@ def test_the_query_parameters_a_route_takes_still_work(api):
     r = c.get("/api/search", params={"q": "hsts", "k": 2, "floor": 0.1}, headers=bearer(keys["sam"]))
     assert r.status_code == 200 and len(r.json()["hits"]) <= 2
     assert c.delete("/api/memory?conversations=false", headers=bearer(keys["eve"])).status_code == 200
+
+
+@pytest.mark.parametrize("path,repeated", [("/api/search?q=hsts&q=tls", "q"), ("/api/search?q=x&k=1&k=5", "k"),
+                                           ("/api/memory?conversations=true&conversations=false", "conversations")])
+def test_a_query_parameter_given_twice_is_refused_and_deletes_nothing(api, path, repeated):
+    c, keys, runtime, _ = api
+    before = len(runtime.conversations.list("sam"))
+    c.post("/api/turns", json={"message": "What does MUST mean?"}, headers=bearer(keys["sam"]))
+    method = "DELETE" if path.startswith("/api/memory") else "GET"
+    err = _error(c.request(method, path, headers=bearer(keys["sam"])), 422)
+    assert err["type"] == "repeated_parameter" and err["param"] == repeated, err
+    assert len(runtime.conversations.list("sam")) == before + 1

@@ -36,7 +36,7 @@ def existing_ids(request: Request) -> None:
 def known_query_params(request: Request) -> None:
     """Router dependency: a query parameter the route does not take (``/api/search?q=x&limit=3``,
     ``/api/conversations?offset=20``) is a 422 naming the ones it takes, instead of being ignored while the
-    client believes it applied."""
+    client believes it applied; one given twice (``?q=a&q=b``: only the last counted) is a 422 too."""
     if not request.query_params:
         return
     taken = documented_query_params(request)
@@ -45,6 +45,10 @@ def known_query_params(request: Request) -> None:
         offer = f"it takes {', '.join(sorted(taken))}" if taken else "it takes no query parameters"
         raise ApiError(422, "unknown_parameter", f"{request.url.path} does not take the query parameter(s) "
                        f"{', '.join(unknown)}: {offer} (see /docs)", param=unknown[0])
+    repeated = sorted(k for k in set(request.query_params) if len(request.query_params.getlist(k)) > 1)
+    if repeated:  # only the last would count, silently
+        raise ApiError(422, "repeated_parameter", f"the query parameter(s) {', '.join(repeated)} are given more "
+                       "than once: send each once", param=repeated[0])
 
 
 def documented_query_params(request: Request) -> set[str]:
