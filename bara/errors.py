@@ -30,3 +30,7 @@ class EmbedderError(BaraError):
 
 class InputError(BaraError):
     """The caller passed input bara cannot use (bad file format, unknown id...)."""
+
+
+class UnknownConversationError(InputError):
+    """A conversation id the user cannot use: unknown, another user's, or deleted while a turn waited for it."""

@@ -14,11 +14,10 @@ The host injects how to mount a sub-app (``extend``) and how to find the user of
 
 from __future__ import annotations
 
-import json
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
-from bara.mcp.server import mcp_http_app, mcp_lifespan
+from bara.mcp.server import mcp_http_app, mcp_lifespan, refusal_body
 from bara.prompts.mcp import NOT_READY
 
 
@@ -32,7 +31,7 @@ class McpMount:
         if self.app is None:
             if scope["type"] != "http":
                 return
-            body = json.dumps({"error": {"type": "unavailable", "message": NOT_READY}}).encode()
+            body = refusal_body("unavailable", NOT_READY)
             await send({"type": "http.response.start", "status": 503,
                         "headers": [(b"content-type", b"application/json")]})
             await send({"type": "http.response.body", "body": body})

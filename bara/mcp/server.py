@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 from bara.agent.tools import Tool, ToolContext, ToolServices, run_tool
 from bara.app import Bara
 from bara.mcp.surrogates import clean_line
-from bara.prompts.mcp import INSTRUCTIONS, NO_EVENT_STREAM, NO_USER, SERVER_NAME, UNKNOWN_KEY
+from bara.prompts.mcp import DUPLICATE_KEY, INSTRUCTIONS, NO_EVENT_STREAM, NO_USER, SERVER_NAME, UNKNOWN_KEY
 from bara.types import SHARED
 
 #: ``identity(ctx)`` -> the user id this request acts for, or None (refused).
@@ -177,6 +177,10 @@ class RequireKey:
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] == "http":
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            if sum(k.lower() == b"authorization" for k, _ in scope.get("headers", [])) > 1:
+                # the gate would check the last header and the tool call act for the first
+                await _refuse(send, 401, "invalid_api_key", DUPLICATE_KEY, (b"www-authenticate", b'Bearer realm="bara"'))
+                return
             key = bearer_key(headers)
             if not key or not self.resolve_user(key):
                 await _refuse(send, 401, "invalid_api_key", UNKNOWN_KEY, (b"www-authenticate", b'Bearer realm="bara"'))
@@ -213,8 +217,14 @@ def _replay(messages: list[dict], last: dict | None, receive: Callable) -> Calla
     return replayed
 
 
+def refusal_body(type_: str, message: str) -> bytes:
+    """An HTTP refusal of ``/mcp`` in the shape of every other refusal of ``bara serve`` (OpenAI's:
+    ``type``, ``message``, ``param``, ``code``), so one client-side error reader serves both."""
+    return json.dumps({"error": {"type": type_, "message": message, "param": None, "code": type_}}).encode()
+
+
 async def _refuse(send: Callable, status: int, type_: str, message: str, header: tuple[bytes, bytes]) -> None:
-    body = json.dumps({"error": {"type": type_, "message": message}}).encode()
+    body = refusal_body(type_, message)
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), header, (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})

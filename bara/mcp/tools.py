@@ -17,7 +17,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from bara.agent.tools import Tool, ToolContext, ToolError
 from bara.memory.notes import KINDS, Note, extract_concepts
 from bara.retrieval.protocol import Embedder
-from bara.prompts.mcp import (RECALL_DESC, REMEMBER_DESC, SEARCH_KNOWLEDGE_DESC, NO_STORE, NO_USER)
+from bara.text.blank import blank
+from bara.prompts.mcp import (INVISIBLE_TEXT, RECALL_DESC, REMEMBER_DESC, SEARCH_KNOWLEDGE_DESC, NO_STORE, NO_USER)
 
 #: Conversation id the notes written through MCP are filed under (``bara memory inspect`` shows it).
 MCP_CONVERSATION = "mcp"
@@ -28,6 +29,8 @@ T = TypeVar("T")
 def _no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain NUL characters")
+    if blank(value):
+        raise ValueError(INVISIBLE_TEXT)
     return value
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 from weakref import WeakValueDictionary
 
-from bara.errors import InputError
+from bara.errors import InputError, UnknownConversationError
 from bara.identity import require_user_id
 from bara.memory.owner_keys import forget_service_records
 from bara.store.base import SqlRunner
@@ -147,7 +147,7 @@ class Conversations:
         changed = self.store.execute(f"UPDATE conversations SET {sets} WHERE user_id=? AND id=?",
                                      (*params, user_id, conversation_id))
         if changed != 1:
-            raise InputError(f"conversation {conversation_id!r} does not exist for this user: "
+            raise UnknownConversationError(f"conversation {conversation_id!r} does not exist for this user: "
                              "the caller must create it first (Conversations.create)")
 
     def history(self, user_id: str, conversation_id: str, limit: int | None = None) -> list[StoredMessage]:
@@ -201,10 +201,11 @@ class Conversations:
             yield
 
 
-def not_found(conversation_id: str, user_id: str) -> InputError:
+def not_found(conversation_id: str, user_id: str) -> UnknownConversationError:
     """The one answer for an id the user cannot use, whether unknown or another user's (reveals neither)."""
-    return InputError(f"conversation {conversation_id!r} does not exist for user {user_id!r}: pass an id from "
-                      "`bara memory inspect`, or start a new conversation (leave the id out, or `bara chat --new`)")
+    return UnknownConversationError(f"conversation {conversation_id!r} does not exist for user {user_id!r}: pass "
+                                    "an id from `bara memory inspect`, or start a new conversation (leave the id "
+                                    "out, or `bara chat --new`)")
 
 
 def _dumps(value: Mapping[str, Any], what: str) -> str:

@@ -34,6 +34,7 @@ REMEMBER_DESC = (
 NO_USER = ("no user is bound to this MCP session; the operator must start `bara mcp --user ID` or send an API "
            "key that maps to a user")
 NO_STORE = "this MCP server has no store; the operator must configure one (--db or $BARA_DB)"
+DUPLICATE_KEY = "the request has several Authorization headers: send exactly one, 'Authorization: Bearer <key>'"
 UNKNOWN_KEY = "missing or unknown API key: send 'Authorization: Bearer <key>' with a key issued for a bara user"
 EMPTY_USER = "--user must name a user (got an empty value); pass the id the memory belongs to, e.g. --user u_asha"
 NOT_READY = "the MCP endpoint is not ready: the server is starting or stopping; retry shortly"
@@ -44,3 +45,7 @@ LINE_NOT_JSONRPC = ("invalid request: the line is JSON but not a JSON-RPC 2.0 me
                     "(batches are not supported)")
 NO_EVENT_STREAM = ("this MCP endpoint is stateless and opens no server-to-client event stream: send every request "
                    "with POST (GET is not supported)")
+
+#: A text argument that shows nothing (zero-width spaces, direction marks, BOMs): what to send instead.
+INVISIBLE_TEXT = ("holds only invisible characters (spaces, zero-width or formatting characters): "
+                  "send words")

@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Mapping
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse
-from starlette.routing import Mount
+from starlette.routing import Match, Mount
 from starlette.staticfiles import StaticFiles
 
 from bara.serve import errors, metrics, native, openai_compat
@@ -78,9 +78,24 @@ def create_app(settings: Settings | None = None, *, mode: str = "gated", runtime
     for path, sub in (mounts or {}).items():
         extend(app, path, sub)
     if static_dir is not None and Path(static_dir).is_dir():
-        app.mount("/", StaticFiles(directory=str(static_dir), html=True), name="static")
+        app.router.routes.append(StaticMount("/", app=StaticFiles(directory=str(static_dir), html=True), name="static"))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+API_PREFIXES = ("/api", "/v1")  # paths the static files never serve
+
+
+class StaticMount(Mount):
+    """The web timeline's files at ``/``, claiming no path under the API prefixes: a wrong method on an API
+    path (``PATCH /api/turns``) then gets the route's own 405 naming the methods it takes, and an unknown API
+    path a JSON 404, instead of the static files' "use GET, HEAD"."""
+
+    def matches(self, scope: Any) -> tuple[Match, Any]:
+        path = scope.get("path", "")
+        if any(path == p or path.startswith(p + "/") for p in API_PREFIXES):
+            return Match.NONE, {}
+        return super().matches(scope)
 
 
 def _api_docs() -> FileResponse:

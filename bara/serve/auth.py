@@ -46,6 +46,10 @@ class Slots:
 
 
 def bearer(request: Request) -> str:
+    sent = request.headers.getlist("authorization")
+    if len(sent) > 1:  # which one would count is up to each proxy and library: refuse, as /mcp does
+        raise ApiError(401, "invalid_api_key", f"the request has {len(sent)} Authorization headers: send exactly "
+                       "one, 'Authorization: Bearer <key>'", _BEARER)
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if not header:

@@ -9,6 +9,7 @@ message that names neither the provider's URL nor any key.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -16,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from bara.errors import BaraError, InputError
+from bara.errors import BaraError, InputError, UnknownConversationError
 from bara.llm.errors import LLMDeadlineError, LLMError
 
 
@@ -47,7 +48,7 @@ def _http_message(request: Request, exc: StarletteHTTPException) -> str:
     if exc.status_code == 404 and exc.detail == "Not Found":
         return f"no such path: {where}; the API's paths are listed at /docs (OpenAPI schema at /openapi.json)"
     if exc.status_code == 405:
-        allowed = (getattr(exc, "headers", None) or {}).get("Allow") or "another method"
+        allowed = _allow_header(request, exc) or "another method"
         return f"{request.method} is not allowed on {request.url.path}: use {allowed} (see /docs)"
     if exc.status_code == 400:  # only a body that could not be parsed raises a bare 400 here
         if "multipart/" in request.headers.get("content-type", ""):
@@ -56,6 +57,19 @@ def _http_message(request: Request, exc: StarletteHTTPException) -> str:
         return ("the request body could not be parsed: send one complete JSON object, nested at most a few "
                 "hundred levels deep, with Content-Type: application/json")
     return str(exc.detail)
+
+
+def _allow_header(request: Request, exc: StarletteHTTPException) -> str:
+    """Every method the API documents for this path (``/api/memory``: GET and DELETE, two routes), else the
+    Allow header of the one route the router tried first."""
+    methods = {m.upper() for template, ops in request.app.openapi().get("paths", {}).items()
+               if re.fullmatch(path_pattern(template), request.url.path) for m in ops}
+    return ", ".join(sorted(methods)) or (getattr(exc, "headers", None) or {}).get("Allow", "")
+
+
+def path_pattern(template: str) -> str:
+    """``/api/traces/{trace_id}`` as a regular expression (a parameter matches any non-empty text)."""
+    return "".join(".+" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{[^}]+\})", template))
 
 
 def _validation_message(request: Request, exc: RequestValidationError) -> str:
@@ -113,11 +127,20 @@ def install(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = {400: "invalid_body", 404: "not_found", 405: "method_not_allowed",
                 413: "request_too_large"}.get(exc.status_code, "http_error")
-        return error_json(exc.status_code, kind, _http_message(request, exc), getattr(exc, "headers", None))
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": _allow_header(request, exc)}
+        return error_json(exc.status_code, kind, _http_message(request, exc), headers)
 
     @app.exception_handler(LLMError)
     async def _llm(_: Request, exc: LLMError) -> JSONResponse:
         err = provider_error(exc)
+        return error_json(err.status, err.type, err.message)
+
+    @app.exception_handler(UnknownConversationError)
+    async def _gone(_: Request, exc: UnknownConversationError) -> JSONResponse:
+        # e.g. deleted (DELETE /api/memory?conversations=true) while a turn on it waited for its lock
+        err = not_found()
         return error_json(err.status, err.type, err.message)
 
     @app.exception_handler(InputError)

@@ -18,9 +18,10 @@ from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
 from bara.serve.auth import admin_caller, caller
-from bara.serve.errors import ApiError, not_found
+from bara.serve.errors import ApiError, not_found, path_pattern
 from bara.serve.keys import ApiKey
 from bara.serve.runtime import can_exist, storable
+from bara.text.blank import blank
 from bara.serve.schemas import (ConversationList, ConversationOut, EpisodicOut, ForgetOut, HealthOut, IngestOut,
                                 MemoryOut, SearchHit, SearchOut, TurnIn, TurnList, TurnOut, TurnRecord)
 
@@ -32,11 +33,34 @@ def existing_ids(request: Request) -> None:
             raise not_found(_ID_NAMES.get(name, name))
 
 
+def known_query_params(request: Request) -> None:
+    """Router dependency: a query parameter the route does not take (``/api/search?q=x&limit=3``,
+    ``/api/conversations?offset=20``) is a 422 naming the ones it takes, instead of being ignored while the
+    client believes it applied; one given twice (``?q=a&q=b``: only the last counted) is a 422 too."""
+    if not request.query_params:
+        return
+    taken = documented_query_params(request)
+    unknown = sorted(set(request.query_params) - taken)
+    if unknown:
+        offer = f"it takes {', '.join(sorted(taken))}" if taken else "it takes no query parameters"
+        raise ApiError(422, "unknown_parameter", f"{request.url.path} does not take the query parameter(s) "
+                       f"{', '.join(unknown)}: {offer} (see /docs)", param=unknown[0])
+    repeated = sorted(k for k in set(request.query_params) if len(request.query_params.getlist(k)) > 1)
+    if repeated:  # only the last would count, silently
+        raise ApiError(422, "repeated_parameter", f"the query parameter(s) {', '.join(repeated)} are given more "
+                       "than once: send each once", param=repeated[0])
+
+
+def documented_query_params(request: Request) -> set[str]:
+    """The query parameters the OpenAPI schema documents for this request's path and method."""
+    method = request.method.lower()
+    return {p["name"] for template, ops in request.app.openapi().get("paths", {}).items()
+            if method in ops and re.fullmatch(path_pattern(template), request.url.path)
+            for p in ops[method].get("parameters", []) if p.get("in") == "query"}
+
+
 _ID_NAMES = {"conversation_id": "conversation", "trace_id": "trace", "fact": "profile fact"}
-router = APIRouter(prefix="/api", dependencies=[Depends(existing_ids)])
-
-
-_VISIBLE = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")  # what an empty-looking message may still contain
+router = APIRouter(prefix="/api", dependencies=[Depends(existing_ids), Depends(known_query_params)])
 
 
 def runtime(request: Request) -> Any:
@@ -45,9 +69,9 @@ def runtime(request: Request) -> Any:
 
 def check_message(request: Request, message: str) -> None:
     limit = request.app.state.runtime.settings.serve_max_message_chars
-    if not _VISIBLE.sub("", message):
-        raise ApiError(422, "empty_message", "the message is empty (only spaces or control characters): "
-                       "send some text")
+    if blank(message):
+        raise ApiError(422, "empty_message", "the message is empty (only spaces, control characters or invisible "
+                       "formatting characters such as zero-width spaces): send some text")
     if len(message) > limit:
         raise ApiError(413, "message_too_long", f"the message has {len(message)} characters; the limit is "
                        f"{limit}: shorten it or split it into several turns")
@@ -199,7 +223,17 @@ def delete_profile_fact(fact: str, request: Request, key: ApiKey = Depends(calle
     return ForgetOut(deleted={"profile": deleted})
 
 
-@router.post("/ingest", response_model=IngestOut, tags=["knowledge"])
+async def one_upload(request: Request, _: ApiKey = Depends(admin_caller)) -> None:
+    """Dependency of /api/ingest: a form holding several files (or fields) named ``file`` is refused,
+    instead of indexing the last one and silently dropping the others."""
+    form = await request.form()  # already parsed for the route's File parameter (cached); after the key check
+    sent = len(form.getlist("file"))
+    if sent > 1:
+        raise ApiError(422, "one_file_per_request", f"the upload holds {sent} fields named 'file'; /api/ingest "
+                       "takes one file per request: send each file in its own request", param="file")
+
+
+@router.post("/ingest", response_model=IngestOut, tags=["knowledge"], dependencies=[Depends(one_upload)])
 def ingest(request: Request, file: UploadFile = File(..., description="a UTF-8 text file"),
            key: ApiKey = Depends(admin_caller)) -> IngestOut:
     """Add one text file to the shared knowledge base (admin keys only); a file of the same name is replaced."""
@@ -211,7 +245,14 @@ def ingest(request: Request, file: UploadFile = File(..., description="a UTF-8 t
     text, reason = decode_text(raw)  # the checks `bara ingest` makes of a file (binary, not UTF-8, BOM)
     if text is None and raw.strip():
         raise ApiError(415, "not_utf8", f"the file is not UTF-8 text ({reason}): convert it to UTF-8 text first")
-    name = storable(file.filename or "upload.txt").replace("\\", "/").rsplit("/", 1)[-1][:200] or "upload.txt"
+    name = upload_name(file.filename)
     outcome = rt.bara.knowledge.add_text(f"upload/{name}", text or "")
     return IngestOut(source=outcome.path, status=outcome.status, chunks=outcome.chunks, reason=outcome.reason)
+
+
+def upload_name(filename: str | None) -> str:
+    """The stored name of an upload: its last path part, storable and at most 200 characters; a name that
+    shows nothing or names a folder (blank, ``.``, ``..``) is ``upload.txt``."""
+    name = storable(filename or "").replace("\\", "/").rsplit("/", 1)[-1][:200].strip()
+    return "upload.txt" if blank(name) or name in (".", "..") else name
 

@@ -11,6 +11,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from bara.errors import InputError
+from bara.text.blank import blank
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -39,7 +40,7 @@ def sanitize(message: str | bytes, max_query_chars: int) -> CleanInput:
     if _CONTROL.search(text):
         text, reasons = _CONTROL.sub("", text), reasons + ["input:control_chars_removed"]
     text = unicodedata.normalize("NFC", text).strip()
-    if not text:
+    if blank(text):  # also zero-width spaces, BOMs, direction marks: nothing anyone could read
         return CleanInput("", "", tuple(reasons + ["input:empty"]))
     if len(text) > max_query_chars:
         reasons.append("input:truncated_for_retrieval")
