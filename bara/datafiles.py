@@ -17,7 +17,7 @@ import re
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterator, Mapping, Sized
+from typing import IO, Any, Iterable, Iterator, Mapping, Sized
 
 from bara.errors import InputError
 
@@ -74,6 +74,18 @@ def require_some(items: Sized, path: Path, what: str, problems: Mapping[str, int
     seen = "; ".join(f"{reason}: {n}" for reason, n in problems.items())
     raise InputError(f"{path} holds no usable {what}" + (f" ({seen})" if seen else " (no lines)")
                      + f": pass a {what} file in the documented format")
+
+
+def json_lines(lines: Iterable[str], where: str, fix: str) -> Iterator[tuple[int, Any]]:
+    """(line number, :func:`json_value`) of each non-blank line; a line that is not JSON is an InputError
+    naming ``where`` and its number, and saying ``fix``."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json_value(line)
+        except ValueError as exc:
+            raise InputError(f"{where} line {number} is not valid JSON ({exc}); {fix}") from exc
 
 
 def json_value(text: str) -> Any:

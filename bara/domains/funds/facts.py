@@ -8,18 +8,16 @@ finance passages of the FiQA collection (MTRAG corpus). Each document is a
 
 from __future__ import annotations
 
-import re
 from datetime import date
 from pathlib import Path
 from typing import Any, Iterator
 
 from bara.domains.funds import metrics
 from bara.domains.funds.repo import FundsRepo, NavSeries, Scheme
-from bara.datafiles import json_value, read_lines
+from bara.datafiles import json_lines, read_lines
 from bara.errors import InputError
 
 FIQA_COLLECTION = "fiqa"
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 FactDoc = tuple[str, str, str]
 
 
@@ -86,24 +84,13 @@ def fiqa_documents(corpus_path: str | Path) -> list[FactDoc]:
     if not path.is_file():
         raise InputError(f"MTRAG corpus not found: {path}. Whoever builds the index must pass the path of "
                          "corpus.jsonl (e.g. <data>/mtrag/corpus.jsonl).")
-    return [(f"fiqa/{_storable(rec['_id'])}", _storable(_fiqa_title(rec)), _storable(rec["text"].strip()))
+    return [(f"fiqa/{rec['_id']}", _fiqa_title(rec), rec["text"].strip())  # json_lines: no lone surrogates
             for rec in _records(path) if rec.get("collection") == FIQA_COLLECTION
             and isinstance(rec.get("text"), str) and rec["text"].strip()]
 
 
-def _storable(value: object) -> str:
-    """JSON may escape a lone surrogate ("\\ud800"), which no UTF-8 store or hash can encode: U+FFFD instead."""
-    return _SURROGATE.sub("\ufffd", str(value))
-
-
 def _records(path: Path) -> Iterator[dict[str, Any]]:
-    for number, line in enumerate(read_lines(path, "MTRAG corpus"), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json_value(line)
-        except ValueError as exc:
-            raise InputError(f"{path}:{number} is not valid JSON ({exc}); fix or replace the corpus file") from exc
+    for number, rec in json_lines(read_lines(path, "MTRAG corpus"), str(path), "fix or replace the corpus file"):
         if not isinstance(rec, dict) or "_id" not in rec:
             raise InputError(f"{path}:{number} lacks an _id field; the corpus must be MTRAG corpus.jsonl")
         yield rec

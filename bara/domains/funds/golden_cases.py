@@ -30,7 +30,7 @@ from importlib import resources
 from typing import Any
 
 from bara.errors import InputError
-from bara.datafiles import json_value
+from bara.datafiles import json_lines
 
 SPLITS = ("dev", "test")
 CATEGORIES = ("numeric", "retrieval", "refusal", "tool_selection")
@@ -43,13 +43,7 @@ _NEEDS = {"numeric": "figures", "retrieval": "sources", "refusal": "refusal"}
 def parse_cases(text: str, name: str, split: str) -> tuple[dict[str, Any], ...]:
     """The cases of one JSONL text, each tagged with ``split``; InputError naming the line when one is malformed."""
     out = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json_value(line)
-        except ValueError as exc:
-            raise InputError(f"{name} line {n} is not JSON ({exc}); fix the data file") from exc
+    for n, row in json_lines(text.splitlines(), name, "fix the data file"):
         problem = _problem(row)
         if problem:
             raise InputError(f"{name} line {n}: {problem}")
