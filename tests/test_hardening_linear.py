@@ -208,7 +208,7 @@ def test_the_gates_features_grow_linearly(fill):
                                   "31/01/2024 ", "Jan 31, 2024 ", "call ", "hey, add "])
 def test_the_routers_fund_and_date_reading_and_the_gates_rules_grow_linearly(fill):
     from bara.domains.funds.router_dates import read_dates
-    from bara.domains.funds.router_text import named_fund
+    from bara.domains.funds.router_named import named_fund
     from bara.understand.intent import classify_intent
     from bara.understand.features import compute_features
 

@@ -42,6 +42,7 @@ import numpy as np
 from bara.domains.funds import router_intent as I
 from bara.domains.funds import router_text as T
 from bara.domains.funds.router_dates import date_range, read_dates
+from bara.domains.funds.router_named import named_fund
 from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, spec_text
 from bara.domains.funds.router_schemes import SchemeCatalogue
 from bara.domains.funds.router_steps import (MAX_COMPARE, SEARCH, Call, Plan, Seen, Turn,  # noqa: F401
@@ -127,7 +128,7 @@ class RuleRouter:
         """The plan for an in-scope message that is neither refused nor small talk. A fund the message
         names that no scheme matched (``named``) still goes to the tool as its scheme argument, so the tool's
         own error says it is not the user's: never the whole portfolio's figure in its place."""
-        named = [] if spans else [n for n in (T.named_fund(text) or self.fund_house_named(text),) if n]
+        named = [] if spans else [n for n in (named_fund(text) or self.fund_house_named(text),) if n]
         if T.WHY_FALL.search(norm) or (I.fall_question(norm) and (spans or named or I.personal(norm))):
             return Plan("explain", explain_calls(spans or named, norm), reasons=("router:compute_then_search",),
                         labels=self.labels(spans))

@@ -20,7 +20,7 @@ from bara.domains.funds.router_records import (FundFigures, Holdings, SchemeRef,
 from bara.llm.offline import extractive_answer
 from bara.prompts.frames import Source
 from bara.text.ordered import Ordered
-from bara.text.stopwords import REFORMULATION_FILLER, RETRIEVAL_STOPWORDS, SCHEME_LEAD_STOPWORDS
+from bara.text.stopwords import REFORMULATION_FILLER, SCHEME_LEAD_STOPWORDS
 
 # ------------------------------------------------------------------- keyword rules
 _R = re.compile
@@ -128,51 +128,6 @@ def _trim(run: list[str]) -> list[str]:
 def _scheme_like(run: list[str]) -> bool:
     words = [w.lower() for w in run]
     return len(run) >= 2 and any(w not in _FUND_WORDS and w not in _NOT_SCHEMES for w in words)
-
-
-# ------------------------------------------------- a fund named but not found in the catalogue
-#: A number shaped like an AMFI scheme code (5-7 digits on its own), unless money or units mark it.
-_CODE_LIKE = _R(r"(?<![\w.,/-])\d{5,7}(?![\w,/-]|\.\d)")
-_MONEY_BEFORE = _R(r"(?:rs\.?|inr|\u20b9|\$|usd|invest\w*|amount|worth|value|paid|put|sip of)\s*$")
-_MONEY_AFTER = _R(r"^\s*(?:rupees|rs\b|inr|units?\b|%|k\b|lakhs?|lacs?|crores?|/-)")
-_FUND_NOUN = _R(r"\b(fund|scheme)\b(?!s)(?!-)")
-#: Words that say which fund without naming one ("my mutual fund", "my SIP fund"): the whole portfolio.
-_UNNAMED = frozenset("mutual mf sip sips all whole entire total overall own investment investments fund plan scheme "
-                     "direct regular growth option idcw".split())  # "index", "etf", "cap" do say which fund
-_AFTER_PREP = _R(r"\b(?:of|for|in|on)\s+$")
-_LOOK = 64  # characters around a hit that the patterns above read (their longest match is ~20)
-
-
-def named_fund(text: str) -> str | None:
-    """A fund the message names that the catalogue could not resolve, as the user wrote it: a
-    code-shaped number ("xirr of 999999"), a phrase ending in "fund"/"scheme" ("my ELSS fund", "the tax
-    saver scheme"), or a capitalised name after of/for/in ("xirr for Axis Bluechip"); None when the
-    message names no particular fund (then the whole portfolio is meant)."""
-    for m in _CODE_LIKE.finditer(text):  # each look is a bounded window: linear in the text, however many hits
-        before, after = text[max(0, m.start() - _LOOK):m.start()].lower(), text[m.end():m.end() + _LOOK].lower()
-        if not _MONEY_BEFORE.search(before) and not _MONEY_AFTER.match(after):
-            return m.group(0)
-    for m in _FUND_NOUN.finditer(text.lower()):
-        words = re.findall(r"[\w&'.-]+", text[max(0, m.start() - 8 * _LOOK):m.start()])[-4:]
-        kept: list[str] = []
-        for word in reversed(words):
-            if word.lower().strip(".'") in RETRIEVAL_STOPWORDS or word.lower() in _NAME_STOP:
-                break
-            kept.insert(0, word)
-        if any(w.lower() not in _UNNAMED for w in kept):
-            return " ".join([*kept, text[m.start():m.end()]])
-    at = 0
-    for run in name_runs(text):  # runs in text order: each is found after the one before it
-        at = text.find(run, at)
-        if _AFTER_PREP.search(text[max(0, at - _LOOK):at].lower()):
-            return run
-        at += len(run)
-    return None
-
-
-#: Words that end a fund phrase read backwards from "fund" besides stopwords: figures and verbs of the ask.
-_NAME_STOP = frozenset("xirr irr returns return transactions transaction holdings performance show list give "
-                       "tell compute calculate mera mere meri apna apne apni hamara hamare humara ka ke ki".split())
 
 
 _BY_HOUSE = Ordered([r"\b(fund houses?|amcs?|asset management|fund compan(y|ies))\b"],
@@ -285,14 +240,17 @@ def _holdings(data: Mapping[str, Any], text: str) -> list[str]:
     if not d.holdings:
         return [d.note if d.note is not None else P.NO_HOLDINGS]
     lines = [P.HOLDINGS_HEAD.format(as_of=d.as_of)]
-    lines += [P.HOLDING_LINE.format(scheme=h.scheme, code=h.scheme_code, units=h.units, nav=h.nav,
-                                    value=money(h.current_value), invested=money(h.invested),
-                                    gain=money(h.gain), gain_pct=pct(h.gain_pct))
-              for h in d.holdings]
+    lines += [_holding_line(h) for h in d.holdings]
     t = d.totals
     lines.append(P.HOLDINGS_TOTAL.format(value=money(t.get('current_value')), invested=money(t.get('invested')),
                                          gain=money(t.get('gain')), gain_pct=pct(t.get('gain_pct'))))
     return lines
+
+
+def _holding_line(h: Any) -> str:
+    return P.HOLDING_LINE.format(scheme=h.scheme, code=h.scheme_code, units=h.units, nav=h.nav,
+                                 value=money(h.current_value), invested=money(h.invested), gain=money(h.gain),
+                                 gain_pct=pct(h.gain_pct))
 
 
 def _held(seen: Any, funds: Sequence[str], labels: Mapping[str, str]) -> list[str]:
@@ -302,9 +260,7 @@ def _held(seen: Any, funds: Sequence[str], labels: Mapping[str, str]) -> list[st
     asked = [h for h in d.holdings if h.scheme_code in funds]
     missing = [f for f in funds if f not in {h.scheme_code for h in d.holdings}]
     lines = [P.HOLDINGS_HEAD.format(as_of=d.as_of)] if asked else []
-    lines += [P.HOLDING_LINE.format(scheme=h.scheme, code=h.scheme_code, units=h.units, nav=h.nav,
-                                    value=money(h.current_value), invested=money(h.invested), gain=money(h.gain),
-                                    gain_pct=pct(h.gain_pct)) for h in asked]
+    lines += [_holding_line(h) for h in asked]
     lines += [P.NOT_HELD_HOLDING.format(fund=labels.get(f, f)) for f in missing]
     others = len(d.holdings) - len(asked)
     shown = P.HOLDINGS_OTHERS.format(n=others, other="other " if asked else "", s="" if others == 1 else "s",
