@@ -10,6 +10,7 @@ message that names neither the provider's URL nor any key.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -62,14 +63,22 @@ def _http_message(request: Request, exc: StarletteHTTPException) -> str:
 def _allow_header(request: Request, exc: StarletteHTTPException) -> str:
     """Every method the API documents for this path (``/api/memory``: GET and DELETE, two routes), else the
     Allow header of the one route the router tried first."""
-    methods = {m.upper() for template, ops in request.app.openapi().get("paths", {}).items()
-               if re.fullmatch(path_pattern(template), request.url.path) for m in ops}
+    methods = {m.upper() for m in documented_operations(request)}
     return ", ".join(sorted(methods)) or (getattr(exc, "headers", None) or {}).get("Allow", "")
 
 
-def path_pattern(template: str) -> str:
+def documented_operations(request: Request) -> dict[str, Any]:
+    """method -> OpenAPI operation, of every path template of the schema that matches this request's path
+    (``/api/memory`` has two routes: GET and DELETE)."""
+    return {method: op for template, ops in request.app.openapi().get("paths", {}).items()
+            if path_pattern(template).fullmatch(request.url.path) for method, op in ops.items()}
+
+
+@lru_cache(maxsize=256)
+def path_pattern(template: str) -> re.Pattern[str]:
     """``/api/traces/{trace_id}`` as a regular expression (a parameter matches any non-empty text)."""
-    return "".join(".+" if part.startswith("{") else re.escape(part) for part in re.split(r"(\{[^}]+\})", template))
+    return re.compile("".join(".+" if part.startswith("{") else re.escape(part)
+                              for part in re.split(r"(\{[^}]+\})", template)))
 
 
 def _validation_message(request: Request, exc: RequestValidationError) -> str:

@@ -6,7 +6,6 @@ that belongs to another user get the same 404. Sync handlers run in FastAPI's th
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict
 from typing import Any
 
@@ -18,7 +17,7 @@ from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
 from bara.serve.auth import admin_caller, caller
-from bara.serve.errors import ApiError, not_found, path_pattern
+from bara.serve.errors import ApiError, documented_operations, not_found
 from bara.serve.keys import ApiKey
 from bara.serve.runtime import can_exist, storable
 from bara.text.blank import blank
@@ -53,10 +52,8 @@ def known_query_params(request: Request) -> None:
 
 def documented_query_params(request: Request) -> set[str]:
     """The query parameters the OpenAPI schema documents for this request's path and method."""
-    method = request.method.lower()
-    return {p["name"] for template, ops in request.app.openapi().get("paths", {}).items()
-            if method in ops and re.fullmatch(path_pattern(template), request.url.path)
-            for p in ops[method].get("parameters", []) if p.get("in") == "query"}
+    op = documented_operations(request).get(request.method.lower()) or {}
+    return {p["name"] for p in op.get("parameters", []) if p.get("in") == "query"}
 
 
 _ID_NAMES = {"conversation_id": "conversation", "trace_id": "trace", "fact": "profile fact"}
