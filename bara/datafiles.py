@@ -85,7 +85,7 @@ def json_lines(lines: Iterable[str], where: str, fix: str) -> Iterator[tuple[int
         try:
             yield number, json_value(line)
         except ValueError as exc:
-            raise InputError(f"{where} line {number} is not valid JSON ({exc}); {fix}") from exc
+            raise InputError(f"{where} line {number} is not JSON ({exc}); {fix}") from exc
 
 
 def json_value(text: str) -> Any:
