@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -157,14 +156,12 @@ def test_overlap_repeats_whole_trailing_sentences(rfcs):
         assert re.search(r"([.!?:;][\"')\]]*\s+|\n[ \t\f]*\r?\n[ \t]*)$", before), before
 
 
-def test_chunking_all_rfcs_is_fast(rfcs):
-    texts = [text for text, _, _ in rfcs.values()]
-    wall, cpu = time.perf_counter(), time.process_time()
-    for text in texts:
-        chunk_document(text, "x", SETTINGS)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    print(f"\n56 RFCs ({sum(map(len, texts)) / 1e6:.1f} M chars): {wall:.2f} s wall, {cpu:.2f} s CPU")
-    assert cpu < 2.0  # CPU time: wall time also counts other processes on a shared machine
+def test_chunking_all_rfcs_is_repeatable(rfcs):
+    """Chunking is a pure function of the text: a second pass over every RFC gives the same chunks.
+    (Its speed is measured by bench/bench_chunking.py, not here: a timed test fails on a slower CPU.)"""
+    for name, (text, title, chunks) in rfcs.items():
+        again_title, again = chunk_document(text, f"{name}.txt", SETTINGS)
+        assert (again_title, again) == (title, chunks), name
 
 
 # ------------------------------------------------------------- hand-built RFC

@@ -52,8 +52,11 @@ def test_fp32_graph_equals_the_reference_model(fp32):
 
 
 def test_q8_stays_close_to_the_reference_model(q8):
+    """Per text and on average. The int8 kernels differ by CPU (tests/test_embedders.py, MIN_COSINE): the
+    worst text is at 0.990 with AVX-512 VNNI and 0.981 on AVX2 only; the mean is >= 0.993 on both."""
     got = cosines(q8.embed(REF_TEXTS), REF_VECTORS)
-    assert got.min() >= 0.99, dict(zip(REF_TEXTS, got.round(4), strict=False))
+    assert got.min() >= 0.975, dict(zip(REF_TEXTS, got.round(4), strict=False))
+    assert got.mean() >= 0.99, dict(zip(REF_TEXTS, got.round(4), strict=False))
 
 
 def test_q8_keeps_neighbours_apart(q8):

@@ -34,7 +34,13 @@ FIXTURE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
 REFERENCE = json.loads(FIXTURE.read_text(encoding="utf-8"))
 REF_TEXTS = [item["text"] for item in REFERENCE["items"]]
 REF_VECTORS = np.array([item["vector"] for item in REFERENCE["items"]], dtype=np.float32)
-MIN_COSINE = 0.99
+#: The session embedder (q8 by default) against sentence-transformers' float32 vectors, per text. int8
+#: kernels differ by CPU: with AVX-512 VNNI the worst fixture text (the empty one) is at 0.9903; on an
+#: AVX2-only CPU ONNX Runtime's u8s8 kernel sums pairs of products in saturating int16 (vpmaddubsw), and the
+#: same text is at 0.9807 (measured under `qemu-x86_64 -cpu Haswell`). The bound holds for both; a wrong
+#: truncation (0.945 at 128 tokens) or a wrong graph is far below it. MEAN_COSINE bounds the average.
+MIN_COSINE = 0.975
+MEAN_COSINE = 0.99
 
 SAMPLE = [
     "DNS resolvers cache answers for the TTL of each record.",
@@ -91,6 +97,11 @@ def test_fixture_is_what_the_tests_assume():
 def test_matches_float32_reference(ref_embeddings, index):
     got = cosine(ref_embeddings[index], REF_VECTORS[index])
     assert got >= MIN_COSINE, f"cosine {got:.4f} vs reference for {REF_TEXTS[index][:60]!r}"
+
+
+def test_matches_float32_reference_on_average(ref_embeddings):
+    got = np.sum(ref_embeddings * REF_VECTORS, axis=1)  # both sides are unit vectors
+    assert got.mean() >= MEAN_COSINE, got.round(4)
 
 
 def test_reference_catches_wrong_truncation():
