@@ -72,8 +72,8 @@ def test_named_person_question_names_and_helpers():
     assert body_of("[8 May 2023] Gina: I designed it.\n[8 May 2023] Jon: Nice!", "Gina") == "I designed it."
     assert addressee(["Gina", "Jon"], "Gina") == "Jon" and addressee(["Gina"], "Gina") == ""
     assert not attributed_elsewhere([], "Jon")
-    assert not attributed_elsewhere([Ownership("Gina", "default"), Ownership("", "unknown")], "Jon")
-    assert attributed_elsewhere([Ownership("Gina", "first_person")], "Jon")
+    assert not attributed_elsewhere(["Gina", ""], "Jon") and not attributed_elsewhere(["Gina", "Jon"], "Jon")
+    assert attributed_elsewhere(["Gina", "Gina"], "Jon")
 
 
 # --- through the episodic tier ------------------------------------------------------

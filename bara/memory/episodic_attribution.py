@@ -126,7 +126,7 @@ def check(question: str, question_names: Sequence[str], speakers: Sequence[str],
         return None
     hits = list(search(without_name(question, [person, *forms])) if search is not None else best)[:turns]
     checked = read_turns(hits, person, forms, speakers_of)
-    elsewhere = attributed_elsewhere([Ownership(c.owner, "default") for c in checked], person)
+    elsewhere = attributed_elsewhere([c.owner for c in checked], person)
     if not elsewhere or (shown and (hits[0].source, checked[0].turn_id) not in shown_turns(best)):
         return Attribution(person, False, checked)
     return Attribution(person, True, checked, checked[0].owner, checked[0].turn_id, hits[0].text.split("\n", 1)[0])

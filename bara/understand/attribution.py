@@ -64,7 +64,7 @@ def _is_address(text: str, start: int, end: int) -> bool:
     after = text[end:].lstrip()
     closes = not after or after[0] in ",!?.;:)"
     if not before or before[-1] in ".!?":
-        return bool(after) and after[0] in ",!" or not after
+        return not after or after[0] in ",!"
     if before[-1] == ",":
         return closes
     opener = _WORD.findall(before.lower())[-1:]
@@ -94,10 +94,10 @@ def turn_owner(body: str, speaker: str, addressee: str, person: str, forms: Sequ
     return Ownership(speaker, "default")
 
 
-def attributed_elsewhere(owners: Sequence[Ownership], person: str) -> bool:
-    """True when there are turns, every one's owner is known, and none is ``person``: the memory
-    records this of someone else."""
-    return bool(owners) and all(o.owner and o.owner != person for o in owners)
+def attributed_elsewhere(owners: Sequence[str], person: str) -> bool:
+    """True when there are turns, every one's owner is known (not ""), and none is ``person``: the
+    memory records this of someone else."""
+    return bool(owners) and all(owner and owner != person for owner in owners)
 
 
 def question_names(text: str) -> list[str]:
