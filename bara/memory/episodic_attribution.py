@@ -13,8 +13,10 @@ exactly one known speaker X (:func:`bara.understand.attribution.named_person`):
    the session's other speaker as addressee);
 3. reports :class:`Attribution` with ``fired`` when none of them is X's event and the best of them
    is one of the tier's own items, so the prompt shows the turn it cites
-   (``memory_episodic_attribution_shown``; reason ``episodic:attributed_to_other``). The tier's items are never dropped: the prompt shows them with a
-   line saying whose event the memory records.
+   (``memory_episodic_attribution_shown``; reason ``episodic:attributed_to_other``).
+
+The tier's items are never dropped: the prompt shows them with a line saying whose event the memory
+records (:data:`bara.prompts.EPISODES_ATTRIBUTION`).
 
 No model; deterministic (the search is the Store's, the reading is pure).
 """
