@@ -268,7 +268,10 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
                                                                            "and judges (else retrieval only)."),
                 limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only N questions per file."),
                 sessions: Optional[int] = typer.Option(None, "--sessions", min=1,
-                                                       help="Replay only the first N sessions (a quick slice).")) -> None:
+                                                       help="Replay only the first N sessions (a quick slice)."),
+                conversations: Optional[str] = typer.Option(None, "--conversations",
+                                                            help="Comma-separated sample ids to run (a tuning or "
+                                                                 "held-out split), e.g. conv-42,conv-43.")) -> None:
     """LoCoMo long-term memory: evidence recall, context tokens, latency and abstention per mode."""
     from bara.eval.locomo import MemoryEvalConfig, parse_modes, run_memory_eval, summarise
     from bara.prompts.locomo import NO_MODEL
@@ -282,7 +285,8 @@ def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo 
     if missing:
         fail(f"LoCoMo file(s) not found: {', '.join(missing)}; pass --locomo conv-*.json files")
     try:
-        config = MemoryEvalConfig(files, parse_modes(modes), k, limit, sessions)
+        config = MemoryEvalConfig(files, parse_modes(modes), k, limit, sessions,
+                                  tuple(c.strip() for c in (conversations or "").split(",") if c.strip()))
         model = _judge_model(settings, judge) if judge else None
         err = _err()
         rows, n = run_memory_eval(config, settings.override(memory_episodic_k=k), _embedder(settings),
@@ -323,7 +327,8 @@ def _print_memory(result: dict) -> None:
     table = Table(title=f"LoCoMo: {result['n_questions']} questions")
     for col in ["metric", *modes]:
         table.add_column(col)
-    for key in ("evidence_recall@5", "evidence_recall@10", "context_tokens", "abstain_adversarial"):
+    for key in ("evidence_recall@5", "evidence_recall@10", "context_tokens", "abstain_adversarial",
+                "false_abstain_answerable", "abstain_precision"):
         table.add_row(key, *[str(result["modes"][m][key]) for m in modes])
     table.add_row("latency p50/p95 ms", *[f"{result['modes'][m]['latency_ms']['p50']} / "
                                            f"{result['modes'][m]['latency_ms']['p95']}" for m in modes])

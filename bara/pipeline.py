@@ -35,8 +35,8 @@ from bara.pipeline_steps import (SEARCHING_INTENTS, LexicalGuess, learns_qa, lex
                                  within_gap)
 import bara.prompts as PROMPTS
 from bara.prompts import EMPTY_INPUT
-from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, episode_items, kb_sources,
-                                 note_items, preferred_length, profile_items, qa_items)
+from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, attribution_note, episode_items,
+                                 kb_sources, note_items, preferred_length, profile_items, qa_items)
 from bara.decide.record import gate_summary
 from bara.trace import (StoredRecord, TurnRecorder, TurnTrace, prompt_summary,
                         retrieval_summary, trace_fields)
@@ -229,7 +229,8 @@ class Assistant:
         if episodes is not None:
             rec.reason(*episodes.reasons)
         retrieved = Retrieved(query, rewritten, kb, tuple(notes or ()), tuple(qa or ()), vector, message_vector,
-                              searched=True, episodes=episodes.hits if episodes is not None else ())
+                              searched=True, episodes=episodes.hits if episodes is not None else (),
+                              attribution=episodes.attribution if episodes is not None else None)
         self._tier_reasons(retrieved, rec)
         return retrieved
 
@@ -290,7 +291,7 @@ class Assistant:
                 greeting_name=policy.greeting_name, profile=profile_items(profile) if policy.inject_profile else (),
                 notes=note_items(r.notes), knowledge=kb_sources(r.kb), qa=qa_items(r.qa), history=history,
                 memory=memory, forgotten=forgotten, retrieval_query=r.query, episodes=episode_items(r.episodes),
-                learned=t.facts.learned, noted=t.facts.noted)
+                learned=t.facts.learned, noted=t.facts.noted, attribution=attribution_note(r.attribution))
 
     @staticmethod
     def _length(gate: GateResult, profile: Mapping[str, str], rec: TurnRecorder) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 
 from bara.memory.conversations import StoredMessage
 from bara.memory.episodic import EpisodeHit
+from bara.memory.episodic_attribution import Attribution
 from bara.memory.notes import NoteHit
 from bara.memory.qa import QAHit
 from bara.memory.vectors import HistoryTopic
@@ -62,6 +63,7 @@ class Retrieved:
     message_vector: np.ndarray | None = None  # of the user's own words, when the turn embedded them
     searched: bool = False  # any tier was searched this turn
     episodes: tuple[EpisodeHit, ...] = ()
+    attribution: Attribution | None = None  # whose event the best episodes tell (issue 38)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,17 @@ def test_calibration_is_a_frozen_record():
 
 
 def test_locomo_summary_matches_main():
-    assert GEN.locomo_outputs() == MAIN["locomo"]
+    """Byte for byte, once the abstention keys issue 38 added (an intended format change) are taken out."""
+    added = {"false_abstain_answerable", "abstain_precision", "abstain_adversarial_split"}
+
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in added}
+        return value
+
+    now = json.loads(GEN.locomo_outputs()["summary"])
+    assert json.dumps(strip(now)) == MAIN["locomo"]["summary"]
+    assert all(added <= set(m) for m in now["modes"].values())
 
 
 def test_ab_summary_report_and_ab_json_match_main(tmp_path):

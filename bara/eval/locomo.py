@@ -22,8 +22,10 @@ what they put into the prompt:
 
 Metrics per mode: evidence recall@5/@10 (category 5 excluded), context tokens
 (the estimate of :func:`bara.prompts.frames.estimate_tokens`), latency p50/p95,
-and ``abstain_adversarial``: the share of category-5 questions for which no
-memory item passed its floor.
+and the abstention figures of :mod:`bara.eval.locomo_abstain`: ``abstain_adversarial`` (the
+share of category-5 questions flagged: no memory item reached the prompt, or in ``gated`` mode the
+episodic tier's attribution check found the event another person's), ``false_abstain_answerable``,
+``abstain_precision`` and ``abstain_adversarial_split``.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ import numpy as np
 
 from bara.app import Bara
 from bara.errors import InputError
+from bara.eval.locomo_abstain import abstention, adversarial_kind
 from bara.eval.locomo_data import (ADVERSARIAL, CATEGORIES, LocomoConversation, LocomoQuestion,
                                    evidence_recall, load_locomo_all)
+from bara.memory.episodic_attribution import FIRED as ATTRIBUTED
 from bara.memory.episodic import Turn, context_vectors, episode_text
 from bara.prompts.frames import estimate_tokens
 from bara.retrieval.protocol import Embedder
@@ -66,6 +70,7 @@ class QuestionRow:
     abstained: bool
     texts: list[str] = field(default_factory=list)  # the item texts (for the judge)
     reasons: tuple[str, ...] = ()
+    adversarial_kind: str = ""  # category 5: speaker_swapped | same_speaker | "" (bara.eval.locomo_abstain)
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,7 @@ def ask_full(r: Replayed, q: LocomoQuestion) -> QuestionRow:
     t0 = time.perf_counter()
     tokens = estimate_tokens(r.full_text)
     return QuestionRow(r.conv.sample_id, q.question, q.category, q.evidence, [], tokens,
-                       (time.perf_counter() - t0) * 1e3, abstained=False)
+                       (time.perf_counter() - t0) * 1e3, abstained=False, adversarial_kind=adversarial_kind(r.conv, q))
 
 
 def ask_gated(assistant: Any, r: Replayed, q: LocomoQuestion, k: int) -> QuestionRow:
@@ -176,7 +181,7 @@ def ask_gated(assistant: Any, r: Replayed, q: LocomoQuestion, k: int) -> Questio
         assistant.hooks.remove("before_persist", veto)
     ids, texts, memory_items = prompt_items(captured[-1].inputs if captured else None, r)
     row = _row(r, q, ids[:k], texts[:k], float(result.trace.latency_ms.get("total", 0.0)),
-               abstained=memory_items == 0)
+               abstained=memory_items == 0 or ATTRIBUTED in result.trace.reasons)
     row.context_tokens = int(result.trace.context_tokens)
     row.reasons = tuple(result.trace.reasons)
     return row
@@ -211,7 +216,8 @@ def prompt_items(inputs: Any, r: Replayed) -> tuple[list[str], list[str], int]:
 def _row(r: Replayed, q: LocomoQuestion, ids: list[str], texts: list[str], ms: float,
          abstained: bool) -> QuestionRow:
     return QuestionRow(r.conv.sample_id, q.question, q.category, q.evidence, ids,
-                       sum(estimate_tokens(t) for t in texts), ms, abstained, texts)
+                       sum(estimate_tokens(t) for t in texts), ms, abstained, texts,
+                       adversarial_kind=adversarial_kind(r.conv, q))
 
 
 # ------------------------------------------------------------------------ run
@@ -222,6 +228,7 @@ class MemoryEvalConfig:
     k: int = 10
     limit: int | None = None  # questions per conversation (a quick slice)
     sessions: int | None = None  # replay only the first N sessions (a quick slice)
+    conversations: tuple[str, ...] = ()  # only these sample ids (e.g. a tuning split); () = all
 
 
 def run_memory_eval(config: MemoryEvalConfig, settings: Settings, embedder: Embedder,
@@ -229,7 +236,7 @@ def run_memory_eval(config: MemoryEvalConfig, settings: Settings, embedder: Embe
     """Every mode over every file; returns the per-question rows per mode and the question count."""
     rows: dict[str, list[QuestionRow]] = {m: [] for m in config.modes}
     n_questions = 0
-    for conv in (_slice(c, config) for path in config.files for c in load_locomo_all(path)):
+    for conv in (_slice(c, config) for c in selected(config)):
         with tempfile.TemporaryDirectory(prefix="bara-locomo-") as tmp:
             store = SQLiteStore(Path(tmp) / "memory.db")
             bara = Bara(settings.override(k=min(config.k, 100)), store=store, embedder=embedder)
@@ -245,6 +252,20 @@ def run_memory_eval(config: MemoryEvalConfig, settings: Settings, embedder: Embe
             finally:
                 bara.close()
     return rows, n_questions
+
+
+def selected(config: MemoryEvalConfig) -> list[LocomoConversation]:
+    """The files' conversations, only those ``config.conversations`` names when it names any; a name
+    that matches none is an InputError listing the ones there are."""
+    convs = [c for path in config.files for c in load_locomo_all(path)]
+    if not config.conversations:
+        return convs
+    known = [c.sample_id for c in convs]
+    unknown = [name for name in config.conversations if name not in known]
+    if unknown:
+        raise InputError(f"--conversations names {', '.join(unknown)}, not in the files given: pass sample ids "
+                         f"among {', '.join(known)}")
+    return [c for c in convs if c.sample_id in config.conversations]
 
 
 def _assistant(bara: Bara) -> Any:
@@ -290,12 +311,13 @@ class ModeMetrics:
     latency_p95: float | None
     abstain_adversarial: float | None
     n: int
+    abstention: dict[str, Any] = field(default_factory=dict)  # bara.eval.locomo_abstain.abstention (issue 38)
 
     def as_dict(self) -> dict[str, Any]:
         return {"evidence_recall@5": self.recall5, "evidence_recall@10": self.recall10,
                 "context_tokens": self.context_tokens,
                 "latency_ms": {"p50": self.latency_p50, "p95": self.latency_p95},
-                "abstain_adversarial": self.abstain_adversarial, "n": self.n}
+                "abstain_adversarial": self.abstain_adversarial, "n": self.n, **self.abstention}
 
 
 @dataclass(frozen=True)
@@ -314,14 +336,16 @@ class MemorySummary:
 def summarise(rows: dict[str, list[QuestionRow]], n_questions: int) -> MemorySummary:
     """The ``--json`` object: overall metrics per mode, then per category 1-4."""
     modes = {mode: metrics(mode_rows, scored=mode != "full") for mode, mode_rows in rows.items()}
-    by_category = {mode: {c: metrics([r for r in mode_rows if str(r.category) == c], scored=mode != "full")
+    by_category = {mode: {c: metrics([r for r in mode_rows if str(r.category) == c], scored=mode != "full",
+                                     per_category=True)
                           for c in CATEGORIES} for mode, mode_rows in rows.items()}
     return MemorySummary(n_questions, modes, by_category)
 
 
-def metrics(rows: Sequence[QuestionRow], scored: bool = True) -> ModeMetrics:
+def metrics(rows: Sequence[QuestionRow], scored: bool = True, per_category: bool = False) -> ModeMetrics:
     """Mean evidence recall@5/@10 over answerable questions, mean context tokens, latency p50/p95, and
-    the abstention share over adversarial ones (None where a mode does not score it)."""
+    the abstention figures (None where a mode does not score them; of one category's rows,
+    ``per_category``, only ``false_abstain_answerable`` means anything)."""
     answerable = [r for r in rows if r.category != ADVERSARIAL and r.evidence]
     adversarial = [r for r in rows if r.category == ADVERSARIAL]
     lat = np.array([r.latency_ms for r in rows], dtype=float)
@@ -332,7 +356,14 @@ def metrics(rows: Sequence[QuestionRow], scored: bool = True) -> ModeMetrics:
         round(float(np.percentile(lat, 50)), 2) if len(lat) else None,
         round(float(np.percentile(lat, 95)), 2) if len(lat) else None,
         (round(sum(r.abstained for r in adversarial) / len(adversarial), 4) if adversarial and scored else None),
-        len(answerable))
+        len(answerable), _abstention(rows, scored, per_category))
+
+
+def _abstention(rows: Sequence[QuestionRow], scored: bool, per_category: bool) -> dict[str, Any]:
+    found = abstention(rows)
+    if not scored:
+        found = {key: None for key in found}
+    return {"false_abstain_answerable": found["false_abstain_answerable"]} if per_category else found
 
 
 def _mean(values: Sequence[float | None]) -> float | None:

@@ -34,6 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
+from bara.memory import episodic_attribution as attribution
 from bara.memory import episodic_audit
 from bara.memory import episodic_names as name_index
 from bara.memory.dates import annotate, fmt_day
@@ -44,6 +45,7 @@ from bara.store.base import Store
 from bara.text.fusion import weighted_rrf
 from bara.text.lexical import analyze
 from bara.text.stopwords import RETRIEVAL_STOPWORDS
+from bara.understand.attribution import question_names
 from bara.types import Chunk, Document, Hit, text_hash
 
 COLLECTION = "episodic"
@@ -88,6 +90,7 @@ class EpisodicResult:
     hits: tuple[EpisodeHit, ...]
     hop_queries: tuple[str, ...] = ()  # second-round queries that ran (empty = one round)
     reasons: tuple[str, ...] = ()
+    attribution: attribution.Attribution | None = None  # whose event the best turns tell (issue 38)
 
 
 def episode_text(speaker: str, text: str, when: datetime | None) -> str:
@@ -270,7 +273,7 @@ class EpisodicMemory:
         first = self._round(user_id, query, k, floor, vector, skip=skip)
         hops = joins_facts(query) if hops is None else hops
         if not hops or not first or s.memory_episodic_hop_queries == 0:
-            return EpisodicResult(self._windows(user_id, first[:k]))
+            return self._attributed(user_id, query, EpisodicResult(self._windows(user_id, first[:k])), k, floor, skip)
         seeds = self._seeds(query, first)
         lists, weights, queries = [first], [1.0], []
         for seed in seeds:
@@ -278,8 +281,26 @@ class EpisodicMemory:
             lists.append(self._round(user_id, hop_query, k, floor, None, round_no=2, skip=skip))
             weights.append(s.memory_episodic_hop_weight)
             queries.append(hop_query)
-        return EpisodicResult(self._windows(user_id, self._fuse(lists, weights, k)), tuple(queries),
-                              (f"episodic:hop2_queries:{len(queries)}",) if queries else ("episodic:hop2_no_seeds",))
+        return self._attributed(user_id, query, EpisodicResult(
+            self._windows(user_id, self._fuse(lists, weights, k)), tuple(queries),
+            (f"episodic:hop2_queries:{len(queries)}",) if queries else ("episodic:hop2_no_seeds",)), k, floor, skip)
+
+    def _attributed(self, user_id: str, query: str, result: EpisodicResult, k: int, floor: float,
+                    skip: tuple[str, int] | None) -> EpisodicResult:
+        """``result`` with the attribution check of :mod:`bara.memory.episodic_attribution` (issue 38): the
+        items stay; ``attribution`` and a reason code say whether the memory records this of someone else."""
+        s, names = self.settings, question_names(query)
+        if not s.memory_episodic_attribution or not result.hits or not names:
+            return result
+        search = (lambda q: self._round(user_id, q, k, floor, None, skip=skip)) \
+            if s.memory_episodic_attribution_search else None
+        found = attribution.check(query, names, sorted(self.people(user_id)), result.hits, search,
+                                  s.memory_episodic_attribution_turns,
+                                  lambda source: attribution.session_speakers(self.store, user_id, source),
+                                  s.memory_episodic_attribution_shown)
+        if found is None:
+            return result
+        return replace(result, attribution=found, reasons=(*result.reasons, found.reason))
 
     def _windows(self, user_id: str, hits: Sequence[EpisodeHit]) -> tuple[EpisodeHit, ...]:
         """Each hit with the ``memory_episodic_window`` turns that follow it in its session (the reply

@@ -34,6 +34,9 @@ KNOWLEDGE_HEADER = "Knowledge-base passages (cite as [n]):"
 KNOWLEDGE_ITEM = "[{n}] {label}\n{text}"
 EPISODES_HEADER = "What was said in earlier conversations with this user (dated, best match first):"
 EPISODES_LINE = "- {text}"
+#: Issue 38: none of the best remembered turns is the named person's event (bara.memory.episodic_attribution).
+EPISODES_ATTRIBUTION = ("Note: the question is about {person}, but the memory records this of {other}, not of "
+                        "{person}: {text}. If nothing above says it of {person}, say the conversation does not.")
 QA_HEADER = "Earlier questions from this user with the answers given:"
 QA_ITEM = "Q: {question}\nA: {answer}"
 HISTORY_SUMMARY = "Earlier in this conversation (summarised) the user asked: {topics}"
@@ -55,6 +58,9 @@ CHITCHAT = {
 EMPTY_INPUT = "Your message was empty, so there is nothing to answer. Type a question, or 'exit' to quit."
 NOT_FOUND = "I don't find this in the knowledge base."
 NOTHING_RELEVANT = "I don't have anything on that in the knowledge base or in what you've told me."
+#: Issue 38: the offline answer when the memory records the event of someone else (cites that turn).
+ATTRIBUTION_ANSWER = ("The conversation does not say that {person} did or said this. What it records is "
+                      "{other}'s: \u201c{text}\u201d")
 SOURCES_HEADER = "Sources:"
 SOURCE_LINE = "[{n}] {label}"
 TONE_PREFIX = {

@@ -70,6 +70,16 @@ class EpisodeItem:
 
 
 @dataclass(frozen=True)
+class AttributionNote:
+    """Issue 38: the question is about ``person``, but the best remembered turns tell ``other``'s event;
+    ``text`` is that turn as stored ("[8 May 2023] Gina: I designed ...")."""
+
+    person: str
+    other: str
+    text: str
+
+
+@dataclass(frozen=True)
 class QAItem:
     question: str
     answer: str
@@ -116,6 +126,7 @@ class PromptInputs:
     # stored): profile facts as (key, value), and decisions / open questions as notes.
     learned: tuple[tuple[str, str], ...] = ()
     noted: tuple[NoteItem, ...] = ()
+    attribution: AttributionNote | None = None  # the episodes tell another person's event (issue 38)
 
     @property
     def history_summary(self) -> str:
@@ -179,6 +190,14 @@ def _history_text(i: PromptInputs) -> str:
     return "\n".join(([i.history_summary] if i.history_summary else []) + turns)
 
 
+def _attribution_lines(i: PromptInputs) -> list[str]:
+    """The line under the episodes that says whose event the memory records (only with episodes shown)."""
+    a = i.attribution
+    if a is None or not i.episodes:
+        return []
+    return [P.EPISODES_ATTRIBUTION.format(person=a.person, other=a.other, text=a.text)]
+
+
 def frame_texts(i: PromptInputs) -> dict[str, str]:
     """The text of every frame kind for ``i`` (empty string = frame omitted)."""
     return {
@@ -186,7 +205,8 @@ def frame_texts(i: PromptInputs) -> dict[str, str]:
         "behavior": _behavior_text(i),
         "profile": _list_text(P.PROFILE_HEADER, [P.PROFILE_LINE.format(key=k, value=v) for k, v in i.profile]),
         "notes": _list_text(P.NOTES_HEADER, [P.NOTES_LINE.format(kind=n.kind, text=n.text) for n in i.notes]),
-        "episodes": _list_text(P.EPISODES_HEADER, [P.EPISODES_LINE.format(text=e.text) for e in i.episodes]),
+        "episodes": _list_text(P.EPISODES_HEADER, [P.EPISODES_LINE.format(text=e.text) for e in i.episodes]
+                               + _attribution_lines(i)),
         "knowledge": _list_text(P.KNOWLEDGE_HEADER, [P.KNOWLEDGE_ITEM.format(n=s.n, label=s.label, text=s.text)
                                                      for s in i.knowledge]),
         "qa": _list_text(P.QA_HEADER, [P.QA_ITEM.format(question=q.question, answer=q.answer) for q in i.qa]),
@@ -288,3 +308,10 @@ def episode_items(hits: Sequence[Any]) -> tuple[EpisodeItem, ...]:
 def qa_items(hits: Sequence[Any]) -> tuple[QAItem, ...]:
     """From :class:`bara.memory.qa.QAHit` results."""
     return tuple(QAItem(h.question, h.answer, float(h.score)) for h in hits)
+
+
+def attribution_note(found: Any) -> AttributionNote | None:
+    """From :class:`bara.memory.episodic_attribution.Attribution` (None, or not fired: no note)."""
+    if found is None or not found.fired:
+        return None
+    return AttributionNote(found.person, found.other, found.text)

@@ -54,6 +54,19 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     memory_episodic_hop_weight: float = Field(default=0.5, ge=0.0, le=2.0,
                                               description="RRF weight of each round-2 list against round 1's 1.0: "
                                                           "the seeds are guesses, the question is not.")
+    # issue 38: attribution check (bara/memory/episodic_attribution.py); tuned on LoCoMo conv-26/30/41 only
+    memory_episodic_attribution: bool = Field(default=True, description="Read whose event the best turns tell when "
+                                              "a question names one speaker; none the named person's -> "
+                                              "episodic:attributed_to_other (items stay in the prompt).")
+    memory_episodic_attribution_turns: int = Field(default=3, ge=1, le=20,
+                                                   description="Best turns whose owner is read: one turn is often "
+                                                               "a reply about the other speaker's event.")
+    memory_episodic_attribution_search: bool = Field(default=True, description="Read the turns of one extra search "
+                                                     "with the person's name removed (no speaker boost): the boost "
+                                                     "puts the named person's turns first whatever they tell.")
+    memory_episodic_attribution_shown: bool = Field(default=True, description="Fire only when the other person's "
+                                                    "turn it cites is one of the tier's items (in the prompt): on "
+                                                    "LoCoMo dev, false flags 2.1% -> 1.0% of answerable questions.")
     gate_episodic_min_signals: int = Field(default=1, ge=1, le=5,
                                            description="Personal-memory signals (a known person named, a when/what-"
                                                        "did/remember cue, a first-person past statement) needed to "
