@@ -45,17 +45,15 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Files or folders to ing
            exclude: List[str] = typer.Option([], "--exclude", metavar="GLOB",
                                              help="Leave out files whose name or path under the folder matches (repeatable)."),
            json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON.")) -> None:
-    """Chunk, embed and store files into the knowledge base (unchanged files are skipped): text, Markdown,
-    reStructuredText, HTML, PDF and Word (.docx). Every file not indexed is listed with its reason."""
+    """Chunk, embed and store text, Markdown, reST, HTML, PDF and .docx files (unchanged ones are skipped; every file not indexed is listed with its reason)."""
     missing = [printable(str(p)) for p in paths if not p.expanduser().exists()]
     if missing:
         fail(f"no such file or folder: {', '.join(missing)}; pass files or folders that exist")
     select = Selection(tuple(include), tuple(exclude))
-    checked = prune or (db is not None and Path(db).expanduser().is_dir())  # a folder as --db: its own error first
-    nothing = None if checked else nothing_readable(paths, load_settings(), select)
-    if nothing is not None:  # checked before the store is opened: a run that can index nothing creates nothing
+    nothing = None if prune or not _store_is_new(db) else nothing_readable(paths, load_settings(), select)
+    if nothing is not None:  # checked before a new store is made: a run that can index nothing creates nothing
         _print_ingest(nothing, json_out)
-        fail(f"nothing to index: {_why_nothing(nothing)}; no store was created or changed")
+        fail(f"nothing to index: {_why_nothing(nothing)}; no store was created")
     try:
         with _open(db, "write") as bara:
             bara.check_vectors(write=True, say=say)
@@ -65,6 +63,19 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Files or folders to ing
     _print_ingest(report, json_out)
     if report.interrupted:
         raise typer.Exit(130)
+    if report.files_read == 0 and not prune:
+        fail(f"nothing to index: {_why_nothing(report)}; the store holds what it held before")
+
+
+def _store_is_new(db: Optional[str]) -> bool:
+    """Whether this ingest would create its SQLite store file (not for a folder given as --db: that
+    is refused with its own message when the store is opened)."""
+    try:
+        location = load_settings(db=db).db
+    except BaraError:
+        return False
+    path = Path(location).expanduser()
+    return "://" not in location and location != ":memory:" and not path.exists()
 
 
 def _why_nothing(report: IngestReport) -> str:

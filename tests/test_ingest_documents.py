@@ -154,6 +154,13 @@ def test_nothing_readable_exits_2_and_creates_no_store(cli, tmp_path):
     assert res.exit_code == 2 and "no files" in res.stderr and not db.exists()
     res = cli("ingest", str(folder), "--db", str(db), "--include", "*.pdf")
     assert res.exit_code == 2 and "left out all 3" in " ".join(res.stderr.split()) and not db.exists()
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / "a.txt").write_text("Alpha protocol messages carry a header and a body.")
+    assert cli("ingest", str(tmp_path / "good"), "--db", str(db)).exit_code == 0 and db.exists()
+    res = cli("ingest", str(folder), "--db", str(db), "--json")  # an existing store: exit 2, left as it was
+    assert res.exit_code == 2 and "nothing to index" in res.stderr and _json(res)["written"] == 0
+    hits = _search(cli, str(db), "alpha protocol messages")
+    assert [h["source"].rsplit("/", 1)[-1] for h in hits] == ["a.txt"]
 
 
 @pytest.mark.parametrize("section, title, shown", [
