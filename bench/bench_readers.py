@@ -95,7 +95,7 @@ def ingest(path: Path, work: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--pages", type=int, default=500)
     ap.add_argument("--skip-ingest", action="store_true")

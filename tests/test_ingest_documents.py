@@ -62,7 +62,7 @@ def test_the_documents_folder(cli, tmp_path, data_dir):
     assert summary["written"] + len(summary["skipped"]) == len(files) and summary["excluded"] == 1
 
     hits = _search(cli, db, "Nam dui ligula, fringilla a, euismod sodales, sollicitudin vel, wisi.")
-    assert any(h["source"].endswith("multicolumn.pdf") and h["section"] == "p. 1" for h in hits[:3])
+    assert any(h["source"].endswith("multicolumn.pdf") and h["section"] == "p. 1 §Abstract" for h in hits[:3])
 
     for html in sorted((docs / "html").glob("*.html")):
         doc = read(html, 10**8).content()

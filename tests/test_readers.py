@@ -84,9 +84,26 @@ def test_pdf_outline_headings_land_on_their_pages(pdfs):
 
 
 def test_an_outline_that_does_not_match_the_text_adds_no_headings(pdfs):
-    """Every title of this file's outline is wrong ("First", "Second"...): none may name a section."""
+    """Every title of this file's outline is wrong ("First", "Second"...): none may name a section; the
+    headings come from the type sizes instead and are the .tex source's sections (the same document as
+    pdflatex-outline.pdf)."""
     doc = _doc(pdfs / "mistitled_outlines_example.pdf")
-    assert _headings(doc) == [] and "Foo" in doc.text
+    sections = re.findall(r"\\section\{(\w+)\}", (pdfs / "pdflatex-outline.tex").read_text())
+    heads = [h for _, _, h in _headings(doc)]
+    assert heads == ["Contents"] + [f"{n} {name}" for n, name in enumerate(sections, 1)]
+
+
+def test_a_pdf_without_outline_gets_headings_from_its_type_sizes(pdfs):
+    doc = _doc(pdfs / "multicolumn.pdf")
+    tex = (pdfs / "multicolumn.tex").read_text()
+    title = re.search(r"\\title\{(.*?)\}", tex)
+    assert title and doc.title == title.group(1)
+    assert [(p, lv, h) for p, lv, h in _headings(doc)] == [(1, 1, title.group(1)), (1, 2, "Abstract")]
+    chunks = chunk_structured(doc, "multicolumn.pdf", Settings())
+    assert chunks[0].section == f"p. 1 §{title.group(1)}" and "Your Name" in chunks[0].text
+    abstract = next(c for c in chunks if "two columns filled" in c.text)
+    table = next(c for c in chunks if "Vienna" in c.text)  # page 3's table, in a chunk that may start on page 2
+    assert abstract.section == "p. 1 §Abstract" and table.section in ("p. 2 §Abstract", "p. 3 §Abstract")
 
 
 def test_textbook_sections_and_pages(pdfs):

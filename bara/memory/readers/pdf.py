@@ -5,7 +5,7 @@ columns one after the other, so a two-column page reads column by column). PDFiu
 rejoined across a line-end hyphen with U+0002; that mark is dropped. Running headers and footers
 (the same first or last line on many pages, digits aside) and bare page numbers are page furniture.
 An outline entry becomes a heading only where its title is found on its page (outlines can be
-wrong). Password-protected files are ``encrypted``; files whose pages carry no text are
+wrong); a PDF without such an outline gets its headings from the size of its type (pdf_fonts). Password-protected files are ``encrypted``; files whose pages carry no text are
 ``no text layer`` (scanned or images only): neither is indexed.
 """
 
@@ -17,6 +17,7 @@ from collections import Counter
 import pypdfium2 as pdfium
 
 from bara.memory.readers.base import Unreadable
+from bara.memory.readers.pdf_fonts import line_sizes, size_headings
 from bara.retrieval.structure import Builder, Structured
 
 _JUNK = str.maketrans({"\x02": "", "\ufffe": "", "\x00": "", "\f": "\n", "\r": ""})
@@ -28,7 +29,7 @@ _EDGE_LINES = 2  # running headers/footers sit in the first or last two lines of
 class PdfReader:
     name = "pdf"
     suffixes = frozenset({".pdf"})
-    version = "pdf-1"
+    version = "pdf-2"
 
     def read(self, data: bytes) -> Structured:
         try:
@@ -38,26 +39,36 @@ class PdfReader:
                 raise Unreadable("encrypted", "the PDF needs a password to open") from None
             raise Unreadable("unreadable", f"not a PDF that can be opened ({exc})") from None
         try:
-            pages = [_page_text(pdf, i) for i in range(len(pdf))]
+            read = [_page_text(pdf, i) for i in range(len(pdf))]
             outline, title = _outline(pdf), _meta_title(pdf)
         finally:
             pdf.close()
+        pages, sizes = [lines for lines, _ in read], [size for _, size in read]
         if not any(pages):
             raise Unreadable("no text layer", f"{len(pages)} page(s) without text (scanned or images only)")
-        return _build(_drop_furniture(pages), outline, title)
+        pages = _drop_furniture(pages)
+        doc = _build(pages, outline, title)
+        if outline and any(b.kind == "heading" for b in doc.blocks):
+            return doc
+        doc = _build(pages, size_headings(pages, sizes), title)  # no outline, or none of it on its pages
+        if title:
+            return doc
+        first = next((b for b in doc.blocks if b.kind == "heading" and b.level == 1 and b.page == 1), None)
+        return Structured(doc.text, doc.text[first.start:first.end], doc.blocks, doc.paged) if first else doc
 
 
-def _page_text(pdf: pdfium.PdfDocument, i: int) -> list[str]:
+def _page_text(pdf: pdfium.PdfDocument, i: int) -> tuple[list[str], dict[str, float]]:
+    """The page's lines inside its crop box, and the type size of each line."""
     page = pdf[i]
     try:
         tp = page.get_textpage()
         try:
-            text = tp.get_text_bounded()
+            text, sizes = tp.get_text_bounded(), line_sizes(tp)
         finally:
             tp.close()
     finally:
         page.close()
-    return [ln.strip() for ln in text.translate(_JUNK).split("\n") if ln.strip()]
+    return [ln.strip() for ln in text.translate(_JUNK).split("\n") if ln.strip()], sizes
 
 
 def _outline(pdf: pdfium.PdfDocument) -> dict[int, list[tuple[int, str]]]:
