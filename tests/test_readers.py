@@ -261,3 +261,18 @@ def test_plain_text_and_unknown_formats(tmp_path):
     with pytest.raises(Unreadable) as caught:
         read(tmp_path / "big.txt", 4096)
     assert caught.value.code == "too large"
+
+
+def test_pathological_markup_is_reported_not_a_crash(tmp_path):
+    """Deep nesting: docutils needed 1.4 GB for 3,000 nested list levels; lxml stops at its depth limit."""
+    (tmp_path / "deep.rst").write_text("".join(" " * i + "- x\n" for i in range(3000)))
+    (tmp_path / "deep.html").write_text("<html><body>" + "<div>" * 20000 + "inside" + "</div>" * 20000 + "</body></html>")
+    (tmp_path / "ticks.md").write_text("`" * 100_000)
+    codes = {}
+    for name in ("deep.rst", "deep.html", "ticks.md"):
+        try:
+            read(tmp_path / name, 10**8).content()
+            codes[name] = "ok"
+        except Unreadable as exc:
+            codes[name] = exc.code
+    assert codes == {"deep.rst": "unreadable", "deep.html": "empty", "ticks.md": "empty"}
