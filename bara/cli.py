@@ -17,8 +17,9 @@ from bara.app import Bara
 from bara.cli_common import (bara_warnings_as_notices, fail, floor_option, free_text, k_option, open_bara, printable,
                              say, shown)
 from bara.errors import BaraError
-from bara.memory.knowledge import FileOutcome, IngestReport, discover
+from bara.memory.knowledge import FileOutcome, IngestReport, Selection, discover, nothing_readable
 from bara.settings import load_settings
+from bara.text.locator import locator
 from bara.types import RetrievalOutcome
 
 app = typer.Typer(help="bara: adaptive retrieval for multi-turn assistants.", no_args_is_help=True,
@@ -39,24 +40,56 @@ def _open(db: Optional[str], mode: str = "read", **overrides: Any) -> Bara:
 def ingest(paths: List[Path] = typer.Argument(..., help="Files or folders to ingest."),
            db: Optional[str] = DbOption,
            prune: bool = typer.Option(False, "--prune", help="Remove stored files that no longer exist."),
+           include: List[str] = typer.Option([], "--include", metavar="GLOB",
+                                             help="Only files whose name or path under the folder matches (repeatable)."),
+           exclude: List[str] = typer.Option([], "--exclude", metavar="GLOB",
+                                             help="Leave out files whose name or path under the folder matches (repeatable)."),
            json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON.")) -> None:
-    """Chunk, embed and store files into the knowledge base (unchanged files are skipped)."""
+    """Chunk, embed and store text, Markdown, reST, HTML, PDF and .docx files (unchanged ones are skipped; every file not indexed is listed with its reason)."""
     missing = [printable(str(p)) for p in paths if not p.expanduser().exists()]
     if missing:
         fail(f"no such file or folder: {', '.join(missing)}; pass files or folders that exist")
+    select = Selection(tuple(include), tuple(exclude))
+    nothing = None if prune or not _store_is_new(db) else nothing_readable(paths, load_settings(), select)
+    if nothing is not None:  # checked before a new store is made: a run that can index nothing creates nothing
+        _print_ingest(nothing, json_out)
+        fail(f"nothing to index: {_why_nothing(nothing)}; no store was created")
     try:
         with _open(db, "write") as bara:
             bara.check_vectors(write=True, say=say)
-            report = _ingest_with_progress(bara, paths, prune, quiet=json_out)
+            report = _ingest_with_progress(bara, paths, prune, quiet=json_out, select=select)
     except BaraError as exc:
         fail(exc)
     _print_ingest(report, json_out)
     if report.interrupted:
         raise typer.Exit(130)
+    if report.files_read == 0 and not prune:
+        fail(f"nothing to index: {_why_nothing(report)}; the store holds what it held before")
 
 
-def _ingest_with_progress(bara: Bara, paths: List[Path], prune: bool, quiet: bool) -> IngestReport:
-    total = len(discover(paths)[0])
+def _store_is_new(db: Optional[str]) -> bool:
+    """Whether this ingest would create its SQLite store file (not for a folder given as --db: that
+    is refused with its own message when the store is opened)."""
+    try:
+        location = load_settings(db=db).db
+    except BaraError:
+        return False
+    path = Path(location).expanduser()
+    return "://" not in location and location != ":memory:" and not path.exists()
+
+
+def _why_nothing(report: IngestReport) -> str:
+    if report.skipped:
+        return (f"none of the {len(report.skipped)} file(s) could be read (reasons above: pass files in a "
+                "supported format, or change --include/--exclude)")
+    if report.excluded:
+        return f"--include/--exclude left out all {report.excluded} file(s)"
+    return "the folder holds no files"
+
+
+def _ingest_with_progress(bara: Bara, paths: List[Path], prune: bool, quiet: bool,
+                          select: Selection | None = None) -> IngestReport:
+    total = len(discover(paths, select)[0])
     columns = (TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[name]}"))
     with Progress(*columns, console=err, disable=quiet, transient=False) as bar:
@@ -66,25 +99,33 @@ def _ingest_with_progress(bara: Bara, paths: List[Path], prune: bool, quiet: boo
             if outcome.status != "pruned":
                 bar.update(task, advance=1, name=printable(Path(outcome.path).name))
 
-        return bara.knowledge.ingest(paths, prune=prune, progress=step)
+        return bara.knowledge.ingest(paths, prune=prune, progress=step, select=select)
 
 
 def _print_ingest(report: IngestReport, json_out: bool) -> None:
     summary = {"files_read": report.files_read, "written": report.written, "unchanged": report.unchanged,
-               "skipped": [{"path": p, "reason": r} for p, r in report.skipped], "pruned": report.pruned,
+               "skipped": [_skipped_json(p, r) for p, r in report.skipped], "excluded": report.excluded,
+               "pruned": report.pruned,
                "chunks_written": report.chunks_written, "chunks_unchanged": report.chunks_unchanged,
                "seconds": round(report.seconds, 3), "interrupted": report.interrupted}
     if json_out:
         print(json.dumps(summary))
         return
     console.print(f"files read {report.files_read} (written {report.written}, unchanged {report.unchanged}),"
-                  f" skipped {len(report.skipped)}, pruned {report.pruned}")
+                  f" skipped {len(report.skipped)}, pruned {report.pruned}"
+                  + (f", excluded {report.excluded} by --include/--exclude" if report.excluded else ""), markup=False)
     console.print(f"chunks written {report.chunks_written}, chunks unchanged {report.chunks_unchanged},"
                   f" {report.seconds:.2f} s")
     for path, reason in report.skipped:
         console.print(f"  skipped {printable(path)}: {reason}", markup=False)
     if report.interrupted:
         console.print("[yellow]interrupted: every committed document is whole; rerun to continue[/yellow]")
+
+
+def _skipped_json(path: str, reason: str) -> dict:
+    """``{"path", "reason", "detail"}``: the reason code (bara.memory.readers.REASONS), then what it means here."""
+    code, _, detail = reason.partition(": ")
+    return {"path": path, "reason": code, "detail": detail}
 
 
 @app.command()
@@ -124,7 +165,7 @@ def _print_outcome(outcome: RetrievalOutcome) -> None:
     for col in ("#", "source", "section", "fused", "sim", "bm25 rank/score", "dense rank/score"):
         table.add_column(col)
     for n, h in enumerate(outcome.hits, 1):
-        table.add_row(str(n), shown(Path(h.chunk.source).name), shown(f"{h.chunk.section} {h.chunk.title}"[:40]),
+        table.add_row(str(n), shown(Path(h.chunk.source).name), shown(locator(h.chunk.section, h.chunk.title)[:40]),
                       f"{h.score:.4f}", f"{h.similarity:.3f}", _arm(h.lexical), _arm(h.dense))
     console.print(table)
     for n, h in enumerate(outcome.hits, 1):

@@ -25,6 +25,7 @@ from bara.errors import BaraError
 from bara.llm.build import build_model
 from bara.memory.admin import TIERS, forget_user, inspect_report, query_tier
 from bara.pipeline import MODES, Assistant, pipeline_mode
+from bara.text.locator import locator
 from bara.trace import HitRecord, TurnTrace
 
 DEFAULT_USER = "local"
@@ -191,8 +192,8 @@ def _one_turn(assistant: Assistant, user: str, message: str, cid: str, json_out:
 # ------------------------------------------------------------------------- timeline
 
 def _hit(n: int, h: HitRecord) -> str:
-    section = f" \u00a7{h.section}" if h.section else ""
-    return f"[{n}] {h.source}{section} {h.score:.2f}"
+    where = locator(h.section, "")  # "§7.4.1", "p. 4 §2.1 Title" (bara.text.locator)
+    return f"[{n}] {h.source}{' ' + where if where else ''} {h.score:.2f}"
 
 
 def _latency(latency: dict[str, float]) -> str:

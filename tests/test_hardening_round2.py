@@ -63,7 +63,7 @@ def test_a_pipe_named_outright_is_not_reported_as_missing(tmp_path):
 
     os.mkfifo(tmp_path / "pipe.txt")
     _, skipped = discover([tmp_path / "pipe.txt"])
-    assert skipped[0].reason.startswith("not a regular file")
+    assert skipped[0].reason.startswith("unreadable: not a regular file")
 
 
 # ---- settings: no NaN or infinity, floors are similarities, any settings file is an answer ---------

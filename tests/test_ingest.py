@@ -43,10 +43,10 @@ def test_bad_files_are_skipped_with_reasons(setup):
     (folder / "latin1.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
     report = kb.ingest([folder, folder / "missing.txt"])
     reasons = {p.split("/")[-1]: r for p, r in report.skipped}
-    assert reasons["empty.txt"] == "empty file"
-    assert reasons["binary.txt"] == "binary file"
-    assert reasons["latin1.txt"].startswith("not UTF-8")
-    assert reasons["missing.txt"] == "not found"
+    assert reasons["empty.txt"] == "empty"  # the reason codes of issue 36 (bara.memory.readers.REASONS)
+    assert reasons["binary.txt"] == "unreadable: binary file"
+    assert reasons["latin1.txt"].startswith("unreadable: not UTF-8")
+    assert reasons["missing.txt"] == "unreadable: not found"
     assert report.written == 2 and store.count_chunks() == report.chunks_written > 0
 
 

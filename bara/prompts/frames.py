@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from bara import prompts as P
 from bara.messages import AssistantMessage, Message, SystemMessage, UserMessage
+from bara.text.locator import locator
 from bara.types import Utterance, source_name
 
 CHARS_PER_TOKEN = 4.0
@@ -49,9 +50,8 @@ class Source:
     @property
     def label(self) -> str:
         """``rfc5246.txt §7.4.1 Hello Messages``: file name, section, heading."""
-        section = f" \u00a7{self.section}" if self.section else ""
-        title = f" {self.title}" if self.title else ""
-        return f"{source_name(self.source)}{section}{title}"
+        where = locator(self.section, self.title)  # the heading once (bara.text.locator)
+        return f"{source_name(self.source)} {where}" if where else source_name(self.source)
 
 
 @dataclass(frozen=True)

@@ -221,6 +221,10 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     model_dir: Path = Field(default=_cache_home() / "models",
                             description="Built MiniLM ONNX files, once per machine, named by weights hash and "
                                         "recipe (not under cache_dir: a fresh cache must not rebuild); safe to delete.")
+    # --- document readers: PDF, HTML, Word, Markdown, reStructuredText (issue 36) ---
+    ingest_max_file_bytes: int = Field(default=50_000_000, ge=1024, description="Larger files are skipped as "
+                                       "'too large' before they are read: 20 MB of text ingests in 351 MB "
+                                       "(docs/benchmarks.md); a PDF's bytes are mostly fonts and images.")
     # --- hardening: ingest of large files (issue 15, harden-input) ---
     ingest_embed_batch: int = Field(default=256, ge=1, description="Chunks embedded (and cached) per step of one document: "
                                                            "bounds ingest memory, and an interrupted ingest keeps "
