@@ -78,13 +78,21 @@ def bara_warnings_as_notices(show: Callable[..., None]) -> Callable[..., None]:
     return shown_warning
 
 
-def open_bara(db: Optional[str], mode: str = "read", create_with: str = "", embedder_first: bool = False,
-              **overrides: Any) -> Bara:
+def open_bara(db: Optional[str], mode: str = "read", create_with: str = "", **overrides: Any) -> Bara:
     """A Bara over the store at ``db`` (settings/$BARA_DB when None). ``mode``: ``read`` needs an
     existing store and works on a read-only one; ``write`` may create it; ``update`` may not.
-    ``create_with``: the command that makes the store this one needs, named when there is none.
-    ``embedder_first``: load the embedding model before the store is opened (or created), and fail
-    with what to install if it cannot load: a writer must never store chunks without vectors."""
+    ``create_with``: the command that makes the store this one needs, named when there is none."""
+    return _open_bara(db, mode, create_with, False, overrides)
+
+
+def open_writer(db: Optional[str], **overrides: Any) -> Bara:
+    """A Bara that may create the store at ``db``, its embedding model loaded before the store is opened
+    (or created): when the model cannot load, exit 2 with what to install, having written nothing. A
+    writer must never store chunks without vectors."""
+    return _open_bara(db, "write", "", True, overrides)
+
+
+def _open_bara(db: Optional[str], mode: str, create_with: str, embedder_first: bool, overrides: dict) -> Bara:
     from bara.store import open_store
 
     try:
