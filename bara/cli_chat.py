@@ -19,13 +19,15 @@ from rich.console import Console
 from rich.text import Text
 
 from bara.app import Bara
-from bara.cli_common import fail, free_text, id_callback, k_option, open_bara, printable, say
+from bara.cli_common import (fail, free_text, id_callback, k_option, new_sqlite, note_knowledge, open_bara, printable,
+                             say)
 from bara.datafiles import check_file, json_value, read_lines
 from bara.errors import BaraError
 from bara.llm.build import build_model
 from bara.memory.admin import TIERS, forget_user, inspect_report, query_tier
 from bara.pipeline import MODES, Assistant, pipeline_mode
 from bara.text.locator import locator
+from bara.settings import load_settings
 from bara.trace import HitRecord, TurnTrace
 
 DEFAULT_USER = "local"
@@ -53,6 +55,14 @@ def register(app: typer.Typer) -> None:
 
 def _open(db: Optional[str], mode: str = "read") -> Bara:
     return open_bara(db, mode)
+
+
+def _location(db: Optional[str]) -> str:
+    """Where ``--db`` (or the settings) put the store; a bad setting exits 2 here."""
+    try:
+        return load_settings(db=db).db
+    except BaraError as exc:
+        fail(exc)
 
 
 # ----------------------------------------------------------------------------- chat
@@ -144,8 +154,11 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
             fail(exc)
         if not usable:  # a JSON array or any other file: nothing would run, and exit 0 would say it had
             fail(f'{script} holds no usable line: pass JSON lines, one object like {{"user": "text"}} per line')
+    created = new_sqlite(_location(db))
     bara, warming = _open(db, "write"), None
     try:
+        if mode != "agent":  # the agent answers from fund data (`bara funds load`), not the knowledge base
+            note_knowledge(bara, created)
         bara.check_vectors(write=True, say=say)
         assistant = _assistant(bara, mode)
         cid = _conversation(assistant, user, conversation, new, err if json_out else console)

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from bara.app import Bara
-from bara.errors import BaraError, MissingStoreError
+from bara.errors import BaraError, EmbedderError, MissingStoreError
 from bara.settings import Settings, load_settings
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -82,17 +82,66 @@ def open_bara(db: Optional[str], mode: str = "read", create_with: str = "", **ov
     """A Bara over the store at ``db`` (settings/$BARA_DB when None). ``mode``: ``read`` needs an
     existing store and works on a read-only one; ``write`` may create it; ``update`` may not.
     ``create_with``: the command that makes the store this one needs, named when there is none."""
+    return _open_bara(db, mode, create_with, False, overrides)
+
+
+def open_writer(db: Optional[str], **overrides: Any) -> Bara:
+    """A Bara that may create the store at ``db``, its embedding model loaded before the store is opened
+    (or created): when the model cannot load, exit 2 with what to install, having written nothing. A
+    writer must never store chunks without vectors."""
+    return _open_bara(db, "write", "", True, overrides)
+
+
+def _open_bara(db: Optional[str], mode: str, create_with: str, embedder_first: bool, overrides: dict) -> Bara:
     from bara.store import open_store
 
     try:
         settings = load_settings(db=db, **overrides)
         kept(settings.db)
-        return Bara(settings, store=open_store(settings.db, mode=mode, settings=settings))
+        embedder = loaded_embedder(settings) if embedder_first else None
+        return Bara(settings, store=open_store(settings.db, mode=mode, settings=settings), embedder=embedder)
     except MissingStoreError as exc:
         fail(f"no store at {exc.location}: run `{create_with} --db {exc.location}` first; check the --db path"
              if create_with else str(exc))
     except BaraError as exc:
         fail(str(exc))
+
+
+def loaded_embedder(settings: Settings, consequence: str = "so nothing was written") -> Any:
+    """The settings' embedder with its model loaded (behind the cache, whose hits never load it); when
+    it cannot load, exit 2 with ``consequence`` and what to install."""
+    from bara.retrieval.embed_cache import warm_embedder
+    from bara.retrieval.embedders import build_embedder
+
+    embedder = build_embedder(settings)
+    try:
+        warm_embedder(embedder)
+        _ = embedder.dim  # an embedder without warm() (sentence-transformers) loads its model to answer
+    except EmbedderError as exc:
+        fail(f"embedder {settings.embedder} cannot load, {consequence}: {exc}")
+    return embedder
+
+
+def new_sqlite(location: str) -> bool:
+    """True when ``location`` names a SQLite file that does not exist yet (opening it for writing creates it)."""
+    from pathlib import Path
+
+    return not location.startswith(("postgresql://", "postgres://")) and location != ":memory:" \
+        and not Path(location).exists()
+
+
+def note_knowledge(bara: Bara, created: bool) -> None:
+    """A note on stderr when a chat starts over no knowledge base: a new store (a mistyped --db?) or one
+    no `bara ingest` filled, whose every answer would say it finds nothing."""
+    from bara.types import SHARED
+
+    where = bara.settings.db
+    if created:
+        say(f"note: no store at {where} yet: starting with an empty one (check --db; add documents with "
+            f"`bara ingest PATH --db {where}`)")
+    elif not bara.store.has_chunks(SHARED, "kb"):
+        say(f"note: the store at {where} has no knowledge base (no document ingested): answers will find "
+            f"nothing to cite; add documents with `bara ingest PATH --db {where}`")
 
 
 def kept(location: str) -> str:

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from bara.cli_common import fail, kept, say, shown, utf8_callback
+from bara.cli_common import fail, kept, loaded_embedder, say, shown, utf8_callback
 from bara.errors import BaraError
 
 out, err = Console(soft_wrap=True, highlight=False), Console(stderr=True, soft_wrap=True, highlight=False)
@@ -44,6 +44,7 @@ def serve(db: Optional[str] = DbOption,
         settings = load_settings(db=db)
     except BaraError as exc:
         fail(str(exc))
+    loaded_embedder(settings, "so bara serve cannot answer a search or a turn")  # before a store is created
     if _is_new_sqlite(settings.db):
         err.print(f"[yellow]note:[/yellow] no store at {shown(settings.db)} yet: starting with an empty one (check "
                   f"--db; add documents with `bara ingest PATH --db {shown(settings.db)}`)")

@@ -25,7 +25,7 @@ from bara.errors import BaraError, InputError
 from bara.hooks import HookContext, Hooks, PersistPlan
 from bara.llm.base import Model
 from bara.llm.errors import LLMError
-from bara.llm.offline import Generator, ModelGenerator, OfflineGenerator
+from bara.llm.offline import FALLBACK_REASON, Generator, ModelGenerator, OfflineGenerator, answered_by
 from bara.decide.policy import apply_episodic, capitalised_words
 from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
@@ -332,7 +332,7 @@ class Assistant:
             except LLMError as exc:
                 if not self.fallback_offline:
                     raise
-                rec.reason(f"generate:model_failed_offline_used:{type(exc).__name__}")
+                rec.reason(f"{FALLBACK_REASON}{type(exc).__name__}")
                 answer = self.offline.generate(prompt)
         shown = self._hook("after_generation", answer, ctx, rec)
         rec.reason("hook:answer_changed" if shown != answer else "")
@@ -397,6 +397,6 @@ class Assistant:
                prompt: Prompt, answer: str, stored: StoredRecord, rec: TurnRecorder) -> TurnTrace:
         retrieval = retrieval_summary(r.query, r.rewritten, r.kb, r.notes, r.qa, r.episodes)
         return TurnTrace(turn=t.turn, user=t.user_id, mode=self.mode, conversation_id=t.conversation_id,
-                         answer=answer, generator=self.generator.name, stored=stored,
+                         answer=answer, generator=answered_by(self.generator.name, self.offline.name, rec.reasons), stored=stored,
                          kb_floor=float(policy.kb_floor) if policy is not None and r.kb is not None else 0.0,
                          **trace_fields(gate_summary(gate, policy), retrieval, prompt_summary(prompt), rec.summary()))

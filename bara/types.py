@@ -168,11 +168,14 @@ class StoredChunk:
 
 @dataclass(frozen=True)
 class Hit:
-    """A retrieved chunk with every score the trace shows."""
+    """A retrieved chunk with every score the trace shows. Two scales: ``similarity`` (alias ``cosine``) is
+    the cosine of query and chunk, -1..1, what a ``floor`` compares; ``fused`` is the weighted reciprocal
+    rank fusion score that orders the hits (about 1/61 = 0.016 per arm at rank 1, so ~0.03 at best);
+    ``score`` is what ordered them: ``fused``, or ``rerank_score`` when a reranker ran."""
 
     chunk: StoredChunk
     score: float  # final ranking score (fused, or rerank score when reranked)
-    similarity: float
+    similarity: float  # cosine(query, chunk); the floor applies to this
     lexical: ArmScore
     dense: ArmScore
     fused: float
@@ -181,6 +184,18 @@ class Hit:
     @property
     def id(self) -> int:
         return self.chunk.id
+
+    @property
+    def cosine(self) -> float:
+        """cosine(query, chunk), the score ``floor`` compares (same as ``similarity``)."""
+        return self.similarity
+
+    def __repr__(self) -> str:
+        """Each score named by its scale (the chunk's text is left out: ``hit.chunk.text``)."""
+        where = f"{self.chunk.source} §{self.chunk.section}" if self.chunk.section else self.chunk.source
+        order = "rerank" if self.rerank_score is not None else "fused"
+        return (f"Hit({where!r}, cosine={self.similarity:.3f}, fused={self.fused:.4f}, "
+                f"score={self.score:.4f} ({order}, orders the hits), id={self.chunk.id})")
 
 
 class Status(str, Enum):

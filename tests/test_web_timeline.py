@@ -256,6 +256,7 @@ def test_timeline_in_a_real_browser(server):
             _shot(page, "04-follow-up", follow.get_by_test_id("timeline"))
 
             # Side by side: the same message by gated and by always, each with a timeline, cost and hits.
+            conversations_before = _conversation_ids(server)
             follow.get_by_test_id("open-compare").focus()  # keyboard only: focus, Enter, and Escape closes
             page.keyboard.press("Enter")
             compare = page.get_by_test_id("compare")
@@ -268,6 +269,7 @@ def test_timeline_in_a_real_browser(server):
             _shot(page, "05-compare")
             page.keyboard.press("Escape")
             expect(compare).to_be_hidden()
+            assert _conversation_ids(server) == conversations_before  # the baseline answer left no conversation
 
             # The memory inspector shows the profile fact the greeting taught; forget empties it.
             status, memory = _api(server, "/api/memory")
@@ -304,8 +306,102 @@ def test_timeline_in_a_real_browser(server):
             expect(rows).to_have_count(len(found["hits"]))
             first = rows.first.inner_text()
             assert f"{found['hits'][0]['fused']:.4f}" in first
+            for row, hit in zip(rows.all(), found["hits"], strict=False):  # the passage, not only its file
+                words = " ".join(hit["text"].split())
+                assert words[:60] in row.get_by_test_id("search-snippet").inner_text()
+                assert ("§–" not in row.inner_text()) and (not hit["section"] or f"§{hit['section']}" in row.inner_text())
             assert _axe(page) == []
             _shot(page, "08-search")
+        finally:
+            browser.close()
+    assert errors == []
+
+
+def _conversation_ids(server) -> list[str]:
+    status, convs = _api(server, "/api/conversations")
+    assert status == 200
+    return sorted(c["id"] for c in convs["conversations"])
+
+
+PHONE = {"width": 390, "height": 844}
+
+
+def _fits(page, width: int = PHONE["width"]) -> None:
+    """Nothing wider than the phone: the document does not scroll sideways, and no visible element ends
+    past the right edge (a box cut off by an overflow: hidden parent would hide a button the same way)."""
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    assert page.evaluate("() => document.scrollingElement.scrollWidth") <= width
+    wide = page.evaluate("""(w) => [...document.querySelectorAll('button, input, textarea, select, a, [data-testid]')]
+        .filter((el) => el.offsetParent !== null && !el.closest('dialog:not([open])'))
+        .filter((el) => { const r = el.getBoundingClientRect(); return r.width > 0 && r.right > w + 1; })
+        .map((el) => el.tagName + '#' + el.id + '.' + el.className + ' ' + Math.round(el.getBoundingClientRect().right))""",
+                         width)
+    assert wide == [], wide[:8]
+
+
+def test_the_page_on_a_phone(server):
+    """At 390 x 844 (a phone, touch, mobile viewport): sign in, send with the Send button, read the turn's
+    timeline and hits, compare, the memory inspector and the search playground, each usable with no
+    sideways scrolling, axe-clean, with a screenshot of each step."""
+    from playwright.sync_api import expect, sync_playwright
+
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2)
+            page = context.new_page()
+            page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(f"page: {e}"))
+            page.goto(server.url + "/")
+            _fits(page)
+            assert _axe(page) == []
+            _shot(page, "phone-01-signin")
+
+            page.get_by_label("API key").fill(server.key)
+            page.get_by_role("button", name="Sign in").tap()
+            box = page.get_by_test_id("message-input")
+            expect(box).to_be_visible()
+            _fits(page)
+
+            box.fill(QUESTION)
+            page.get_by_test_id("send").tap()  # fails when anything covers the button or it is off-screen
+            turn = page.get_by_test_id("turn").last
+            timeline = turn.get_by_test_id("timeline")
+            timeline.wait_for(timeout=STEP_MS)
+            hits = turn.locator('[data-testid="hit"][data-tier="kb"]')
+            expect(hits.first).to_be_visible()
+            assert hits.count() == len(_turn_traces(server)[-1]["hits"])
+            _fits(page)
+            assert _axe(page) == []
+            _shot(page, "phone-02-turn", hits.first)
+
+            before = _conversation_ids(server)
+            turn.get_by_test_id("open-compare").tap()
+            compare = page.get_by_test_id("compare")
+            expect(compare.get_by_test_id("timeline")).to_have_count(2, timeout=STEP_MS)
+            assert compare.evaluate("(c) => c.scrollWidth <= c.clientWidth + 1")
+            assert _axe(page) == []
+            _shot(page, "phone-03-compare")
+            page.get_by_role("button", name="Close").tap()
+            expect(compare).to_be_hidden()
+            assert _conversation_ids(server) == before
+
+            page.get_by_role("tab", name="Memory").tap()
+            expect(page.get_by_test_id("memory-profile")).to_be_visible()
+            _fits(page)
+            assert _axe(page) == []
+            _shot(page, "phone-04-memory", page.get_by_test_id("memory"))
+
+            page.get_by_role("tab", name="Search").tap()
+            page.get_by_label("Query").fill("HSTS max-age directive")
+            page.get_by_role("button", name="Search", exact=True).tap()
+            rows = page.get_by_test_id("search-hit")
+            expect(rows.first).to_be_visible(timeout=STEP_MS)
+            expect(rows.first.get_by_test_id("search-snippet")).not_to_be_empty()
+            _fits(page)
+            assert _axe(page) == []
+            _shot(page, "phone-05-search", rows.first)
         finally:
             browser.close()
     assert errors == []

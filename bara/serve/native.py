@@ -110,6 +110,8 @@ def post_turn(body: TurnIn, request: Request, response: Response, background: Ba
     if cid is not None and (not can_exist(cid) or runtime(request).conversations.get(key.user_id, cid) is None):
         raise not_found()
     out = run_turn(request, key.user_id, body.message, body.conversation_id, body.mode, background)
+    if body.baseline:  # the side-by-side view's other answer: nothing of it stays among the conversations
+        runtime(request).conversations.delete(key.user_id, out.conversation_id)
     response.headers["X-Bara-Trace-Id"] = out.trace["trace_id"]
     return TurnOut(answer=out.answer, conversation_id=out.conversation_id, trace=out.trace)
 

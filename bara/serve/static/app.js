@@ -64,7 +64,6 @@ async function loadConversations() {
   }
   const list = clear($("conversations"));
   if (!conversations.length) list.append(h("li", { class: "muted empty" }, "No conversations yet."));
-  const baselineIds = new Set(Object.values(baselines()));
   for (const c of conversations) {
     const current = c.id === state.conversationId;
     const turns = c.turn_count ?? c.turns ?? 0;
@@ -73,8 +72,7 @@ async function loadConversations() {
       h("button", { type: "button", class: `conv${current ? " current" : ""}`, "aria-current": current ? "true" : null,
                     onclick: () => openConversation(c.id) },
         title,
-        h("span", { class: "conv-meta" }, `${turns} turn${turns === 1 ? "" : "s"}${c.updated_at ? ` · ${when(c.updated_at)}` : ""}`,
-          baselineIds.has(c.id) ? h("span", { class: "tag tag-always" }, "baseline") : null))));
+        h("span", { class: "conv-meta" }, `${turns} turn${turns === 1 ? "" : "s"}${c.updated_at ? ` · ${when(c.updated_at)}` : ""}`))));
     if (!titles.has(c.id) && turns) nameConversation(c.id, title);
   }
 }
@@ -91,10 +89,6 @@ async function nameConversation(id, el) {
     titles.set(id, short);
     el.textContent = short;
   } catch { titles.delete(id); }
-}
-
-function baselines() {
-  try { return JSON.parse(sessionStorage.getItem("bara.baselines") || "{}"); } catch { return {}; }
 }
 
 async function openConversation(id) {
@@ -161,7 +155,7 @@ function fillTurn(el, answer, trace, { open = true } = {}) {
     h("summary", {}, summaryText(trace)), renderTimeline(trace, trace.message || message));
   const actions = h("div", { class: "turn-actions" },
     h("button", { type: "button", class: "btn btn-small", dataset: { testid: "open-compare" },
-                  onclick: () => openCompare(message, trace, state.conversationId) },
+                  onclick: () => openCompare(message, trace) },
       "Compare gated vs always"));
   el.append(actions, details);
 }

@@ -1,33 +1,16 @@
 // Side by side: one message answered by gated and by always-retrieve, each with timeline, cost and hits.
 //
-// The turn as it was answered keeps its own trace; the other mode answers the same message in a
-// baseline conversation kept per source conversation (so it never adds turns to the user's own
+// The turn as it was answered keeps its own trace; the other mode answers the same message as a
+// baseline turn, without the conversation's history (so it never adds turns to the user's own
 // conversation). Always-retrieve searches the message itself, so its hits do not depend on history.
 import { api } from "./api.js";
 import { clear, h, ms } from "./dom.js";
 import { cost, renderTimeline } from "./timeline.js";
 
-const BASELINES = "bara.baselines";
-
-function baselines() {
-  try { return JSON.parse(sessionStorage.getItem(BASELINES) || "{}"); } catch { return {}; }
-}
-
-async function answerIn(mode, message, sourceConversation) {
-  const map = baselines();
-  const key = `${sourceConversation || "none"}:${mode}`;
-  const body = { message, mode };
-  if (map[key]) body.conversation_id = map[key];
-  let out;
-  try {
-    out = await api("/api/turns", { method: "POST", body });
-  } catch (err) {
-    if (err.status !== 404 || !body.conversation_id) throw err;
-    delete body.conversation_id; // the baseline conversation was deleted: start another
-    out = await api("/api/turns", { method: "POST", body });
-  }
-  map[key] = out.conversation_id;
-  sessionStorage.setItem(BASELINES, JSON.stringify(map));
+// The other answer is a baseline turn: the server answers it in a conversation of its own and deletes
+// that conversation once answered, so comparing never adds a conversation to the sidebar.
+async function answerIn(mode, message) {
+  const out = await api("/api/turns", { method: "POST", body: { message, mode, baseline: true } });
   return out.trace;
 }
 
@@ -90,7 +73,7 @@ function column(mode, trace, message, note) {
     renderTimeline(trace, message, { label: `${mode} timeline` }));
 }
 
-export async function openCompare(message, trace, conversationId) {
+export async function openCompare(message, trace) {
   const dialog = document.getElementById("compare-dialog");
   const body = clear(document.getElementById("compare-body"));
   body.append(h("p", { class: "compare-message" }, h("span", { class: "q-label" }, "Message"), h("q", {}, message)),
@@ -101,7 +84,7 @@ export async function openCompare(message, trace, conversationId) {
   const other = own === "gated" ? "always" : "gated";
   let otherTrace;
   try {
-    otherTrace = await answerIn(other, message, conversationId);
+    otherTrace = await answerIn(other, message);
   } catch (err) {
     clear(body).append(h("p", { class: "error", role: "alert" }, `The ${other} answer failed: ${err.message}`));
     return;
@@ -110,8 +93,8 @@ export async function openCompare(message, trace, conversationId) {
   const always = own === "always" ? trace : otherTrace;
   const notes = {
     [own]: "As answered in your conversation.",
-    [other]: other === "always" ? "Answered now in a baseline conversation (it searches the message itself; no gates)."
-      : "Answered now in a baseline conversation (without your conversation's history).",
+    [other]: other === "always" ? "Answered now as a baseline turn (it searches the message itself; no gates)."
+      : "Answered now as a baseline turn (without your conversation's history).",
   };
   clear(body).append(
     h("p", { class: "compare-message" }, h("span", { class: "q-label" }, "Message"), h("q", {}, message)),

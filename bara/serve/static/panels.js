@@ -110,6 +110,19 @@ function arm(rank, score) {
   return [h("strong", {}, `#${rank}`), score === null || score === undefined ? "" : h("span", { class: "muted" }, ` ${num(score, 3)}`)];
 }
 
+// Where a hit comes from: the file, and its section when the chunker found one (no "§–" placeholder).
+function where(hit) {
+  const source = (hit.source || "").replace(/\.txt$/, "");
+  return hit.section ? `${source} §${hit.section}` : source;
+}
+
+// The passage itself, so hits with the same file and title can be told apart: its first words.
+export const SNIPPET_CHARS = 220;
+export function snippet(text) {
+  const flat = String(text || "").replace(/\s+/g, " ").trim();
+  return flat.length > SNIPPET_CHARS ? `${flat.slice(0, SNIPPET_CHARS).replace(/\s+\S*$/, "")}…` : flat;
+}
+
 async function runSearch(event) {
   event.preventDefault();
   const q = $("search-input").value.trim();
@@ -131,12 +144,13 @@ async function runSearch(event) {
   const hits = data.hits || [];
   const rows = hits.map((hit, i) => h("tr", { dataset: { testid: "search-hit" } },
     h("td", {}, String(i + 1)),
-    h("th", { scope: "row" }, h("span", { class: "hit-src" }, `${(hit.source || "").replace(/\.txt$/, "")} §${hit.section || "–"}`),
-      h("span", { class: "hit-title" }, hit.title || "")),
-    h("td", {}, arm(hit.lexical_rank ?? hit.lexical?.rank, hit.lexical_score ?? hit.lexical?.score)),
-    h("td", {}, arm(hit.dense_rank ?? hit.dense?.rank, hit.dense_score ?? hit.dense?.score)),
-    h("td", {}, num(hit.fused ?? hit.score, 4)),
-    h("td", {}, num(hit.similarity, 3))));
+    h("th", { scope: "row" }, h("span", { class: "hit-src" }, where(hit)),
+      hit.title ? h("span", { class: "hit-title" }, hit.title) : null,
+      h("span", { class: "hit-snippet", dir: "auto", dataset: { testid: "search-snippet" } }, snippet(hit.text))),
+    h("td", { dataset: { label: "lexical" } }, arm(hit.lexical_rank ?? hit.lexical?.rank, hit.lexical_score ?? hit.lexical?.score)),
+    h("td", { dataset: { label: "dense" } }, arm(hit.dense_rank ?? hit.dense?.rank, hit.dense_score ?? hit.dense?.score)),
+    h("td", { dataset: { label: "fused" } }, num(hit.fused ?? hit.score, 4)),
+    h("td", { dataset: { label: "cosine" } }, num(hit.similarity, 3))));
   clear(out).append(
     h("p", { class: "muted small" }, `${hits.length} hit${hits.length === 1 ? "" : "s"} · ${data.status || ""}`
       + ((data.reasons || []).length ? ` · ${data.reasons.join(", ")}` : "")),
