@@ -503,6 +503,24 @@ def test_odd_traces_render_as_text_and_stay_in_the_page(server, shape):
     assert errors == []
 
 
+@pytest.mark.parametrize(("section", "title", "shown"), [
+    ("p. 4 \u00a72.1 Scope", "Scope", "guide.pdf p. 4 \u00a72.1 Scope"),  # a PDF page: the reader's section, once
+    ("7.4.1", "Hello Messages", "rfc5246 \u00a77.4.1 Hello Messages"),  # an RFC: number, then heading
+    ("Install", "Install", "guide.pdf \u00a7Install"),  # a Markdown heading: not twice
+])
+def test_a_hit_names_its_section_and_heading_once(server, section, title, shown):
+    """The page says where a hit is the way bara search and the offline answer do (bara.text.locator)."""
+    source = "rfc5246.txt" if section[0].isdigit() else "guide.pdf"
+    trace = {"turn": 1, "answer": "x", "retrieved": True, "reasons": [], "route": "kb",
+             "hits": [{"id": 1, "source": source, "section": section, "title": title, "score": 0.5, "fused": 0.5,
+                       "tier": "kb"}], "latency_ms": {"total": 1.0}}
+    with _page(server) as (page, errors):
+        _render(page, trace, "where?")
+        text = " ".join(page.get_by_test_id("timeline").locator(".hit-where").inner_text().split())
+        assert text == shown, text
+    assert errors == []
+
+
 def test_odd_messages_in_the_chat_render_as_text_in_their_own_direction(server):
     """A right-to-left message with HTML-like text and a very long word, sent through the page: shown as
     text (nothing built from it), right to left, and within the viewport, in the turn and the heading."""

@@ -4,7 +4,7 @@
 // baseline turn, without the conversation's history (so it never adds turns to the user's own
 // conversation). Always-retrieve searches the message itself, so its hits do not depend on history.
 import { api } from "./api.js";
-import { clear, h, ms } from "./dom.js";
+import { clear, h, ms, section } from "./dom.js";
 import { cost, renderTimeline } from "./timeline.js";
 
 // The other answer is a baseline turn: the server answers it in a conversation of its own and deletes
@@ -39,7 +39,8 @@ function costTable(gated, always) {
 }
 
 function label(hit) {
-  return `${(hit.source || "").replace(/\.txt$/, "")} §${hit.section || "–"}`;
+  const source = (hit.source || "").replace(/\.txt$/, "");
+  return hit.section ? `${source} ${section(hit.section)}` : source;
 }
 
 /** Which knowledge-base chunks each mode put in front of the model, and what gated decided differently. */

@@ -46,3 +46,21 @@ export function uid(prefix) {
   counter += 1;
   return `${prefix}-${counter}`;
 }
+
+// A passage's section as a source line shows it (bara/text/locator.py): "§7.4.1" for a numbered section,
+// "p. 4 §2.1 Title" as it is for a PDF page (the reader puts the page first), "" when there is none.
+export function section(value) {
+  const text = (value || "").trim();
+  if (!text) return "";
+  return text.startsWith("p. ") ? text : `\u00a7${text}`;
+}
+
+// The heading beside a section, or "" when the section already ends with it (bara/text/locator.py): a PDF
+// hit reads "p. 4 §2.1 Title", not "p. 4 §2.1 Title Title".
+export function headingBeside(sectionValue, title) {
+  const where = section(sectionValue);
+  const heading = (title || "").trim();
+  if (!heading || !where.endsWith(heading)) return heading;
+  const before = where.slice(0, where.length - heading.length);
+  return before === "" || [" ", "\u00a7", ">"].includes(before.slice(-1)) ? "" : heading;
+}

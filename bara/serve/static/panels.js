@@ -1,6 +1,6 @@
 // The memory inspector (profile facts, notes by kind, Q&A, episodic memory, with forget) and the search playground.
 import { api } from "./api.js";
-import { clear, h, num } from "./dom.js";
+import { clear, h, headingBeside, num, section } from "./dom.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -113,7 +113,7 @@ function arm(rank, score) {
 // Where a hit comes from: the file, and its section when the chunker found one (no "§–" placeholder).
 function where(hit) {
   const source = (hit.source || "").replace(/\.txt$/, "");
-  return hit.section ? `${source} §${hit.section}` : source;
+  return hit.section ? `${source} ${section(hit.section)}` : source;
 }
 
 // The passage itself, so hits with the same file and title can be told apart: its first words.
@@ -145,7 +145,7 @@ async function runSearch(event) {
   const rows = hits.map((hit, i) => h("tr", { dataset: { testid: "search-hit" } },
     h("td", {}, String(i + 1)),
     h("th", { scope: "row" }, h("span", { class: "hit-src" }, where(hit)),
-      hit.title ? h("span", { class: "hit-title" }, hit.title) : null,
+      headingBeside(hit.section, hit.title) ? h("span", { class: "hit-title" }, headingBeside(hit.section, hit.title)) : null,
       h("span", { class: "hit-snippet", dir: "auto", dataset: { testid: "search-snippet" } }, snippet(hit.text))),
     h("td", { dataset: { label: "lexical" } }, arm(hit.lexical_rank ?? hit.lexical?.rank, hit.lexical_score ?? hit.lexical?.score)),
     h("td", { dataset: { label: "dense" } }, arm(hit.dense_rank ?? hit.dense?.rank, hit.dense_score ?? hit.dense?.score)),

@@ -1,5 +1,5 @@
 // Renders one turn's trace (bara.trace.TurnTrace.to_json()) as a timeline.
-import { h, ms, num, uid } from "./dom.js";
+import { h, headingBeside, ms, num, section, uid } from "./dom.js";
 
 const STAGE_LABELS = {
   sanitize: "Sanitise", load: "Load", gate: "Gate", embed: "Embed", rewrite: "Rewrite",
@@ -143,7 +143,7 @@ function hitRow(hit, n, { dropped = false, floor = 0 } = {}) {
   const score = Number(hit.score) || 0;
   const where = hit.tier === "kb" || !hit.tier
     ? [h("span", { class: "hit-src" }, (hit.source || "").replace(/\.txt$/, "")),
-       hit.section ? h("span", { class: "hit-sec" }, `§${hit.section}`) : null]
+       hit.section ? h("span", { class: "hit-sec" }, section(hit.section)) : null]
     : [h("span", { class: "hit-src" }, hit.tier === "notes" ? `note · ${hit.section || "note"}` : "earlier answer")];
   const ranks = [];
   if (hit.lexical_rank !== undefined) ranks.push(`lexical #${hit.lexical_rank ?? "–"}`);
@@ -153,7 +153,7 @@ function hitRow(hit, n, { dropped = false, floor = 0 } = {}) {
                    dataset: { testid: dropped ? "dropped-hit" : "hit", tier: hit.tier || "kb" } },
     h("span", { class: "hit-n" }, String(n)),
     h("span", { class: "hit-body" },
-      h("span", { class: "hit-where" }, where, h("span", { class: "hit-title", dir: "auto" }, hit.title || "")),
+      h("span", { class: "hit-where" }, where, h("span", { class: "hit-title", dir: "auto" }, headingBeside(hit.section, hit.title))),
       ranks.length ? h("span", { class: "hit-ranks" }, ranks.join(" · ")) : null,
       dropped ? h("span", { class: "hit-floor" }, `dropped: cosine ${num(score, 3)} is below the floor ${num(floor, 2)}`) : null),
     h("span", { class: "hit-score", title: "cosine similarity" },
