@@ -242,6 +242,23 @@ class KnowledgeBase:
             return self.add_text(source, content, readout.digest)
         return self.add_structured(source, content, readout.digest, readout.reader.name)
 
+    def add_upload(self, source: str, data: bytes) -> FileOutcome:
+        """Store an uploaded file's bytes under ``source``, read by the reader its suffix names (PDF, HTML,
+        Word, Markdown, reStructuredText). Plain text and unknown suffixes are decoded as UTF-8 text, as
+        uploads always were. Raises Unreadable (``encrypted``, ``no text layer``, ``unreadable``, and
+        ``unreadable: binary file`` / ``not UTF-8`` for text) with nothing stored."""
+        reader = readers.reader_for(Path(source))
+        if reader is None or not reader.version:  # plain text, or a suffix no reader takes: UTF-8 text
+            text = decode(data) if data.strip() else ""
+            return self.add_text(source, text)
+        if not data.strip():
+            return self._unusable(source, Unreadable("empty"))
+        readout = readers.Readout(reader, data)
+        content = readout.content()
+        if isinstance(content, str):
+            return self.add_text(source, content, readout.digest)
+        return self.add_structured(source, content, readout.digest, reader.name)
+
     def add_structured(self, source: str, doc: Structured, digest: str, kind: str) -> FileOutcome:
         """Store a reader's document: chunks named by heading (and page), replacing any old version."""
         chunks = chunk_structured(doc, source, self.settings)

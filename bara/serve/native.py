@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, BackgroundTasks, Depends, File, Query, Request, Response, UploadFile
 
 from bara.memory.admin import episodic_report
-from bara.memory.knowledge import decode_text
+from bara.memory.readers.base import Unreadable
 from bara.memory.notes import NotesMemory
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
@@ -233,7 +233,7 @@ async def one_upload(request: Request, _: ApiKey = Depends(admin_caller)) -> Non
 
 
 @router.post("/ingest", response_model=IngestOut, tags=["knowledge"], dependencies=[Depends(one_upload)])
-def ingest(request: Request, file: UploadFile = File(..., description="a UTF-8 text file"),
+def ingest(request: Request, file: UploadFile = File(..., description="a PDF, HTML, Word (.docx), Markdown, reStructuredText or UTF-8 text file"),
            key: ApiKey = Depends(admin_caller)) -> IngestOut:
     """Add one text file to the shared knowledge base (admin keys only); a file of the same name is replaced."""
     rt = runtime(request)
@@ -241,12 +241,21 @@ def ingest(request: Request, file: UploadFile = File(..., description="a UTF-8 t
     if len(raw) > rt.settings.serve_max_upload_bytes:
         raise ApiError(413, "request_too_large", f"the upload is larger than {rt.settings.serve_max_upload_bytes} "
                        "bytes: split the file")
-    text, reason = decode_text(raw)  # the checks `bara ingest` makes of a file (binary, not UTF-8, BOM)
-    if text is None and raw.strip():
-        raise ApiError(415, "not_utf8", f"the file is not UTF-8 text ({reason}): convert it to UTF-8 text first")
     name = upload_name(file.filename)
-    outcome = rt.bara.knowledge.add_text(f"upload/{name}", text or "")
+    try:  # read as `bara ingest` reads a file of that name: PDF, HTML, Word, Markdown, RST, else UTF-8 text
+        outcome = rt.bara.knowledge.add_upload(f"upload/{name}", raw)
+    except Unreadable as exc:
+        raise _unreadable_upload(exc) from None
     return IngestOut(source=outcome.path, status=outcome.status, chunks=outcome.chunks, reason=outcome.reason)
+
+
+def _unreadable_upload(exc: Unreadable) -> ApiError:
+    """An upload no reader could use: text that is not UTF-8 is a 415 as before; a document that is
+    encrypted, has no text layer or is damaged is a 422 whose code names the reason."""
+    if exc.code == "unreadable" and ("binary" in exc.detail or "UTF-8" in exc.detail):
+        return ApiError(415, "not_utf8", f"the file is not UTF-8 text ({exc}): convert it to UTF-8 text first")
+    return ApiError(422, exc.code.replace(" ", "_"), f"the file cannot be indexed ({exc}): send a readable "
+                    "PDF (with a text layer, no password), HTML, Word (.docx), Markdown, reStructuredText or text file")
 
 
 def upload_name(filename: str | None) -> str:
