@@ -73,11 +73,11 @@ class Observer:
         else:  # tests: spans are there as soon as the turn is recorded
             self.tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
         self.tracer = self.tracer_provider.get_tracer(SCOPE)
-        if metric_reader is None:
+        if metric_reader is None and config.metrics:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
             metric_reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=config.metrics_endpoint))
-        self.meter_provider = MeterProvider(metric_readers=[metric_reader], resource=resource)
+        self.meter_provider = MeterProvider(metric_readers=[metric_reader] if metric_reader else [], resource=resource)
         self.metrics = TurnMetrics(self.meter_provider)
 
     def turn(self, trace: TurnTrace, message: str = "", headers: Mapping[str, str] | None = None) -> None:
