@@ -235,3 +235,46 @@ def test_a_bad_otlp_url_says_what_to_pass():
 
     with pytest.raises(InputError, match="OTLP/HTTP address"):
         observe_config(Settings(), "127.0.0.1:4318", environ={})
+
+
+
+def test_the_otlp_exporter_runs_in_a_child_process_and_posts_to_the_endpoint(bara):
+    """build_observer's path: the turn only queues its trace; a spawned child builds the spans and
+    POSTs them as OTLP/HTTP protobuf (here to a loopback sink that decodes what it is sent)."""
+    import http.server
+    import threading
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from bara.pipeline import Assistant
+
+    received: list[tuple[str, bytes]] = []
+
+    class Sink(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            received.append((self.path, self.rfile.read(int(self.headers.get("Content-Length") or 0))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):  # quiet
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        obs = build_observer(bara.settings, f"http://127.0.0.1:{server.server_address[1]}", embedder=bara.embedder,
+                             environ={})
+        assert obs is not None and type(obs).__name__ == "ProcessObserver"
+        result = Assistant(bara).turn("obs-child", "Hi there!")
+        obs.turn(result.trace, "Hi there!")
+        obs.shutdown()  # exports what is queued, then ends the child
+    finally:
+        server.shutdown()
+    names = []
+    for path, body in received:
+        if path == "/v1/traces":
+            request = ExportTraceServiceRequest.FromString(body)
+            names += [s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    assert "invoke_workflow bara.gated" in names and "bara.gate" in names
+    assert "/v1/metrics" in {p for p, _ in received}

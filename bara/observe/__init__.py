@@ -16,21 +16,25 @@ from bara.observe.config import ObserveConfig, observe_config
 from bara.settings import Settings
 
 if TYPE_CHECKING:
-    from bara.observe.export import Observer
+    from bara.observe.process import ProcessObserver
 
 __all__ = ["ObserveConfig", "build_observer", "observe_config"]
 
 
 def build_observer(settings: Settings, otlp: str | None = None, embedder: object | None = None,
-                   environ: Mapping[str, str] | None = None) -> "Observer | None":
-    """An :class:`~bara.observe.export.Observer` exporting over OTLP/HTTP, or None when export is off."""
+                   environ: Mapping[str, str] | None = None) -> "ProcessObserver | None":
+    """An observer exporting over OTLP/HTTP from a child process (:mod:`bara.observe.process`), or None
+    when export is off."""
     config = observe_config(settings, otlp, environ, embedder)
     if config is None:
         return None
     try:
-        from bara.observe.export import Observer
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401 - present, or say what to install
+        import opentelemetry.sdk.trace  # noqa: F401
+
+        from bara.observe.process import ProcessObserver
     except ImportError as exc:
         raise ConfigError(f"OpenTelemetry export was asked for but its packages are missing ({exc.name}): "
                           "install them with pip install 'bara[otel]', or unset --otlp / "
                           "OTEL_EXPORTER_OTLP_ENDPOINT") from exc
-    return Observer(config)
+    return ProcessObserver(config)

@@ -44,6 +44,7 @@ class ObserveConfig:
     embedder_dim: int = 0
     llm_provider: str = "bara"  # gen_ai.provider.name of the gated generator and agent model
     metrics: bool = True  # False under OTEL_METRICS_EXPORTER=none (e.g. Phoenix takes traces only)
+    queue_turns: int = 2048  # Settings.otel_queue_turns
 
     def user(self, user_id: str) -> str | None:
         """``user.id`` as spans carry it: a keyed SHA-256 (first 32 hex digits), the id, or None."""
@@ -88,7 +89,8 @@ def observe_config(settings: Settings, otlp: str | None = None, environ: Mapping
                          embedder_model=str(getattr(embedder, "model_id", "") or settings.embedder),
                          embedder_dim=int(getattr(embedder, "dim", 0) or 0),
                          llm_provider=_provider(settings),
-                         metrics=(env.get("OTEL_METRICS_EXPORTER") or "otlp").strip().lower() != "none")
+                         metrics=(env.get("OTEL_METRICS_EXPORTER") or "otlp").strip().lower() != "none",
+                         queue_turns=settings.otel_queue_turns)
 
 
 def _provider(settings: Settings) -> str:

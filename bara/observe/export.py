@@ -4,6 +4,9 @@ Imported only when export is on (:func:`bara.observe.build_observer`), so bara w
 extra never imports the SDK. No global provider is installed: bara is a library, and an application
 that configures OpenTelemetry itself keeps its own. Spans go through a ``BatchSpanProcessor`` (the
 OTLP/HTTP export runs on the SDK's worker thread, not in the turn), metrics through a periodic reader.
+
+Surfaces get it through :class:`~bara.observe.process.ProcessObserver`, which runs it in a child
+process so that building and encoding the spans never competes with a turn for the interpreter lock.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ class TurnMetrics:
 
 
 class Observer:
-    """Turns finished traces into spans and metrics. Thread-safe; ``shutdown`` flushes both."""
+    """Turns finished traces into spans and metrics, in the calling thread; ``shutdown`` flushes both."""
 
     def __init__(self, config: ObserveConfig, span_exporter: SpanExporter | None = None,
                  metric_reader: MetricReader | None = None) -> None:

@@ -299,6 +299,9 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                           "leave in clear unless asked), the id itself, or nothing.")
     otel_user_id_key: str = Field(default="", description="Key of the user.id hash (HMAC-SHA256); set one per "
                                                           "deployment so ids cannot be looked up by hashing guesses.")
+    otel_queue_turns: int = Field(default=2048, ge=1, le=1_000_000,
+                                  description="Turns waiting for their spans before new ones are dropped (counted): "
+                                              "telemetry falls behind, never the answers.")
 
     @property
     def router_thin_score(self) -> float:
