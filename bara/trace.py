@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Iterator, Mapping, NamedTuple, Protocol, Sequence
 
 from bara.types import Hit, RetrievalOutcome, source_name
 
@@ -48,8 +48,10 @@ class HitRecord:
                    dense_rank=hit.dense.rank)
 
 
-@dataclass(frozen=True)
-class StageSpan:
+_NO_DETAIL: Mapping[str, Any] = {}  # shared by every interval without detail: read, never written
+
+
+class StageSpan(NamedTuple):
     """One timed interval of a turn, in wall-clock nanoseconds (``time.time_ns`` scale).
 
     ``stage`` is a :data:`STAGES` name, or ``model_call`` / ``tool_call`` / ``rerank`` for the
@@ -61,7 +63,7 @@ class StageSpan:
     stage: str
     start_ns: int
     end_ns: int
-    detail: Mapping[str, Any] = field(default_factory=dict)
+    detail: Mapping[str, Any] = _NO_DETAIL  # a tuple, not a dataclass: ~20 are made per turn
 
 
 @dataclass(frozen=True)
@@ -209,7 +211,7 @@ class TurnRecorder:
         self._latency: dict[str, float] = dict.fromkeys(STAGES, 0.0)
         self._reasons: list[str] = []
         self._hook_errors: list[HookErrorRecord] = []
-        self._intervals: list[StageSpan] = []
+        self._intervals: list[tuple[str, float, float] | StageSpan] = []  # stage() keeps raw readings
         self._wall0 = time.time_ns()
         self._start = time.perf_counter()
 
@@ -223,7 +225,7 @@ class TurnRecorder:
         finally:
             t1 = time.perf_counter()
             self._latency[name] = self._latency.get(name, 0.0) + (t1 - t0) * 1e3
-            self._intervals.append(StageSpan(name, self.wall_ns(t0), self.wall_ns(t1)))
+            self._intervals.append((name, t0, t1))  # a StageSpan only when the timeline is read
 
     def wall_ns(self, perf: float | None = None) -> int:
         """``perf`` (a ``time.perf_counter()`` reading; None: now) on the wall clock, in nanoseconds:
@@ -236,7 +238,9 @@ class TurnRecorder:
 
     def timeline(self) -> tuple[StageSpan, ...]:
         """The whole turn (stage ``total``, from the recorder's creation to now), then every interval."""
-        return (StageSpan("total", self._wall0, self.wall_ns()), *self._intervals)
+        spans = [i if isinstance(i, StageSpan) else StageSpan(i[0], self.wall_ns(i[1]), self.wall_ns(i[2]))
+                 for i in self._intervals]
+        return (StageSpan("total", self._wall0, self.wall_ns()), *spans)
 
     def reason(self, *codes: str) -> None:
         self._reasons.extend(c for c in codes if c)
