@@ -243,7 +243,11 @@ def test_screenshot_of_phoenix_trace_view(exported):
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(f"{url}/projects/{project['id']}/traces/{trace_id}", timeout=60_000)
             page.get_by_text("retrieval qa").first.wait_for(timeout=60_000)
-            page.get_by_text("retrieval kb").first.click()
+            page.get_by_text("retrieval kb", exact=True).first.click()  # its documents in the detail pane
+            try:
+                page.get_by_text("retriever", exact=True).first.wait_for(timeout=10_000)
+            except Exception:  # noqa: BLE001 - the picture is still of the trace, with the turn selected
+                pass
             page.wait_for_timeout(1500)
             page.screenshot(path=str(shot))
         finally:
