@@ -12,7 +12,7 @@ export BARA_DATA := $(abspath $(DATA))
 export HF_HUB_OFFLINE := 1
 export BARA_WHEELHOUSE := $(abspath $(WHEELHOUSE))
 
-.PHONY: install demo test lint bench eval mutate clean chromium
+.PHONY: install demo test lint bench eval mutate clean chromium phoenix
 
 install: $(STAMP)
 
@@ -39,8 +39,8 @@ demo: $(STAMP)
 	$(BIN)/bara funds load --sheets held --db $(DEMO_DB)
 	$(BIN)/bara chat --mode agent --user u_esha --script scripts/demo_agent.jsonl --db $(DEMO_DB)
 
-test: $(DEV_STAMP) chromium lint $(WHEELHOUSE)/.done
-	$(BIN)/python -m pytest -q
+test: $(DEV_STAMP) chromium phoenix lint $(WHEELHOUSE)/.done
+	PHOENIX_VENV=$(PHOENIX_VENV) $(BIN)/python -m pytest -q
 
 # tests/test_installed_wheel.py installs bara's wheel into a fresh venv with no index: from these wheels
 # (the runtime lock and the postgres extra's pins), fetched once like every other install step.
@@ -63,6 +63,17 @@ chromium:
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# Arize Phoenix for the OpenTelemetry integration test (tests/test_observe_phoenix.py): ~850 MB, so in
+# its own venv in the cache (made once per machine, ~5 min; reused), never in the runtime install.
+PHOENIX_VENV ?= $(HOME)/.cache/bara/phoenix-venv
+PHOENIX_STAMP := $(PHOENIX_VENV)/.bara-phoenix-installed
+phoenix: $(PHOENIX_STAMP)
+$(PHOENIX_STAMP): tests/phoenix.lock
+	test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/pip install -q --disable-pip-version-check -r tests/phoenix.lock
+	touch $(PHOENIX_STAMP)
+
 # Mutation testing (outside CI; ~1 h on 2 cores): the core modules and fast tests listed under
 # [tool.mutmut] in pyproject.toml. Prints the score; survivors: `$(BIN)/mutmut results`.
 MUTATE_JOBS ?= 2

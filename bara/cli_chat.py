@@ -25,6 +25,7 @@ from bara.datafiles import check_file, json_value, read_lines
 from bara.errors import BaraError
 from bara.llm.build import build_model
 from bara.memory.admin import TIERS, forget_user, inspect_report, query_tier
+from bara.observe import build_observer
 from bara.pipeline import MODES, Assistant, pipeline_mode
 from bara.text.locator import locator
 from bara.settings import load_settings
@@ -143,7 +144,10 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
          new: bool = typer.Option(False, "--new", help="Create --conversation ID if it does not exist."),
          script: Optional[Path] = typer.Option(None, "--script", help='JSON lines {"user": "text"} to replay.'),
          json_out: bool = typer.Option(False, "--json", help="Print one JSON trace object per turn."),
-         db: Optional[str] = DbOption) -> None:
+         db: Optional[str] = DbOption,
+         otlp: Optional[str] = typer.Option(None, "--otlp", help="Export each turn's spans and metrics over "
+                                            "OTLP/HTTP to this URL, e.g. http://127.0.0.1:4318 (needs bara[otel]).")
+         ) -> None:
     """Chat over the knowledge base, with a per-turn timeline of every retrieval decision."""
     if mode not in (*MODES, "agent"):
         fail(f"--mode must be one of {', '.join((*MODES, 'agent'))}, not {mode!r}")
@@ -155,8 +159,9 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
         if not usable:  # a JSON array or any other file: nothing would run, and exit 0 would say it had
             fail(f'{script} holds no usable line: pass JSON lines, one object like {{"user": "text"}} per line')
     created = new_sqlite(_location(db))
-    bara, warming = _open(db, "write"), None
+    bara, warming, observer = _open(db, "write"), None, None
     try:
+        observer = build_observer(bara.settings, otlp, embedder=bara.embedder)
         if mode != "agent":  # the agent answers from fund data (`bara funds load`), not the knowledge base
             note_knowledge(bara, created)
         bara.check_vectors(write=True, say=say)
@@ -167,13 +172,19 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
         for message in messages:
             if warming is not None:  # the first turn starts once the warm-up is done (one store user at a time)
                 warming.join()
-            cid = _one_turn(assistant, user, message, cid, json_out)
+            cid = _one_turn(assistant, user, message, cid, json_out, observer)
     except BaraError as exc:
         fail(str(exc))
     finally:
-        if warming is not None:
-            warming.join()  # never close the store under the warm-up's search
-        bara.close()
+        _close(bara, warming, observer)
+
+
+def _close(bara: Bara, warming: threading.Thread | None, observer: Any) -> None:
+    if warming is not None:
+        warming.join()  # never close the store under the warm-up's search
+    if observer is not None:
+        observer.shutdown()  # the spans and metrics still queued go out before the process ends
+    bara.close()
 
 
 def _warm_while_typing(bara: Bara) -> threading.Thread:
@@ -191,8 +202,10 @@ def _warm_while_typing(bara: Bara) -> threading.Thread:
     return thread
 
 
-def _one_turn(assistant: Assistant, user: str, message: str, cid: str, json_out: bool) -> str:
+def _one_turn(assistant: Assistant, user: str, message: str, cid: str, json_out: bool, observer: Any = None) -> str:
     result = assistant.turn(user, message, cid)
+    if observer is not None:
+        observer.turn(result.trace, message)
     if json_out:
         print(json.dumps(result.trace.to_json(), ensure_ascii=False), flush=True)
     else:

@@ -30,7 +30,10 @@ def serve(db: Optional[str] = DbOption,
           host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (loopback unless told otherwise)."),
           port: int = typer.Option(8000, "--port", help="TCP port."),
           workers: int = typer.Option(1, "--workers", help="Worker processes (use PostgreSQL for more than one)."),
-          mode: str = typer.Option("gated", "--mode", help="Default mode: gated, always or agent.")) -> None:
+          mode: str = typer.Option("gated", "--mode", help="Default mode: gated, always or agent."),
+          otlp: Optional[str] = typer.Option(None, "--otlp", help="Export each turn's spans and metrics over "
+                                             "OTLP/HTTP to this URL, e.g. http://127.0.0.1:4318 (needs bara[otel]); "
+                                             "an incoming W3C traceparent is continued.")) -> None:
     """Serve the OpenAI-compatible /v1 API, the native /api, /metrics, /docs and the web timeline."""
     if mode not in SERVE_MODES:
         fail(f"--mode must be one of {', '.join(SERVE_MODES)}, not {mode!r}")
@@ -68,8 +71,23 @@ def serve(db: Optional[str] = DbOption,
         # learned before its response (bara.memory.writebehind).
         os.environ["BARA_SERVE_LEARN_AFTER_RESPONSE"] = "false"
     os.environ[ENV_MODE] = mode
+    _export_to(otlp)
     err.print(f"bara serve: http://{host}:{port}  (docs /docs, mode {mode}, {workers} worker(s), db {shown(_safe(settings.db))})")
     uvicorn.run("bara.serve.app:factory", factory=True, host=host, port=port, workers=workers, log_level="warning")
+
+
+def _export_to(url: str | None) -> None:
+    """``--otlp URL`` as the standard variable the workers' exporters read (``bara.observe.config``): its
+    OTLP/HTTP base address (a ``/v1/traces`` URL is accepted too); exit 2 if it is not a URL."""
+    from bara.observe.config import TRACES_PATH, otlp_endpoints
+
+    if not url:
+        return
+    try:
+        traces, _ = otlp_endpoints(url)
+    except BaraError as exc:
+        fail(str(exc))
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = traces[: -len(TRACES_PATH)]
 
 
 def _check_store(settings) -> None:

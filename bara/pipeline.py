@@ -31,8 +31,8 @@ from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
 from bara.pipeline_persist import learn_profile, learning_writes, next_turn_preparation, user_meta
 from bara.pipeline_records import Retrieved, Seen, TurnInput, TurnResult
-from bara.pipeline_steps import (SEARCHING_INTENTS, LexicalGuess, learns_qa, lexical_guess, per_message, rewrite_for,
-                                 within_gap)
+from bara.pipeline_steps import (SEARCHING_INTENTS, LexicalGuess, learns_qa, lexical_guess, mark_rerank, per_message,
+                                 rewrite_for, within_gap)
 import bara.prompts as PROMPTS
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, attribution_note, episode_items,
@@ -216,6 +216,7 @@ class Assistant:
             query, k=policy.kb_k, floor=policy.kb_floor, vector=vector,
             prefetched=seen.guess.prefetched, spare_lexical=self.settings.gate_kb_floor_spare_lexical,
             spare_floor=policy.kb_floor - self.settings.gate_kb_floor_spare_margin)) if policy.inject_kb else None
+        mark_rerank(rec, kb, self.settings)
         kb = within_gap(kb, self.settings.gate_kb_relative_gap)
         notes = self._tier("retrieve_notes", rec, lambda: self.notes.search(  # the user's own words: a recap
             t.user_id, t.clean.query, k=policy.notes_k, vector=message_vector),  # names its kind and topic

@@ -145,3 +145,14 @@ def learns_qa(gate: GateResult) -> bool:
     f = gate.features
     return (f.is_question and not f.notes_request and gate.intent.intent in SEARCHING_INTENTS
             and not f.is_profile_statement)
+
+
+def mark_rerank(rec: TurnRecorder, kb: RetrievalOutcome | None, settings: Settings) -> None:
+    """When the knowledge search reranked (``timings_ms["rerank"]``), its interval on the turn's
+    timeline, ending now (the rerank is the search's last step), for span exporters."""
+    ms = kb.timings_ms.get("rerank") if kb is not None else None
+    if kb is None or not ms:
+        return
+    end = rec.wall_ns()
+    rec.mark("rerank", end - int(ms * 1e6), end, model=settings.rerank_model, top_k=len(kb.hits),
+             status=kb.status.value)

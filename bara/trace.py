@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Iterator, Mapping, NamedTuple, Protocol, Sequence
 
 from bara.types import Hit, RetrievalOutcome, source_name
 
@@ -46,6 +46,24 @@ class HitRecord:
                    score=round(float(hit.similarity), 4), title=hit.chunk.title,
                    fused=round(float(hit.fused), 6), tier=tier, lexical_rank=hit.lexical.rank,
                    dense_rank=hit.dense.rank)
+
+
+_NO_DETAIL: Mapping[str, Any] = {}  # shared by every interval without detail: read, never written
+
+
+class StageSpan(NamedTuple):
+    """One timed interval of a turn, in wall-clock nanoseconds (``time.time_ns`` scale).
+
+    ``stage`` is a :data:`STAGES` name, or ``model_call`` / ``tool_call`` / ``rerank`` for the
+    intervals an assistant marks itself; ``detail`` holds what that interval alone knows (a tool
+    call's id, arguments and result envelope; a model call's usage). Kept in memory for exporters
+    (``bara.observe``): never part of the trace JSON.
+    """
+
+    stage: str
+    start_ns: int
+    end_ns: int
+    detail: Mapping[str, Any] = _NO_DETAIL  # a tuple, not a dataclass: ~20 are made per turn
 
 
 @dataclass(frozen=True)
@@ -152,6 +170,8 @@ class TurnTrace:
     hook_errors: tuple[HookErrorRecord, ...] = ()
     gates: GateRecord = field(default_factory=GateRecord)
     stored: StoredRecord = field(default_factory=StoredRecord)
+    #: When each stage ran (first is the whole turn), for span exporters; not in the JSON, not compared.
+    timeline: tuple[StageSpan, ...] = field(default=(), compare=False, repr=False, metadata={"json": False})
 
     def to_json(self) -> dict[str, Any]:
         """A fresh dict of JSON-safe values (tuples become lists, records objects)."""
@@ -162,7 +182,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, JsonRecord):
         return _plain(value.as_dict())
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value) if f.metadata.get("json", True)}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -181,6 +201,7 @@ class RecorderSummary:
     latency_ms: Mapping[str, float]
     reasons: tuple[str, ...]
     hook_errors: tuple[HookErrorRecord, ...]
+    timeline: tuple[StageSpan, ...] = ()
 
 
 class TurnRecorder:
@@ -190,16 +211,36 @@ class TurnRecorder:
         self._latency: dict[str, float] = dict.fromkeys(STAGES, 0.0)
         self._reasons: list[str] = []
         self._hook_errors: list[HookErrorRecord] = []
+        self._intervals: list[tuple[str, float, float] | StageSpan] = []  # stage() keeps raw readings
+        self._wall0 = time.time_ns()
         self._start = time.perf_counter()
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """Time a block; repeated stages add up (e.g. two embeddings in one turn)."""
+        """Time a block; repeated stages add up (e.g. two embeddings in one turn), and each run is
+        kept as its own interval of the timeline."""
         t0 = time.perf_counter()
         try:
             yield
         finally:
-            self._latency[name] = self._latency.get(name, 0.0) + (time.perf_counter() - t0) * 1e3
+            t1 = time.perf_counter()
+            self._latency[name] = self._latency.get(name, 0.0) + (t1 - t0) * 1e3
+            self._intervals.append((name, t0, t1))  # a StageSpan only when the timeline is read
+
+    def wall_ns(self, perf: float | None = None) -> int:
+        """``perf`` (a ``time.perf_counter()`` reading; None: now) on the wall clock, in nanoseconds:
+        the turn's intervals share one monotonic origin, so they nest and order exactly."""
+        return self._wall0 + int(((time.perf_counter() if perf is None else perf) - self._start) * 1e9)
+
+    def mark(self, name: str, start_ns: int, end_ns: int, /, **detail: Any) -> None:
+        """Add an interval the recorder did not time itself (a model or tool call, a rerank)."""
+        self._intervals.append(StageSpan(name, start_ns, end_ns, detail))
+
+    def timeline(self) -> tuple[StageSpan, ...]:
+        """The whole turn (stage ``total``, from the recorder's creation to now), then every interval."""
+        spans = [i if isinstance(i, StageSpan) else StageSpan(i[0], self.wall_ns(i[1]), self.wall_ns(i[2]))
+                 for i in self._intervals]
+        return (StageSpan("total", self._wall0, self.wall_ns()), *spans)
 
     def reason(self, *codes: str) -> None:
         self._reasons.extend(c for c in codes if c)
@@ -218,7 +259,7 @@ class TurnRecorder:
 
     def summary(self) -> RecorderSummary:
         """The trace fields this recorder owns: ``latency_ms``, ``reasons``, ``hook_errors``."""
-        return RecorderSummary(self.latency(), self.reasons, self.hook_errors)
+        return RecorderSummary(self.latency(), self.reasons, self.hook_errors, self.timeline())
 
     def latency(self) -> dict[str, float]:
         """Per-stage milliseconds with ``total`` measured from the recorder's creation."""

@@ -69,7 +69,8 @@ def empty_trace(user_id: str, cid: str, mode: str, rec: TurnRecorder, behavior_m
     rec.reason("persist:nothing_stored")
     return TurnTrace(turn=0, user=user_id, mode=mode, conversation_id=cid, intent="empty",
                      intent_source="rule:empty", behavior_mode=behavior_mode, route="none", answer=EMPTY_INPUT,
-                     generator="none", latency_ms=rec.latency(), reasons=rec.reasons, stored=StoredRecord(turn=False))
+                     generator="none", latency_ms=rec.latency(), reasons=rec.reasons, stored=StoredRecord(turn=False),
+                     timeline=rec.timeline())
 
 
 def run_turn(settings: Settings, store: ScopedStore, conversations: Conversations, user_id: str,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -53,10 +54,24 @@ class ToolCallRecord:
     result: Mapping[str, Any]  # the envelope the model saw
     latency_ms: float
     iteration: int
+    started_ns: int = 0  # wall clock (``time.time_ns``) when the call began; 0 = unknown
 
     @property
     def ok(self) -> bool:
         return self.result.get("ok") is True
+
+
+@dataclass(frozen=True)
+class ModelCallRecord:
+    """One model call of a run: when (wall-clock ns), what it cost and why it stopped."""
+
+    iteration: int
+    start_ns: int
+    end_ns: int
+    usage: Usage
+    stop_reason: str
+    tool_calls: int  # calls the reply asked for
+    error: str | None = None  # why the call failed (the run then ends with ``status="error"``)
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,7 @@ class AgentRun:
     iterations: int  # model calls that offered tools (<= max_iterations)
     error: str | None = None
     model_calls: int = 0  # iterations, plus 1 when a wrap-up call was made
+    model_log: tuple[ModelCallRecord, ...] = ()  # every model call, in order (for span exporters)
 
     @property
     def answer(self) -> str:
@@ -91,6 +107,7 @@ class _Run:
     def __init__(self, messages: Sequence[Message], on_event: Callable[[AgentEvent], None] | None) -> None:
         self.messages: list[Message] = list(messages)
         self.records: list[ToolCallRecord] = []
+        self.calls: list[ModelCallRecord] = []
         self.usage = Usage()
         self.iterations = 0
         self.model_calls = 0
@@ -104,7 +121,7 @@ class _Run:
     def finish(self, status: str, error: str | None = None) -> AgentRun:
         self.emit("finished", status=status, error=error)
         return AgentRun(status, tuple(self.messages), tuple(self.records), self.usage, self.iterations,
-                        error, self.model_calls)
+                        error, self.model_calls, tuple(self.calls))
 
 
 def run_agent(model: Model, messages: Sequence[Message], tools: Mapping[str, Tool] | Sequence[Tool],
@@ -142,12 +159,17 @@ def _ask(model: Model, run: _Run, specs: tuple[ToolSpec, ...], ctx: ToolContext)
         return (f"the run's deadline passed before model call {run.model_calls + 1}; "
                 "raise agent_deadline_s or offer fewer tools")
     run.model_calls += 1
+    start = time.time_ns()
     try:
         reply = model.complete(tuple(run.messages), specs, deadline=ctx.deadline)
     except Exception as exc:  # noqa: BLE001 - any provider failure ends the run, transcript kept
         # The error reaches the user's answer: say what kind of failure, never the provider's URL or text.
         log.warning("model %s failed: %s: %s", getattr(model, "name", "?"), type(exc).__name__, exc)
+        run.calls.append(ModelCallRecord(run.iterations, start, time.time_ns(), Usage(), "error", 0,
+                                         type(exc).__name__))
         return f"{public_reason(exc)} ({type(exc).__name__})"
+    run.calls.append(ModelCallRecord(run.iterations, start, time.time_ns(), reply.usage, reply.stop_reason,
+                                     len(reply.message.tool_calls)))
     reply = dataclasses.replace(reply, message=_unique_ids(reply.message, run.messages))
     run.messages.append(reply.message)
     run.usage = run.usage + reply.usage
@@ -186,16 +208,18 @@ def _execute(calls: Sequence[ToolCall], box: Mapping[str, Tool], ctx: ToolContex
             continue
         run.executed += 1
         raw = call.raw_arguments if call.raw_arguments is not None else call.arguments
-        _record(run, call, run_tool(box, call.name, raw, ctx))
+        start = time.time_ns()
+        _record(run, call, run_tool(box, call.name, raw, ctx), start)
     return not refused
 
 
-def _record(run: _Run, call: ToolCall, result: ToolResult) -> None:
+def _record(run: _Run, call: ToolCall, result: ToolResult, started_ns: int = 0) -> None:
     envelope = result.envelope()
     args = call.raw_arguments if call.raw_arguments is not None else dict(call.arguments)
     if not is_strict_json(args):  # e.g. NaN from a lenient parser: the trace keeps it as text, still JSON
         args = json.dumps(args, ensure_ascii=False, default=repr)
-    run.records.append(ToolCallRecord(call.id, call.name, args, envelope, result.latency_ms, run.iterations))
+    run.records.append(ToolCallRecord(call.id, call.name, args, envelope, result.latency_ms, run.iterations,
+                                      started_ns or time.time_ns()))
     run.messages.append(ToolResultMessage(call.id, call.name, _dumps(envelope), is_error=not result.ok))
     run.emit("tool_result", name=call.name, ok=result.ok, latency_ms=result.latency_ms)
 

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 from bara.agent.loop import AgentRun, ToolCallRecord
 from bara.messages import AssistantMessage, Message, SystemMessage, UserMessage
-from bara.trace import AgentRecord, HitRecord, TokenUsage, ToolCallTrace
+from bara.trace import AgentRecord, HitRecord, TokenUsage, ToolCallTrace, TurnRecorder
 
 
 def chat_messages(system: str, history: Sequence[tuple[str, str]], text: str) -> list[Message]:
@@ -59,3 +59,15 @@ def call_query(call: ToolCallRecord) -> str:
     """The ``query`` argument of a search call (its raw arguments when they are not an object)."""
     return str(call.args.get("query", "")) if isinstance(call.args, Mapping) else str(call.args)
 
+
+
+def mark_run(rec: TurnRecorder, run: AgentRun, model_name: str) -> None:
+    """Each model call and tool call of ``run`` as an interval of the turn's timeline (for span
+    exporters: ``bara.observe``); a tool call keeps its id, arguments and result envelope."""
+    for m in run.model_log:
+        rec.mark("model_call", m.start_ns, m.end_ns, model=model_name, iteration=m.iteration,
+                 input_tokens=m.usage.input_tokens, output_tokens=m.usage.output_tokens,
+                 stop_reason=m.stop_reason, tool_calls=m.tool_calls, error=m.error)
+    for c in run.tool_calls:
+        rec.mark("tool_call", c.started_ns, c.started_ns + int(c.latency_ms * 1e6), id=c.id, name=c.name,
+                 args=c.args, result=c.result, ok=c.ok, iteration=c.iteration)

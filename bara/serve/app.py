@@ -38,9 +38,10 @@ ENV_MODE = "BARA_SERVE_MODE"  # how the CLI passes --mode to worker processes (w
 
 def create_app(settings: Settings | None = None, *, mode: str = "gated", runtime: Runtime | None = None,
                mounts: Mapping[str, Any] | None = None, static_dir: Path | None = STATIC_DIR,
-               warm: bool = True) -> FastAPI:
+               warm: bool = True, otlp: str | None = None) -> FastAPI:
     """Build the app. ``runtime`` (tests) shares an already-open Runtime; otherwise one is opened from
-    ``settings`` at startup and closed at shutdown."""
+    ``settings`` at startup and closed at shutdown. ``otlp`` (or the ``OTEL_EXPORTER_OTLP_*`` variables)
+    turns on OpenTelemetry export of every turn (``bara.observe``)."""
     settings = settings or (runtime.settings if runtime else load_settings())
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -53,11 +54,15 @@ def create_app(settings: Settings | None = None, *, mode: str = "gated", runtime
         owned = app.state.runtime is None
         if owned:
             app.state.runtime = Runtime(settings, mode=mode)
+        observer = _observer(app.state.runtime, settings, otlp)
         if warm:
             await anyio.to_thread.run_sync(app.state.runtime.warm)
         try:
             yield
         finally:
+            if observer is not None:  # flush the spans and metrics still queued
+                app.state.runtime.observer = None
+                observer.shutdown()
             if owned:
                 app.state.runtime.close()
 
@@ -81,6 +86,16 @@ def create_app(settings: Settings | None = None, *, mode: str = "gated", runtime
         app.router.routes.append(StaticMount("/", app=StaticFiles(directory=str(static_dir), html=True), name="static"))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _observer(runtime: Runtime, settings: Settings, otlp: str | None) -> Any:
+    """The runtime's span exporter, built at startup when export is on (None, building nothing, when off)."""
+    from bara.observe import build_observer
+
+    if runtime.observer is not None:
+        return None  # a shared runtime that already exports: its owner shuts it down
+    runtime.observer = build_observer(settings, otlp, embedder=runtime.bara.embedder)
+    return runtime.observer
 
 
 API_PREFIXES = ("/api", "/v1")  # paths the static files never serve

@@ -78,7 +78,8 @@ def run_turn(request: Request, user: str, message: str, cid: str | None, mode: s
              background: BackgroundTasks, create: bool = False) -> Any:
     """One turn; what it learned is stored after the response when the runtime says so (``learn_later``)."""
     rt = runtime(request)
-    outcome = rt.run_turn(user, message, cid, mode, create=create)
+    context = {k: v for k in ("traceparent", "tracestate") if (v := request.headers.get(k))}
+    outcome = rt.run_turn(user, message, cid, mode, create=create, headers=context or None)
     rt.learn_later(background)
     request.app.state.metrics.observe_turn(outcome.trace)
     return outcome

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from bara.app import Bara
 from bara.llm.build import build_model
@@ -122,6 +122,7 @@ class Runtime:
         self.conversations = self.bara.conversations  # the turn lock every mode's assistant takes
         self._assistants: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self.observer: Any = None  # bara.observe.export.Observer when OpenTelemetry export is on
 
     def assistant(self, mode: str) -> Any:
         with self._lock:
@@ -146,7 +147,7 @@ class Runtime:
         self.bara.warm()
 
     def run_turn(self, user_id: str, message: str, conversation_id: str | None, mode: str | None = None,
-                 create: bool = False) -> TurnOutcome:
+                 create: bool = False, headers: Mapping[str, str] | None = None) -> TurnOutcome:
         """One turn. ``conversation_id`` None starts a conversation; an unknown id raises InputError
         unless ``create`` (then it is created for this user; ids are per user). Its learning writes are
         left queued when ``serve_learn_after_response`` (the endpoint stores them once the response is
@@ -157,6 +158,8 @@ class Runtime:
         if conversation_id is not None and create:
             self.conversations.open(user_id, conversation_id, create=True)
         result = self.assistant(mode or self.mode).turn(user_id, message, conversation_id)
+        if self.observer is not None:  # spans continue the caller's W3C traceparent (``headers``)
+            self.observer.turn(result.trace, message, headers)
         if not self.settings.serve_learn_after_response:
             # Stored before the response: with several workers the next turn may reach another process,
             # whose own flush cannot see this one's queue (bara.memory.writebehind).

@@ -310,6 +310,16 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                             "ms/pair in the reranker's running estimate: follows load in a few "
                                             "calls without jumping on one slow call.")
 
+    # --- observability (issue 39; bara/observe) ---
+    otel_user_id: str = Field(default="hash", pattern=r"^(hash|clear|omit)$",
+                              description="How spans carry user.id: a keyed hash by default (identities never "
+                                          "leave in clear unless asked), the id itself, or nothing.")
+    otel_user_id_key: str = Field(default="", description="Key of the user.id hash (HMAC-SHA256); set one per "
+                                                          "deployment so ids cannot be looked up by hashing guesses.")
+    otel_queue_turns: int = Field(default=2048, ge=1, le=1_000_000,
+                                  description="Turns waiting for their spans before new ones are dropped (counted): "
+                                              "telemetry falls behind, never the answers.")
+
     @property
     def router_thin_score(self) -> float:
         """Best fused (RRF) score below which a search is thin; derived from rrf_k and the arm weights so it

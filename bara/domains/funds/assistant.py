@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Sequence
 
 from bara.agent.loop import AgentRun, run_agent
-from bara.agent.session import agent_details, call_query, chat_messages, hit_records, run_reasons
+from bara.agent.session import agent_details, call_query, chat_messages, hit_records, mark_run, run_reasons
 from bara.agent.tools import Tool, ToolContext, ToolServices
 from bara.app import Bara
 from bara.domains.funds.router import SEARCH, RuleRouter
@@ -116,6 +116,7 @@ class AgentAssistant:
                                 ToolServices(retriever=self.bara.retriever, domain={"funds": self.repo}))
         with rec.stage("agent"):
             run = run_agent(self.model, self.messages(user_id, name, history, text), offered, ctx)
+        mark_run(rec, run, getattr(self.model, "name", "model"))
         answer = run.answer.strip() or NO_ANSWER.format(error=run.error or EMPTY_REPLY)
         rec.reason(*run_reasons(run, SEARCH))
         stored = self._persist(user_id, cid, text, answer, gate, run, rec) if persist else StoredRecord(turn=False)
@@ -166,7 +167,7 @@ class AgentAssistant:
             retrieval_query=call_query(searches[0]) if searches else "", rewritten=len(searches) > 1,
             tiers={"kb": len(hits), "profile": 0, "notes": 0, "qa": 0}, hits=hits, answer=answer,
             generator=getattr(self.model, "name", "model"), latency_ms=rec.latency(), reasons=rec.reasons,
-            gates=gate_record(gate, agent=agent_details(run, offered)), stored=stored)
+            gates=gate_record(gate, agent=agent_details(run, offered)), stored=stored, timeline=rec.timeline())
 
 
 # ------------------------------------------------------------------------ indexing
