@@ -40,7 +40,7 @@ def rows(path: Path, rules):
                 view = history_view(tuple(hist), rules)
                 gold = added_terms(t.rewrite, t.user)
                 for c in candidate_features(t.user, view.users, view.replies, view.carried):
-                    yield [v for _, v in c.features], float(s_stem(c.word) in gold)
+                    yield list(c.features), float(s_stem(c.word) in gold)
             hist += [Utterance("user", t.user), Utterance("assistant", t.assistant or "")]
 
 

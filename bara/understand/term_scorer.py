@@ -39,6 +39,7 @@ Features of a candidate ``w`` for message ``m`` (user turns counted since the to
 from __future__ import annotations
 
 import math
+import operator
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,7 +48,8 @@ from typing import Mapping, Sequence
 from bara.text.stopwords import ASSISTANT_SCAFFOLDING, RETRIEVAL_STOPWORDS, REWRITE_FILLER
 from bara.understand.names import content_tuple, entity_tuple, references, terms
 
-__all__ = ["FEATURES", "Candidate", "candidate_features", "score_candidates"]
+__all__ = ["FEATURES", "Candidate", "HistoryCandidates", "candidate_features", "for_message", "history_candidates",
+           "score_candidates"]
 
 FEATURES = ("carried", "first_user", "prev_user", "user_share", "user_recency", "prev_reply", "reply_lead", "reply_share",
             "name", "phrase", "anchor", "long", "ref", "short", "own_name", "overlap", "first_ref", "reply_ref", "first_short", "person_ref")
@@ -61,13 +63,13 @@ class Candidate:
 
     word: str
     key: str
-    features: tuple[tuple[str, float], ...]
+    features: tuple[float, ...]  # the values of FEATURES, in that order
     order: int  # first seen in the history, oldest first: the query's phrase order
     p: float = 0.0
 
     def explain(self) -> str:
         """``word=p[feature=value,...]`` with the non-zero features, for the trace."""
-        shown = ",".join(f"{n}={v:g}" for n, v in self.features if v)
+        shown = ",".join(f"{n}={v:g}" for n, v in zip(FEATURES, self.features, strict=True) if v)
         return f"{self.word}={self.p:.2f}[{shown}]"
 
 
@@ -117,6 +119,7 @@ def _name_words(text: str) -> frozenset[str]:
     return frozenset(w.lower() for name in entity_tuple(text) for w in name.split())
 
 
+@lru_cache(maxsize=8192)
 def _keys(text: str, user: bool) -> frozenset[str]:
     return frozenset(k for _, k in _words(text, user))
 
@@ -125,19 +128,22 @@ def _lead(text: str) -> str:
     return _SENTENCE.split(text, maxsplit=1)[0] if text else ""
 
 
-def candidate_features(message: str, users: Sequence[str], replies: Sequence[str],
-                       carried: Sequence[str] = ()) -> list[Candidate]:
+@dataclass(frozen=True)
+class HistoryCandidates:
+    """The history's side of the candidates, the same for every message: each word with the features
+    that do not depend on the message (the first 12 of FEATURES) and the latest user turn holding it."""
+
+    rows: tuple[tuple[str, str, tuple[float, ...], int | None], ...]  # word, key, features, user turn
+    user_keys: tuple[frozenset[str], ...]
+
+
+@lru_cache(maxsize=256)
+def history_candidates(users: tuple[str, ...], replies: tuple[str, ...],
+                       carried: tuple[str, ...] = ()) -> HistoryCandidates:
     """Every candidate word of the earlier user turns ``users`` and replies ``replies`` (oldest first,
     replies already without scaffolding) and of ``carried`` (the words the previous user turn's
-    rewrite added), with its features for ``message``; words the message already has are not
-    candidates."""
-    have = _keys(message, True)
-    msg_words = len(_keys(message, True))
-    ref = 1.0 if references(message) else 0.0
-    short = 1.0 if msg_words <= 2 else 0.0
-    own = 1.0 if entity_tuple(message) else 0.0
-    person = 1.0 if _PERSON.search(message) else 0.0
-    user_keys = [_keys(u, True) for u in users]
+    rewrite added), with its message-independent features; cached per history."""
+    user_keys = tuple(_keys(u, True) for u in users)
     reply_keys = [_keys(r, False) for r in replies]
     names = frozenset().union(*(_name_words(t) for t in (*users, *replies)))
     phrases = frozenset().union(*(_phrase_words(u) for u in users))
@@ -148,36 +154,66 @@ def candidate_features(message: str, users: Sequence[str], replies: Sequence[str
     prev_reply = _keys(last_reply, False)
     lead = _keys(_lead(last_reply), False)
     carried_keys = _keys(" ".join(carried), True)
-    seen: dict[str, Candidate] = {}
+    n_users, n_replies = len(user_keys), len(reply_keys)
+    last_said: dict[str, int] = {}  # key -> index of the latest user turn holding it
+    user_count: dict[str, int] = {}
+    for j, keys in enumerate(user_keys):
+        for key in keys:
+            last_said[key] = j
+            user_count[key] = user_count.get(key, 0) + 1
+    reply_count: dict[str, int] = {}
+    for keys in reply_keys:
+        for key in keys:
+            reply_count[key] = reply_count.get(key, 0) + 1
+    rows, seen = [], set()
     sources = [(u, True) for u in users] + [(" ".join(carried), True)] + [(r, False) for r in replies]
     for text, user in sources:
         for word, key in _words(text, user):
-            if key in have or key in seen:
+            if key in seen:
                 continue
-            low = word.lower()
-            back = next((len(users) - 1 - j for j in range(len(users) - 1, -1, -1) if key in user_keys[j]), None)
-            overlap = 1.0 if back is not None and user_keys[len(users) - 1 - back] & have else 0.0
-            x = {"carried": float(key in carried_keys), "first_user": float(key in first), "prev_user": float(key in prev),
-                 "user_share": sum(key in k for k in user_keys) / len(user_keys) if user_keys else 0.0,
-                 "user_recency": 0.5 ** back if back is not None else 0.0,
-                 "prev_reply": float(key in prev_reply), "reply_lead": float(key in lead),
-                 "reply_share": sum(key in k for k in reply_keys) / len(reply_keys) if reply_keys else 0.0,
-                 "name": float(low in names), "phrase": float(low in phrases),
-                 "anchor": float(low in first_phrase and key in first), "long": float(len(low) >= 7), "ref": ref, "short": short,
-                 "own_name": own, "overlap": overlap}
-            x["first_ref"] = x["first_user"] * ref
-            x["reply_ref"] = x["prev_reply"] * ref
-            x["first_short"] = x["first_user"] * short
-            x["person_ref"] = x["name"] * person
-            seen[key] = Candidate(word, key, tuple((n, round(x[n], 4)) for n in FEATURES), len(seen))
-    return list(seen.values())
+            seen.add(key)
+            low, j = word.lower(), last_said.get(key)
+            x = (float(key in carried_keys), float(key in first), float(key in prev),
+                 round(user_count.get(key, 0) / n_users, 4) if n_users else 0.0,
+                 round(0.5 ** (n_users - 1 - j), 4) if j is not None else 0.0,
+                 float(key in prev_reply), float(key in lead),
+                 round(reply_count.get(key, 0) / n_replies, 4) if n_replies else 0.0,
+                 float(low in names), float(low in phrases), float(low in first_phrase and key in first),
+                 float(len(low) >= 7))
+            rows.append((word, key, x, j))
+    return HistoryCandidates(tuple(rows), user_keys)
+
+
+def for_message(message: str, history: HistoryCandidates) -> list[Candidate]:
+    """The history's candidates that ``message`` lacks, with the message's own features added."""
+    have = _keys(message, True)
+    ref = 1.0 if references(message) else 0.0
+    short = 1.0 if len(have) <= 2 else 0.0
+    own = 1.0 if entity_tuple(message) else 0.0
+    person = 1.0 if _PERSON.search(message) else 0.0
+    overlaps = [bool(keys & have) for keys in history.user_keys]
+    out = []
+    for word, key, x, j in history.rows:
+        if key in have:
+            continue
+        overlap = 1.0 if j is not None and overlaps[j] else 0.0
+        out.append(Candidate(word, key, (*x, ref, short, own, overlap, x[1] * ref, x[5] * ref, x[1] * short,
+                                         x[8] * person), len(out)))
+    return out
+
+
+def candidate_features(message: str, users: Sequence[str], replies: Sequence[str],
+                       carried: Sequence[str] = ()) -> list[Candidate]:
+    """Every candidate word of the history that ``message`` lacks, with all its features."""
+    return for_message(message, history_candidates(tuple(users), tuple(replies), tuple(carried)))
 
 
 def score_candidates(candidates: Sequence[Candidate], weights: Mapping[str, float]) -> list[Candidate]:
     """Each candidate with ``p = sigmoid(bias + sum weights[f] * x_f)``, most probable first."""
     bias = weights.get("bias", 0.0)
+    vector = [weights.get(n, 0.0) for n in FEATURES]
     out = []
     for c in candidates:
-        z = bias + sum(weights.get(n, 0.0) * v for n, v in c.features)
+        z = bias + sum(map(operator.mul, vector, c.features))
         out.append(Candidate(c.word, c.key, c.features, c.order, 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0)))))
     return sorted(out, key=lambda c: (-c.p, c.order))
