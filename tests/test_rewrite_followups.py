@@ -150,3 +150,29 @@ def test_on_cast_2019_a_pronoun_follow_up_usually_gets_a_term_the_human_adds(dat
                 hit += bool(added_terms(rewrite_query(turn["user"], history).query, turn["user"]) & gold)
             history += [u(turn["user"]), a("")]
     assert total > 100 and hit / total >= 0.8, (hit, total)
+
+
+def test_a_long_conversation_still_reads_its_opening(tmp_path):
+    """The recent window (pipeline_history_messages) drops the first question; the turn loads it as the
+    head (rewrite_head_messages), and the rewrite carries its topic."""
+    from bara.memory.conversations import Conversations
+    from bara.pipeline_steps import rewrite_for
+    from bara.settings import Settings
+    from bara.store.sqlite import SQLiteStore
+    from bara.turn import load_conversation
+    from bara.understand.rewrite import RewriteRules
+
+    settings = Settings(db=str(tmp_path / "c.db"), pipeline_history_messages=4)
+    with SQLiteStore(settings.db) as store:
+        convs = Conversations(store)
+        cid = convs.create("u31", "c31")
+        for q, r in [("What is throat cancer?", "It is a cancer of the throat."), ("How common is it?", "Rare."),
+                     ("Who gets it?", "Mostly older adults."), ("Where does it start?", "In the larynx.")]:
+            convs.record_turn("u31", cid, q, r, {})
+        loaded = load_conversation(convs, settings, "u31", cid)
+        assert [m.text for m in loaded.head] == ["What is throat cancer?", "It is a cancer of the throat."]
+        assert loaded.messages[0].seq == 5
+        rules = RewriteRules.from_settings(settings)
+        with_head = rewrite_for("Is it treatable?", loaded.messages, settings, rules, loaded.head)
+        without = rewrite_for("Is it treatable?", loaded.messages, settings, rules)
+        assert "throat" in with_head.query.lower() and "throat" not in without.query.lower()
