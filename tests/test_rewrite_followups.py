@@ -176,3 +176,17 @@ def test_a_long_conversation_still_reads_its_opening(tmp_path):
         with_head = rewrite_for("Is it treatable?", loaded.messages, settings, rules, loaded.head)
         without = rewrite_for("Is it treatable?", loaded.messages, settings, rules)
         assert "throat" in with_head.query.lower() and "throat" not in without.query.lower()
+
+
+@pytest.mark.parametrize("message, searches", [
+    ("Hey! I'd love to learn something interesting about the wonders of the world", True),
+    ("Hi there, I want to know more about HTTP strict transport security", True),
+    ("tell me a fun fact", False),
+    ("what do you know about me?", False),
+])
+def test_a_greeting_led_request_to_learn_about_a_topic_is_searched(bara_pipeline, message, searches):
+    """CAsT 2022 opens conversations this way; every CAsT turn is an information request (issue 31)."""
+    from bara.pipeline import Assistant
+
+    trace = Assistant(bara_pipeline).turn("t31-learn", message).trace
+    assert (trace.latency_ms.get("retrieve_kb", 0.0) > 0) is searches, trace.reasons
