@@ -239,6 +239,9 @@ register_funds(app)
 from bara.cli_eval import register as register_eval  # noqa: E402 - eval ab/gate/tools/report
 register_eval(eval_app)
 
+from bara.cli_eval_rewrite import register as register_eval_rewrite  # noqa: E402 - eval rewrite (issue 31)
+register_eval_rewrite(eval_app)
+
 from bara.cli_db import register as register_db  # noqa: E402 - db start/stop/migrate
 register_db(app)
 

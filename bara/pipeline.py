@@ -47,6 +47,7 @@ from bara.understand.forget import asks_to_forget
 from bara.understand.intent import apply_rules
 from bara.understand.prototypes import prototypes_for
 from bara.understand.rewrite import RewriteRules
+from bara.understand.scaffold import topic_switch
 from bara.understand.state import ConversationState, note_ungated_turn
 from bara.understand.topic import compose_topic, topic_dependence
 
@@ -131,7 +132,7 @@ class Assistant:
             ruled = apply_rules(features, self.settings)
         may_search = ruled is None or ruled.intent in SEARCHING_INTENTS
         guess = lexical_guess(t.clean.query, t.messages, self.bara.retriever, self.settings, self._rewrite_rules(),
-                              rec) if may_search else LexicalGuess()
+                              rec, t.head) if may_search else LexicalGuess()
         vector = self._embed(t.clean.query, rec) if may_search else None
         rec.reason("" if ruled is not None else self._prototype_reason)
         prior = self._history_topic(t, rec) if vector is not None else HistoryTopic(None, False)
@@ -203,12 +204,15 @@ class Assistant:
         query, rewritten = t.clean.query, False
         if policy.needs_rewrite and seen.topic.depends:
             with rec.stage("rewrite"):
-                rw = seen.guess.rewrite or rewrite_for(t.clean.query, t.messages, self.settings, self._rewrite_rules())
+                rw = seen.guess.rewrite or rewrite_for(t.clean.query, t.messages, self.settings, self._rewrite_rules(),
+                                                                   t.head)
             query, rewritten = rw.query, rw.changed
             rec.reason(*(c if c.startswith("rewrite:") else f"rewrite:{c}" for c in rw.reasons),
                        "rewrite:applied" if rw.changed else "rewrite:unchanged")
         elif policy.needs_rewrite:
-            rec.reason("rewrite:standalone")
+            switched = topic_switch(t.clean.query)  # the cue ("Switching topics:") is not the topic
+            query, rewritten = (switched, True) if switched else (query, False)
+            rec.reason("rewrite:topic_switch" if switched else "rewrite:standalone")
         message_vector = seen.vector if seen.vector is not None else self._embed(t.clean.query, rec)
         vector = None if message_vector is None else compose_topic(
             message_vector, seen.prior.topic, seen.topic.depends, self.settings.gate_topic_carry_weight)

@@ -69,5 +69,8 @@ def next_turn_preparation(settings: Settings, t: TurnInput, plan: PersistPlan, m
                   StoredMessage(cid, uid, 0, "assistant", plan.assistant_text, 0.0, {}))
         has_content(plan.user_text)  # read by the next turn's topic (bara.memory.vectors.history_topic)
         decode_vector(meta, TOPIC, embedder_id)
-        prepare_history(topical_history((*t.messages, *stored)[-window:]), rules)
+        recent = (*t.messages, *stored)[-window:]
+        opening = (*t.head, *t.messages)[:settings.rewrite_head_messages]  # what the next turn's head will hold
+        head = tuple(m for m in opening if m not in recent) if (t.head or (t.messages and t.messages[0].seq == 1)) else ()
+        prepare_history(topical_history([*head, *recent]), rules)
     return prepare

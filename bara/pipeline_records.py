@@ -36,12 +36,13 @@ class TurnInput:
     state: ConversationState | None
     profile: Mapping[str, str]
     facts: TurnFacts  # what the message states, extracted once: shown by the generator, then stored
+    head: tuple[StoredMessage, ...] = ()  # the conversation's opening messages the window no longer holds
 
     @classmethod
     def of(cls, s: TurnStart, profile: Mapping[str, str], max_concepts: int) -> "TurnInput":
         c = s.loaded
         return cls(s.user_id, s.clean, c.conversation_id, c.turn, c.messages, c.state, profile,
-                   TurnFacts.of(s.clean.text, max_concepts))
+                   TurnFacts.of(s.clean.text, max_concepts), c.head)
 
     @cached_property
     def history(self) -> tuple[Utterance, ...]:

@@ -39,13 +39,14 @@ class LexicalGuess:
 
 
 def rewrite_for(query: str, messages: Sequence[StoredMessage], settings: Settings,
-                rules: RewriteRules) -> RewriteResult:
-    """The turn's rewrite: ``query`` standalone, given the topical part of the recent window."""
-    return rewrite_query(query, topical_history(messages), max_chars=settings.max_query_chars, rules=rules)
+                rules: RewriteRules, head: Sequence[StoredMessage] = ()) -> RewriteResult:
+    """The turn's rewrite: ``query`` standalone, given the topical part of the conversation's opening
+    (``head``, when the recent window no longer holds it) and of the recent window."""
+    return rewrite_query(query, topical_history([*head, *messages]), max_chars=settings.max_query_chars, rules=rules)
 
 
 def lexical_guess(query: str, messages: Sequence[StoredMessage], retriever: HybridRetriever, settings: Settings,
-                  rules: RewriteRules, rec: TurnRecorder) -> LexicalGuess:
+                  rules: RewriteRules, rec: TurnRecorder, head: Sequence[StoredMessage] = ()) -> LexicalGuess:
     """Issue 16: the query the knowledge-base search will most likely use (the rewrite, when there is
     history to carry), its lexical arm started now so that it scores while the message is encoded.
     The rewrite is pure, so retrieval reuses it. The arm ranks enough rows for the largest k the gate
@@ -54,7 +55,7 @@ def lexical_guess(query: str, messages: Sequence[StoredMessage], retriever: Hybr
     rewrite = None
     if messages:
         with rec.stage("rewrite"):
-            rewrite = rewrite_for(query, messages, settings, rules)
+            rewrite = rewrite_for(query, messages, settings, rules, head)
     with rec.stage("gate"):  # not retrieve_kb: the gate may still close the knowledge base
         prefetched = retriever.prefetch(rewrite.query if rewrite else query, k=largest_k(settings))
     return LexicalGuess(rewrite, prefetched)

@@ -37,6 +37,7 @@ class Loaded:
     turn: int
     messages: tuple[StoredMessage, ...]
     state: ConversationState | None
+    head: tuple[StoredMessage, ...] = ()  # the opening messages when the window no longer holds them
 
     @property
     def history(self) -> tuple[Utterance, ...]:
@@ -61,7 +62,10 @@ def load_conversation(conversations: Conversations, settings: Settings, user_id:
     messages = tuple(conversations.history(user_id, cid, limit=window)) if window else ()
     turn = (info.turn_count if info else 0) + 1
     state = ConversationState.from_dict(conversations.load_state(user_id, cid), settings) if turn > 1 else None
-    return Loaded(cid, turn, messages, state)
+    first = messages[0].seq if messages else 1
+    n_head = min(settings.rewrite_head_messages, first - 1)  # issue 31: the topic anchor the window lost
+    head = tuple(conversations.history_head(user_id, cid, n_head)) if n_head > 0 else ()
+    return Loaded(cid, turn, messages, state, head)
 
 
 def empty_trace(user_id: str, cid: str, mode: str, rec: TurnRecorder, behavior_mode: str = "") -> TurnTrace:

@@ -62,11 +62,11 @@ KEPT = ("ANSWERABLE", "PARTIAL")
 STRATEGIES = ("last_turn", "last_two", "bara", "human", "bara_topic")
 FLOORS = (-1.0, 0.10, 0.15, 0.20, 0.25, 0.30, 0.35)
 REFERENCE = {"last_turn": 0.803, "last_two": 0.903}  # bm25s + MiniLM plain RRF, same tasks
-#: bara's rewrite with one rule switched off, to show what each rule is worth.
+#: bara's rewrite with a knob moved, to show what it is worth (issue 31: the term scorer's threshold and cap).
 ABLATIONS = {
-    "bara-no_resolution": RewriteRules(resolve_references=False),
-    "bara-no_previous_turn": RewriteRules(previous_turns=0),
-    "bara-no_carried_names": RewriteRules(max_carried=0),
+    "bara-threshold_0.3": RewriteRules(term_threshold=0.3),
+    "bara-threshold_0.1": RewriteRules(term_threshold=0.1),
+    "bara-max_terms_3": RewriteRules(max_terms=3),
 }
 _WORDS = re.compile(r"\w+")
 

@@ -15,10 +15,14 @@ EVAL_DOMAINS ?= $(DATA)/clinc150/domains.json
 EVAL_MIX_RATE ?= 0.3
 EVAL_MIX_SEED ?= 20261130
 
-.PHONY: eval eval-ab eval-mixed eval-gate eval-tools eval-calibrate eval-report
+# Issue 31: follow-up rewrites against human rewrites (TREC CAsT 2019/2020/2022, CANARD dev).
+EVAL_REWRITE ?= $(DATA)/rewrite
+EVAL_REWRITE_SETS ?= cast2019 cast2020 cast2022 canard_dev
+
+.PHONY: eval eval-ab eval-mixed eval-gate eval-tools eval-calibrate eval-report eval-rewrite
 
 # Runtime on 2 shared cores (corpus index and embedding cache warm): see docs/evaluation.md, round 2.
-eval: eval-ab eval-mixed eval-gate eval-tools eval-calibrate eval-report
+eval: eval-ab eval-mixed eval-gate eval-tools eval-calibrate eval-rewrite eval-report
 
 eval-ab: $(STAMP)
 	mkdir -p $(EVAL_DIR)
@@ -56,3 +60,17 @@ eval-tools: $(STAMP)
 
 eval-report: $(STAMP)
 	$(BIN)/bara eval report $(EVAL_DIR)
+
+# Each shared rewrite set replayed through the gated pipeline (both halves); a set with a pooled corpus
+# (<set>.corpus.jsonl) also gets Recall@5. One JSON object per set, without the per-turn rows.
+eval-rewrite: $(STAMP)
+	mkdir -p $(EVAL_DIR)/rewrite
+	for set in $(EVAL_REWRITE_SETS); do \
+		corpus=""; [ -f $(EVAL_REWRITE)/$$set.corpus.jsonl ] && corpus="--corpus $(EVAL_REWRITE)/$$set.corpus.jsonl"; \
+		$(BIN)/bara eval rewrite --conversations $(EVAL_REWRITE)/$$set.jsonl $$corpus --k 5 --json \
+			> $(EVAL_DIR)/rewrite/$$set.json.tmp || exit 1; \
+	done
+	$(BIN)/python -c 'import json, sys; d, sets = sys.argv[1], sys.argv[2:]; \
+		out = {s: {k: v for k, v in json.load(open(f"{d}/rewrite/{s}.json.tmp")).items() if k != "turns"} for s in sets}; \
+		json.dump(out, open(f"{d}/rewrite.json", "w"), indent=1, sort_keys=True)' $(EVAL_DIR) $(EVAL_REWRITE_SETS)
+	rm -rf $(EVAL_DIR)/rewrite

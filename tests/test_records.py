@@ -102,7 +102,7 @@ def test_moved_constants_are_settings_and_reach_the_code():
     assert (s.intent_confidence_default, s.gate_followup_weight_starter, s.state_history_window,
             s.gate_curate_scan_windows, s.rerank_latency_ema_alpha) == (0.4, 0.4, 8, 4, 0.3)
     assert RewriteRules.from_settings(s) == RewriteRules()
-    assert RewriteRules.from_settings(s.override(rewrite_max_carried=0)).max_carried == 0
+    assert RewriteRules.from_settings(s.override(rewrite_max_terms=0)).max_terms == 0
     assert followup_score(("starter",)) == 0.4
     assert followup_score(("starter",), s.override(gate_followup_weight_starter=0.7)) == 0.7
 

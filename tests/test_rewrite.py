@@ -51,37 +51,37 @@ def test_only_chitchat_and_refusals_leave_message_unchanged():
 
 # --- reference resolution ------------------------------------------------------
 
+# Issue 31: earlier WORDS are chosen by the term scorer (bara.understand.term_scorer); no turn is quoted
+# whole and "the other one" has no rule of its own, so these pins moved from names/quotes to words.
+
 def test_it_resolves_to_the_topic_named_by_the_user():
     got = rewrite_query("Is it free?", CLOUDANT)
     assert got.query.startswith("Is it free?")
-    assert "IBM Cloudant" in got.carried
-    assert "resolved:it" in got.reasons and got.changed
+    assert {"IBM", "Cloudant"} <= set(got.carried)
+    assert "scored_terms" in got.reasons and got.changed
 
 
-def test_this_service_resolves_to_a_name_only_the_agent_said():
+def test_this_service_carries_what_the_question_was_about():
     history = (u("which service turns audio into text?"),
                a("IBM Watson Speech to Text transcribes audio into written text."))
     got = rewrite_query("How much does this service cost?", history)
-    assert any("Speech to Text" in c for c in got.carried)
-    assert "resolved:this service" in got.reasons
+    assert {"audio", "text"} <= {w.lower() for w in got.carried}
 
 
-def test_they_resolves_to_both_compared_names():
+def test_they_carries_both_compared_names():
     got = rewrite_query("Can they be used together?", COMPARE)
-    assert set(got.carried[:2]) == {"Cloudant", "Db2"}
-    assert "resolved:they" in got.reasons
+    assert {"Cloudant", "Db2"} <= set(got.carried)
 
 
-def test_the_other_one_is_the_unmentioned_member_of_the_pair():
+def test_the_other_one_carries_the_pair():
     history = COMPARE + (u("Is Cloudant free?"), a("Cloudant has a Lite plan."))
     got = rewrite_query("What about the other one?", history)
-    assert got.carried[0] == "Db2"
-    assert "resolved:the other one" in got.reasons
+    assert "Db2" in got.carried
 
 
-def test_the_other_one_excludes_the_name_in_the_message():
+def test_a_name_in_the_message_is_not_carried_again():
     got = rewrite_query("Besides Db2, tell me about the other one", COMPARE)
-    assert got.carried == ("Cloudant",)
+    assert "Db2" not in got.carried and "Cloudant" in got.carried
 
 
 def test_existential_there_is_not_a_reference():
@@ -91,23 +91,21 @@ def test_existential_there_is_not_a_reference():
 
 # --- what is carried -----------------------------------------------------------
 
-def test_previous_user_turn_is_quoted_after_the_message():
+def test_the_previous_turn_is_not_quoted_but_its_topic_is_carried():
     got = rewrite_query("How do I back up my data?", CLOUDANT)
-    assert got.query == "How do I back up my data? What is IBM Cloudant?"
-    assert got.reasons == ("previous_turn",)  # the quoted turn already names IBM Cloudant
+    assert "What is IBM Cloudant?" not in got.query and {"IBM", "Cloudant"} <= set(got.carried)
 
 
-def test_recurring_names_are_carried_when_the_quoted_turn_lacks_them():
+def test_the_topic_anchor_is_carried_past_a_turn_that_lacks_it():
     history = CLOUDANT + (u("Does it support replication?"), a("Yes, IBM Cloudant replicates across regions."))
     got = rewrite_query("how do I back up the data?", history)
-    assert got.query == "how do I back up the data? Does it support replication? IBM Cloudant"
-    assert got.reasons == ("previous_turn", "carried") and got.carried == ("IBM Cloudant",)
+    assert "Cloudant" in got.carried and "Does it support" not in got.query
 
 
 def test_chitchat_turn_is_skipped_for_the_last_turn_with_content():
     history = CLOUDANT + (u("Thanks, that helps!"), a("You're welcome."))
     got = rewrite_query("how do I scale it?", history)
-    assert "What is IBM Cloudant?" in got.query and "Thanks" not in got.query
+    assert "Cloudant" in got.carried and "Thanks" not in got.query
 
 
 def test_refusals_supply_no_names():
@@ -116,11 +114,13 @@ def test_refusals_supply_no_names():
     assert "Foo Bar" not in got.query
 
 
-def test_message_naming_its_own_subject_carries_no_old_names():
+def test_a_message_naming_its_own_subject_says_so_in_the_features():
+    """Whether such a message is standalone is the gate's call (``topic_dependence``: own name, no cue, low
+    cosine -> the message alone; tests/test_rewrite_followups.py); the rewrite's scorer sees it as a feature."""
     history = CLOUDANT + (u("Is the Lite plan free?"), a("Yes, the IBM Cloudant Lite plan is free."))
     got = rewrite_query("Red Hat OpenShift pricing", history)
-    assert "carried" not in got.reasons
-    assert got.query == "Red Hat OpenShift pricing Is the Lite plan free?"
+    assert got.query.startswith("Red Hat OpenShift pricing")
+    assert all("own_name=1" in r for r in got.reasons if r.startswith("term:"))
 
 
 def test_users_words_come_first_and_are_kept_whole():
@@ -153,8 +153,8 @@ def test_deterministic_and_independent_of_sequence_type():
 
 def test_length_cap_keeps_the_start_and_says_so():
     history = (u("Tell me about " + "Alpha Beta Gamma " * 40), a("Alpha Beta Gamma is long. " * 40))
-    got = rewrite_query("Is it long?", history, max_chars=60)
-    assert len(got.query) <= 60 and got.query.startswith("Is it long?")
+    got = rewrite_query("Is it long?", history, max_chars=20)
+    assert len(got.query) <= 20 and got.query.startswith("Is it long?")
     assert "truncated" in got.reasons
 
 
@@ -164,11 +164,11 @@ def test_long_message_without_history_is_capped():
 
 
 def test_rules_can_switch_steps_off():
-    rules = RewriteRules(resolve_references=False, max_carried=0)
+    rules = RewriteRules(max_terms=0)
     got = rewrite_query("Is it free?", CLOUDANT, rules=rules)
-    assert got.reasons == ("previous_turn",) and got.carried == ()
+    assert got.reasons == ("nothing_to_carry",) and got.carried == ()
     with pytest.raises(dataclasses.FrozenInstanceError):
-        rules.decay = 0.1  # type: ignore[misc]
+        rules.term_threshold = 0.1  # type: ignore[misc]
 
 
 def test_typical_rewrite_is_well_under_a_few_milliseconds():

@@ -62,7 +62,7 @@ def test_a_new_named_question_is_searched_on_its_own(assistant, user, before, af
     ("How does TCP slow start work?", "Why does it double the window every round trip?", "TCP"),
     ("What does HSTS protect against?", "What about its max-age directive?", "HSTS"),
     ("What is DNSSEC?", "how are the keys rolled over?", "DNSSEC"),
-    ("How does HTTP/2 multiplex streams?", "and what limits the number of them?", "HTTP/2"),
+    ("How does HTTP/2 multiplex streams?", "and what limits the number of them?", "HTTP"),  # words, not the quoted turn
 ])
 def test_a_dependent_question_carries_the_topic(assistant, user, before, after, carried):
     t = converse(assistant, user, before, after)[1].trace

@@ -159,6 +159,12 @@ class Conversations:
             sql, params = sql + " LIMIT ?", (*params, max(0, int(limit)))
         return [_message(r) for r in reversed(self.store.query(sql, params))]
 
+    def history_head(self, user_id: str, conversation_id: str, limit: int) -> list[StoredMessage]:
+        """The first ``limit`` messages, oldest first: a conversation's opening (its topic anchor)."""
+        require_user_id(user_id)
+        sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND conversation_id=? ORDER BY seq LIMIT ?"
+        return [_message(r) for r in self.store.query(sql, (user_id, conversation_id, max(0, int(limit))))]
+
     # -------------------------------------------------------------------------- state
     def load_state(self, user_id: str, conversation_id: str) -> dict[str, Any]:
         """The saved gate state; {} when none was saved or the conversation is not the user's."""

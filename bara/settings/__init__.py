@@ -21,6 +21,13 @@ from bara.errors import ConfigError
 from bara.settings.core import CoreSettings, _cache_home
 from bara.settings.environment import UnknownSettingWarning, env_values, warn_unknown
 
+#: The rewrite's term-scorer weights (issue 31), fitted on the dev halves (scripts/train_rewrite_scorer.py).
+_REWRITE_TERM_WEIGHTS = {"bias": -4.391, "carried": 0.45, "first_user": 2.152, "prev_user": 0.489,
+                         "user_share": -0.574, "user_recency": 1.465, "prev_reply": 0.602, "reply_lead": 0.928,
+                         "reply_share": -0.7, "name": 1.263, "phrase": 0.637, "anchor": -0.27, "long": -0.303,
+                         "ref": 0.148, "short": 0.584, "own_name": -0.393, "overlap": 0.029, "first_ref": 0.145,
+                         "reply_ref": -0.13, "first_short": -0.332, "person_ref": -0.066}
+
 __all__ = ["CoreSettings", "Settings", "UnknownSettingWarning", "load_settings"]
 
 
@@ -283,22 +290,24 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                     "content word with any of this many recent queries.")
     state_repeats_mean_frustration: int = Field(default=2, ge=1, le=100, description="Repetitions that set the tone "
                                                 "to frustrated: asking a third time is frustration, stated or not.")
-    # Query rewrite (bara/understand/rewrite.py RewriteRules; tuned on MTRAG-UN dev Recall@5, docs/rewrite.md).
-    rewrite_user_weight: float = Field(default=1.0, ge=0.0, description="The user's own words define the topic.")
-    rewrite_agent_weight: float = Field(default=0.5, ge=0.0, description="Answers name entities but also wander.")
-    rewrite_decay: float = Field(default=0.6, ge=0.0, le=1.0, description="Weight kept per user turn further back.")
-    rewrite_entity_bonus: float = Field(default=1.5, ge=0.0, description="Names retrieve better than loose words.")
-    rewrite_lookback: int = Field(default=8, ge=0, description="Utterances scanned, most recent first.")
+    # Query rewrite (bara/understand/rewrite.py RewriteRules; issue 31: fitted on the dev halves of TREC CAsT
+    # 2019/2020/2022 and CANARD by scripts/train_rewrite_scorer.py, docs/rewrite.md).
+    rewrite_lookback: int = Field(default=8, ge=0, description="Recent replies read, and user turns read beyond the "
+                                  "topic's first one: older turns rarely hold what a follow-up lacks.")
+    rewrite_head_messages: int = Field(default=2, ge=0, le=20, description="The conversation's opening messages (its "
+                                       "first question and reply) the rewrite reads beside the recent window: "
+                                       "65% of the terms CAsT 2019 human rewrites add come from the first turn.")
     rewrite_scan_chars: int = Field(default=1500, ge=1, description="Characters read of each utterance: a long answer "
                                     "names its subject early.")
-    rewrite_previous_turns: int = Field(default=1, ge=0, description="Content-bearing earlier user turns quoted verbatim.")
     rewrite_min_content_words: int = Field(default=1, ge=0, description="A user turn with fewer content words is "
-                                           "chit-chat ('thanks!') and is not quoted.")
-    rewrite_resolve_references: bool = Field(default=True, description="Append the referent of 'it', 'they', "
-                                             "'the other one'.")
-    rewrite_max_carried: int = Field(default=2, ge=0, description="Salient names appended after the quoted turn.")
-    rewrite_min_salience: float = Field(default=1.0, ge=0.0, description="A name is carried only if the user just "
-                                        "said it or it recurs.")
+                                           "chit-chat ('thanks!') and is not read.")
+    rewrite_term_threshold: float = Field(default=0.2, ge=0.0, le=1.0, description="Probability a candidate word "
+                                          "needs to be added: the dev-half threshold of best mean term F1.")
+    rewrite_max_terms: int = Field(default=6, ge=0, le=50, description="Words added at most: human rewrites add "
+                                   "one to four content words; more drifts the lexical query.")
+    rewrite_term_weights: dict[str, float] = Field(default_factory=lambda: dict(_REWRITE_TERM_WEIGHTS), description=(
+        "Logistic weights of the rewrite's term scorer per named feature (bara.understand.term_scorer), fitted "
+        "on dev halves only (scripts/train_rewrite_scorer.py); printed in each rewrite's reason codes."))
     # Pipeline, memory and retrieval.
     gate_curate_scan_windows: int = Field(default=4, ge=1, le=100, description="Continuations look this many history "
                                           "windows back for older turns similar to the question.")

@@ -52,3 +52,24 @@ REFORMULATION_FILLER = frozenset(
 #: Fund-name matching (funds repository): only the three glue words that AMFI names use
 #: inconsistently ("X and Y Fund", "Fund of Funds"); anything wider would drop distinguishing words.
 FUND_NAME_NOISE = frozenset({"and", "the", "of"})
+
+#: Follow-up rewrite (understand/scaffold): words of an assistant's own scaffolding, never a topic of
+#: the user's next query: citation and section labels ("Sources", "See", "Note", "Repeated"), hedges
+#: and the reply's self-reference. A word here is never carried from an assistant turn into a query.
+ASSISTANT_SCAFFOLDING = frozenset(
+    "source sources see note notes repeated reference references citation citations cited according "
+    "summary overview answer answers question questions document documents passage passages context "
+    "provided mentioned above below following however therefore additionally also generally typically "
+    "usually likely perhaps possibly probably might may seems seem appears appear unclear sure sorry "
+    "unfortunately apologize hope helps help let know information details detail example examples "
+    "step steps section sections heading title yes".split())
+
+#: Follow-up rewrite (understand/term_scorer): words of a question's framing, never carried from an
+#: earlier turn into a query ("interesting facts about bees" carries "bees"): evaluative adjectives,
+#: request verbs and generic nouns that a human standalone rewrite leaves out.
+REWRITE_FILLER = frozenset(
+    "interesting fact facts learn know tell more main better best good important typical new old "
+    "lot lots bit someone something anything everything people person thing things way ways kind "
+    "kinds sort part parts needed need using use used begin began cause causes others else well "
+    "really actually exactly maybe today yesterday now currently recently thanks great nice fine "
+    "okay cool wow oh hmm please show find give explain describe mean meant want wanted like likes".split())

@@ -56,6 +56,11 @@ _KNOWLEDGE = re.compile(
     r"^\W*(what|how|why|when|where|which|who|whose|explain|describe|define|compare|list|"
     r"summari[sz]e|tell me about|is there|are there|does|do|is|are|can|could|should|"
     r"what'?s|how'?s|difference between)\b")
+#: A request to learn about a named topic ("I'd love to learn something interesting about the wonders of the
+#: world"): an information request whatever greeting opens it (issue 31); not about the assistant or the
+#: user ("what do you know about me"). "Fun facts about X" stays small talk (CLINC150's fun_fact intent).
+_LEARN_ABOUT = re.compile(r"\b(learn|know|hear|read)\b[^.?!]{0,40}?\babout (?!(you|yourself|me|myself|"
+                          r"us|it|that|this|them)\b)(the |a |an |some )?[a-z]{3,}")
 #: A message that opens by telling the assistant to do something (not "call me <name>", "tell me ..."): what
 #: follows is the command's object, so a profile phrase inside it ("say i love you") states nothing.
 _COMMAND = re.compile(
@@ -87,7 +92,7 @@ def rule_confidences(s: Settings) -> dict[str, float]:
         "goodbye": s.intent_confidence_goodbye, "acknowledgement": s.intent_confidence_acknowledgement,
         "meta": s.intent_confidence_meta, "followup": s.intent_confidence_followup,
         "elaboration": s.intent_confidence_elaboration, "short_question": s.intent_confidence_short_question,
-        "knowledge_question": s.intent_confidence_knowledge_question,
+        "knowledge_question": s.intent_confidence_knowledge_question, "learn_about": s.intent_confidence_knowledge_question,
         "technical_reference": s.intent_confidence_technical_reference, "default": s.intent_confidence_default,
     }
 
@@ -137,7 +142,13 @@ def _pattern_rule(pattern: re.Pattern[str], kind: ChitchatKind) -> Rule:
 
 
 def _rule_meta(f: ContextFeatures):
+    if _LEARN_ABOUT.search(f.normalized):  # "learn something interesting about X" names a topic (issue 31)
+        return None
     return ("chitchat", "meta") if f.word_count <= 12 and _META.search(f.normalized) else None
+
+
+def _rule_learn_about(f: ContextFeatures):
+    return ("knowledge_base", None) if _LEARN_ABOUT.search(f.normalized) else None
 
 
 def _rule_followup(f: ContextFeatures):
@@ -175,6 +186,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("goodbye", _pattern_rule(_GOODBYE, "goodbye")),
     ("acknowledgement", _pattern_rule(_ACK, "acknowledgement")),
     ("meta", _rule_meta),
+    ("learn_about", _rule_learn_about),
     ("followup", _rule_followup),
     ("elaboration", _rule_elaboration),
     ("short_question", _rule_short_question),

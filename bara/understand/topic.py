@@ -33,6 +33,7 @@ from bara.settings import Settings
 from bara.text.vecmath import as_f32, norm
 from bara.understand.features import ContextFeatures, clip_unit
 from bara.understand.rewrite import entities
+from bara.understand.scaffold import topic_switch
 
 __all__ = ["TopicDecision", "compose_topic", "topic_dependence", "topic_from_history"]
 
@@ -43,7 +44,7 @@ class TopicDecision:
 
     depends: bool
     similarity: float | None
-    reason: str  # topic:no_history | topic:followup_cue | topic:no_own_subject | topic:no_vector
+    reason: str  # topic:no_history | topic:explicit_switch | topic:followup_cue | topic:no_own_subject | topic:no_vector
     #              | topic:similar | topic:standalone
 
 
@@ -63,7 +64,8 @@ def topic_dependence(message: str, features: ContextFeatures, message_vector: np
     """Decide whether ``message`` needs earlier turns to be searched well.
 
     ``has_context`` says whether any earlier user turn carries a topic (chit-chat
-    like "thanks" does not). Rules, in order: no context -> standalone; a structural
+    like "thanks" does not). Rules, in order: no context -> standalone; an explicit topic change
+    ("switching topics", "new question", "unrelated:") -> standalone; a structural
     follow-up cue (pronoun, "what about", elaboration...) -> depends; no name of its
     own -> depends (most dependent questions carry no pronoun: MTRAG-UN dev);
     otherwise the cosine to the previous topic decides against
@@ -76,6 +78,8 @@ def topic_dependence(message: str, features: ContextFeatures, message_vector: np
     similarity = None
     if message_vector is not None and previous_topic is not None:
         similarity = _cosine(message_vector, previous_topic) if cosine is None else cosine[0]
+    if topic_switch(message) is not None:  # "Switching topics: ..." says so itself (issue 31)
+        return TopicDecision(False, similarity, "topic:explicit_switch")
     if features.followup_signals:
         return TopicDecision(True, similarity, "topic:followup_cue")
     if not entities(message):

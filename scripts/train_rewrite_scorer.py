@@ -1,0 +1,118 @@
+"""Fit the follow-up rewrite's term scorer (``bara.understand.term_scorer``) on DEV halves only.
+
+For every turn after the first of the dev conversations (``bara.eval.rewrite_data.half_of`` ==
+"dev") of each shared rewrite set, every candidate word of the earlier turns is a row: its named
+features, labelled 1 when its light stem is among the terms the human rewrite adds (the QuReTeC
+gold of ``bara.eval.rewrite_metrics``). L2-regularised logistic regression (Newton / IRLS), each
+set weighted equally; then the threshold that maximises the mean over sets of dev term F1.
+Prints the weights to paste into ``Settings.rewrite_term_weights`` / ``rewrite_term_threshold``.
+
+Usage: python scripts/train_rewrite_scorer.py [--data ../shared/data] [--l2 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from bara.eval.rewrite_data import read_conversations
+from bara.eval.rewrite_metrics import added_terms, s_stem, term_counts, term_scores
+from bara.understand.rewrite import RewriteRules, history_view, rewrite_query
+from bara.types import Utterance
+from bara.understand.term_scorer import FEATURES, candidate_features
+
+SETS = ("cast2019", "cast2020", "cast2022", "canard_dev")
+
+
+def rows(path: Path, rules):
+    """Candidates as the rewrite sees them (its history view, the previous turn's carried words
+    computed with ``rules``: the chain depends on the weights, so fitting iterates)."""
+    for conv in read_conversations(path):
+        if conv.half != "dev":
+            continue
+        hist: list[Utterance] = []
+        for i, t in enumerate(conv.turns):
+            if i:
+                view = history_view(tuple(hist), rules)
+                gold = added_terms(t.rewrite, t.user)
+                for c in candidate_features(t.user, view.users, view.replies, view.carried):
+                    yield list(c.features), float(s_stem(c.word) in gold)
+            hist += [Utterance("user", t.user), Utterance("assistant", t.assistant or "")]
+
+
+def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float) -> np.ndarray:
+    x = np.hstack([np.ones((len(x), 1)), x])
+    beta = np.zeros(x.shape[1])
+    reg = l2 * np.eye(x.shape[1])
+    reg[0, 0] = 0.0
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-x @ beta))
+        grad = x.T @ (w * (p - y)) + reg @ beta
+        hess = (x * (w * p * (1 - p))[:, None]).T @ x + reg
+        step = np.linalg.solve(hess, grad)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta
+
+
+def dev_f1(data: Path, weights: dict, threshold: float) -> dict:
+    from bara.understand.rewrite import RewriteRules
+    rules = RewriteRules(term_weights=tuple(weights.items()), term_threshold=threshold)
+    out = {}
+    for name in SETS:
+        counts = []
+        for conv in read_conversations(data / "rewrite" / f"{name}.jsonl"):
+            if conv.half != "dev":
+                continue
+            hist: list[Utterance] = []
+            for i, t in enumerate(conv.turns):
+                if i:
+                    counts.append(term_counts(t.user, t.rewrite, rewrite_query(t.user, hist, rules=rules).query))
+                hist += [Utterance("user", t.user), Utterance("assistant", t.assistant or "")]
+        out[name] = term_scores(counts)["term_f1"]
+    return out
+
+
+def fit_round(args, rules) -> dict:
+    xs, ys, ws = [], [], []
+    for name in SETS:
+        part = list(rows(args.data / "rewrite" / f"{name}.jsonl", rules))
+        xs += [r[0] for r in part]
+        ys += [r[1] for r in part]
+        ws += [1.0 / len(part)] * len(part)
+        print(f"{name}: {len(part)} candidates, {int(sum(r[1] for r in part))} positive")
+    w = np.array(ws) * len(ws) / len(SETS)
+    beta = fit(np.array(xs), np.array(ys), w, args.l2)
+    weights = {"bias": round(float(beta[0]), 3), **{n: round(float(b), 3) for n, b in zip(FEATURES, beta[1:])}}
+    print(json.dumps(weights))
+    return weights
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", type=Path, default=Path(os.environ.get("BARA_DATA", "../shared/data")))
+    ap.add_argument("--l2", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    rules = RewriteRules()
+    for _ in range(args.rounds):
+        weights = fit_round(args, rules)
+        rules = RewriteRules(term_weights=tuple(sorted(weights.items())), term_threshold=rules.term_threshold)
+    best = None
+    for threshold in np.arange(0.15, 0.46, 0.05):
+        f1 = dev_f1(args.data, weights, round(float(threshold), 2))
+        mean = sum(f1.values()) / len(f1)
+        print(f"threshold {threshold:.2f}: dev term F1 {f1} mean {mean:.4f}")
+        if best is None or mean > best[0]:
+            best = (mean, round(float(threshold), 2))
+    assert best is not None
+    print(f"best threshold {best[1]} (mean dev F1 {best[0]:.4f})")
+
+
+if __name__ == "__main__":
+    main()
