@@ -55,7 +55,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale_build import Pool, build_kb, build_users, load_pool, scifact_queries  # noqa: E402
+from scale_build import Pool, build_heavy, build_kb, build_users, load_pool, scifact_queries  # noqa: E402
 
 from bara.settings import Settings  # noqa: E402
 
@@ -93,15 +93,18 @@ def pct(values: list[float]) -> dict[str, float]:
     return {"p50": round(float(np.percentile(values, 50)), 3), "p95": round(float(np.percentile(values, 95)), 3)}
 
 
+class Given:
+    """The retriever is handed every query vector: this embedder is never asked."""
+
+    dim, model_id, cache_key = 384, "given", "given"
+
+    def embed(self, texts: Any) -> np.ndarray:
+        raise AssertionError("the bench gives the query vector")
+
+
 def measure_search(location: str, settings: Settings, queries: list[tuple[str, np.ndarray]]) -> dict[str, Any]:
     from bara.retrieval.hybrid import HybridRetriever
     from bara.store import open_store
-
-    class Given:  # the retriever is handed every vector: this embedder is never asked
-        dim, model_id, cache_key = 384, "given", "given"
-
-        def embed(self, texts):  # pragma: no cover - never called with vector=
-            raise AssertionError("the bench gives the query vector")
 
     t0 = time.perf_counter()
     store = open_store(location, settings=settings)
@@ -127,6 +130,31 @@ def measure_search(location: str, settings: Settings, queries: list[tuple[str, n
                 "arms_ms": {a: pct(v) for a, v in arms.items() if any(v)}}
     finally:
         store.close()
+
+
+def measure_heavy(location: str, settings: Settings, user: str, queries: list[tuple[str, np.ndarray]]) -> dict[str, Any]:
+    """A large memory scope's first search in a new process's store (its graph loaded, or every vector read
+    when exact) and the searches after it, with the user-tier graph on (default) and off."""
+    from bara.retrieval.hybrid import HybridRetriever
+    from bara.store import open_store
+
+    out: dict[str, Any] = {}
+    for name, s in (("graph", settings), ("exact", settings.override(store_ann_min_user_chunks=0))):
+        store = open_store(location, settings=s)
+        try:
+            retriever = HybridRetriever(store, Given(), s)
+            t0 = time.perf_counter()
+            retriever.search(queries[0][0], vector=queries[0][1], owners=(user,), collections=("qa",))
+            first = (time.perf_counter() - t0) * 1e3
+            ms = []
+            for text, vec in queries[1:41]:
+                t0 = time.perf_counter()
+                retriever.search(text, vector=vec, owners=(user,), collections=("qa",))
+                ms.append((time.perf_counter() - t0) * 1e3)
+            out[name] = {"first_ms": round(first, 1), "search_ms": pct(ms)}
+        finally:
+            store.close()
+    return out
 
 
 def measure_turns(location: str, settings: Settings, users: list[str], turns: int, seed: int) -> dict[str, Any]:
@@ -249,7 +277,8 @@ def main() -> None:
     ap.add_argument("--sigma", type=float, default=0.02)
     ap.add_argument("--chunk-chars", type=int, default=700)
     ap.add_argument("--ingest-sample", type=int, default=10_000)
-    ap.add_argument("--skip", default="", help="comma-separated: turns, ingest, serve")
+    ap.add_argument("--heavy-rows", type=int, default=0, help="also one user with this many Q&A pairs")
+    ap.add_argument("--skip", default="", help="comma-separated: search, turns, ingest, serve")
     ap.add_argument("--results", default="/work/scale-stores/results")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -267,7 +296,11 @@ def main() -> None:
     users = build_users(location, settings, pool, args.users, args.qa, args.notes, args.episode_turns, args.sigma)
     queries = scifact_queries(settings, args.queries)
     out: dict[str, Any] = {"backend": args.backend, "chunks": args.chunks, "users": len(users), **built}
-    out.update(measure_search(location, settings, queries))
+    if args.heavy_rows:
+        heavy = build_heavy(location, settings, pool, args.heavy_rows, args.sigma)
+        out["heavy_scope"] = {"rows": args.heavy_rows, **measure_heavy(location, settings, heavy, queries)}
+    if "search" not in skip:
+        out.update(measure_search(location, settings, queries))
     if "turns" not in skip and users:
         out.update(measure_turns(location, settings, users, args.turns, 34))
     now, peak = rss_mb()
@@ -280,7 +313,8 @@ def main() -> None:
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
     out["growth_exponent"] = growth(results, args.backend, args.chunks, out)
-    (results / f"{args.backend}-{args.chunks}.json").write_text(json.dumps(out, indent=1))
+    name = f"{args.backend}-{args.chunks}" + ("-heavy" if "search" in skip else "")
+    (results / f"{name}.json").write_text(json.dumps(out, indent=1))
     if args.json:
         print(json.dumps(out, indent=1))
     else:
@@ -289,6 +323,10 @@ def main() -> None:
 
 def report(out: dict[str, Any]) -> None:
     print(f"{out['backend']} · {out['chunks']:,} chunks · {out['users']:,} users · load {out['load']}")
+    if "heavy_scope" in out:
+        print(f"  a {out['heavy_scope']['rows']:,}-row memory scope: {out['heavy_scope']}")
+    if "search_ms" not in out:
+        return
     print(f"  search (vector given) p50 {out['search_ms']['p50']} ms  p95 {out['search_ms']['p95']} ms;"
           f" first search {out['first_search_s']} s")
     for arm, v in out.get("arms_ms", {}).items():

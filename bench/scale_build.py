@@ -187,3 +187,19 @@ def scifact_queries(settings: Settings, n: int, skip: int = 0) -> list[tuple[str
         texts = [json.loads(line)["text"] for line in fh if line.strip()][skip:skip + n]
     vectors = build_embedder(settings).embed(texts)
     return list(zip(texts, vectors, strict=True))
+
+
+def build_heavy(location: str, settings: Settings, pool: Pool, rows: int, sigma: float, user: str = "u_heavy") -> str:
+    """One user whose Q&A tier holds ``rows`` pairs (MTRAG questions and answers), for the large-scope figures."""
+    from bara.app import Bara
+
+    pairs = [(s, t) for conv in mtrag_conversations(settings) for s, t in conv]
+    asked = [t for s, t in pairs if s == "user"]
+    said = [t for s, t in pairs if s != "user"]
+    with Bara(settings.override(db=location, store_ann_min_chunks=0, store_ann_min_user_chunks=0),
+              embedder=PoolEmbedder(pool, sigma)) as bara:
+        have = bara.store.count_chunks(user, "qa")
+        with bara.store.transaction():
+            for k in range(have, rows):
+                bara.qa.add(user, f"c-heavy-{k // 50}", f"{asked[k % len(asked)]} ({k})", said[k % len(said)][:600])
+    return user

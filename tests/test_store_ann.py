@@ -23,8 +23,8 @@ QUESTIONS = ["What do MUST and SHOULD mean in a specification?", "How does HTTP 
              "Why is a man in the middle attack possible?", "What is a known HSTS host?",
              "How is the max-age directive parsed?", "What does OPTIONAL allow an implementation to do?"]
 COPIES = 12
-LOW = AnnConfig(min_chunks=500)  # every scope of these tests above this is searched through its graph
-OFF = AnnConfig(min_chunks=0)
+LOW = AnnConfig(min_chunks=500, min_user_chunks=1)  # every scope of these tests goes through its graph
+OFF = AnnConfig(min_chunks=0, min_user_chunks=0)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_the_threshold_switches_between_exact_and_graph(real, tmp_path):
     db = _copy(real, tmp_path)
     with SQLiteStore(db, mode="read") as store:
         n = store.count_chunks()
-    with SQLiteStore(db, ann=AnnConfig(min_chunks=n + 1)) as below, SQLiteStore(db, ann=AnnConfig(min_chunks=n)) as at:
+    with SQLiteStore(db, ann=AnnConfig(n + 1, 0)) as below, SQLiteStore(db, ann=AnnConfig(n, 0)) as at:
         _dense(below, real[1][0]), _dense(at, real[1][0])
         assert not below._matrix((SHARED,), ("kb",)).approximate
         assert at._matrix((SHARED,), ("kb",)).approximate
@@ -99,8 +99,13 @@ def test_a_graph_never_returns_another_owners_chunk(real, tmp_path):
         kb = store.search(request("", q, limit=50, use_lexical=False))
         assert {c.chunk_id for c in kb.candidates}.isdisjoint(_ids(store, "alice"))
         assert _dense(store, q) == before
+        store.write_document(doc("n:2", ["bob's note, also the query"], owner="bob", collection="notes"), q[None, :])
         mine = _dense(store, q, owners=("alice",), collections=("notes",))
         assert set(mine) == set(_ids(store, "alice", "notes"))
+        assert store._matrix(("alice",), ("notes",)).approximate  # the user's tier went through its own graph
+        both = _dense(store, q, owners=("alice",), collections=("notes", "qa"))
+        assert set(both) == set(_ids(store, "alice"))
+        assert set(_dense(store, q, owners=("bob",), collections=("notes",))) == set(_ids(store, "bob"))
 
 
 def _ids(store: SQLiteStore, owner: str, collection: str | None = None) -> list[int]:

@@ -130,6 +130,10 @@ class CoreSettings(BaseModel):
         "int8, persisted beside the file) and its candidates scored exactly; smaller scopes, every default "
         "evaluation among them, stay exact float32 numpy, where one query over 100,000 rows is ~tens of ms. "
         "0 turns the graph off."))
+    store_ann_min_user_chunks: int = Field(default=20_000, ge=0, description=(
+        "SQLite: the same for a search of users' memory alone (a user's Q&A, notes or episodes): a tier this "
+        "large gets its own persisted graph, so its first search in a process loads the graph instead of reading "
+        "every vector (~180 ms at 20,000 rows before); smaller tiers, nearly all, stay exact. 0 turns it off."))
     store_ann_dtype: str = Field(default="i8", pattern="^(i8|f16|f32)$", description=(
         "How the graph stores vectors: int8 is 384 bytes a chunk (10^6 chunks ~0.6 GB with the graph) and only "
         "picks candidates, which are rescored from the stored float32 vectors (recall@10 in docs/scaling.md)."))

@@ -41,6 +41,7 @@ import numpy as np
 from bara.settings import Settings
 from bara.store.sqlite_matrix import Matrix
 from bara.store.sqlite_sql import marks
+from bara.types import SHARED
 
 Run = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 Key = tuple[tuple[str, ...], tuple[str, ...]]
@@ -56,6 +57,7 @@ class AnnConfig:
     """The ANN bounds from ``Settings`` (``store_ann_*``); ``min_chunks`` 0 turns the graph off."""
 
     min_chunks: int
+    min_user_chunks: int = 20_000
     dtype: str = "i8"
     connectivity: int = 16
     expansion_add: int = 128
@@ -64,7 +66,7 @@ class AnnConfig:
 
     @classmethod
     def from_settings(cls, s: Settings) -> "AnnConfig":
-        return cls(s.store_ann_min_chunks, s.store_ann_dtype, s.store_ann_connectivity, s.store_ann_expansion_add,
+        return cls(s.store_ann_min_chunks, s.store_ann_min_user_chunks, s.store_ann_dtype, s.store_ann_connectivity, s.store_ann_expansion_add,
                    s.store_ann_expansion_search, s.store_ann_oversample)
 
     def candidates(self, limit: int) -> int:
@@ -184,8 +186,10 @@ class Graphs:
         self.lock = threading.RLock()
 
     def eligible(self, run: Run, key: Key) -> bool:
-        """Whether the scope is searched through a graph: the threshold is on, and it is at least that big."""
-        return self.config.min_chunks > 0 and scope_count(run, key) >= self.config.min_chunks
+        """Whether the scope is searched through a graph: its threshold is on (``min_chunks`` for a scope with
+        the shared knowledge base, ``min_user_chunks`` for users' memory alone) and it is at least that big."""
+        least = self.config.min_chunks if SHARED in key[0] else self.config.min_user_chunks
+        return least > 0 and scope_count(run, key) >= least
 
     def held(self, key: Key) -> ScopeGraph | None:
         return self._graphs.get(key)
