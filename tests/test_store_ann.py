@@ -78,6 +78,16 @@ def test_the_graph_agrees_with_exact_search_on_real_vectors(real, tmp_path):
                 assert c.similarity == pytest.approx(exact_sims[c.chunk_id], abs=1e-6)
 
 
+def test_a_lexical_only_search_gets_exact_similarities_through_the_graph(real, tmp_path):
+    db = _copy(real, tmp_path)
+    with SQLiteStore(db, ann=OFF) as exact, SQLiteStore(db, ann=LOW) as ann:
+        want = exact.search(request("HSTS max-age policy", real[1][2], use_dense=False))
+        got = ann.search(request("HSTS max-age policy", real[1][2], use_dense=False))
+        assert got.dense_hits == 0 and got.candidates
+        assert [(c.chunk_id, c.fused) for c in got.candidates] == [(c.chunk_id, c.fused) for c in want.candidates]
+        assert [c.similarity for c in got.candidates] == pytest.approx([c.similarity for c in want.candidates], abs=1e-6)
+
+
 def test_the_threshold_switches_between_exact_and_graph(real, tmp_path):
     db = _copy(real, tmp_path)
     with SQLiteStore(db, mode="read") as store:

@@ -152,7 +152,7 @@ class ScopeGraph:
 
     def search(self, vector: np.ndarray, count: int) -> np.ndarray:
         """Up to ``count`` candidate ids nearest to ``vector`` (approximately), int64."""
-        if len(self.graph) == 0:
+        if len(self.graph) == 0 or count <= 0:  # an empty graph, or only the lexical hits' similarities wanted
             return np.zeros(0, dtype=np.int64)
         self.graph.expansion_search = max(self.config.expansion_search, count)
         found = self.graph.search(np.asarray(vector, dtype=np.float32), count)
