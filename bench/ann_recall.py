@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale_build import scifact_queries  # noqa: E402
 
-from bara.settings import Settings  # noqa: E402
+from bara.settings import load_settings  # noqa: E402
 from bara.store.sqlite import SQLiteStore  # noqa: E402
 from bara.store.sqlite_ann import AnnConfig  # noqa: E402
 from bara.types import SearchRequest  # noqa: E402
@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=12)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    settings = Settings()
+    settings = load_settings()  # BARA_STORE_ANN_* from the environment
     queries = scifact_queries(settings, args.queries)
     low = AnnConfig.from_settings(settings.override(store_ann_min_chunks=1))
     off = AnnConfig.from_settings(settings.override(store_ann_min_chunks=0))

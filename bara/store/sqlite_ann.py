@@ -160,10 +160,24 @@ class ScopeGraph:
 
 
 def new_graph(config: AnnConfig, dim: int) -> Any:
-    from usearch.index import Index  # imported on first use: a store that never reaches the threshold never loads it
+    load_usearch()
+    from usearch.index import Index
 
-    return Index(ndim=dim, metric="ip", dtype=config.dtype, connectivity=config.connectivity,
+    # cosine, not inner product: the vectors are unit length either way, but usearch scales int8 for cosine
+    # (with "ip" the int8 kernel compares raw integer dot products, and some far queries lost every true hit)
+    return Index(ndim=dim, metric="cos", dtype=config.dtype, connectivity=config.connectivity,
                  expansion_add=config.expansion_add, expansion_search=config.expansion_search)
+
+
+def load_usearch() -> None:
+    """Import usearch on first use (a store that never reaches a threshold never loads it), *after*
+    onnxruntime: importing onnxruntime once usearch's numkong kernels are loaded segfaults in libstdc++
+    (seen twice in ``bench_scale.py``: a graph search, then the embedder's first encoding), while the
+    other order works (``bara serve`` warms the embedder first). onnxruntime is a runtime dependency."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        pass
 
 
 def folder(location: str) -> Path | None:
@@ -172,7 +186,7 @@ def folder(location: str) -> Path | None:
 
 
 def graph_name(key: Key, config: AnnConfig) -> str:
-    spec = f"{key!r}|{config.dtype}|{config.connectivity}|{config.expansion_add}"
+    spec = f"{key!r}|cos|{config.dtype}|{config.connectivity}|{config.expansion_add}"
     return hashlib.sha1(spec.encode()).hexdigest()[:20]
 
 
