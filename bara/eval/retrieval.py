@@ -26,6 +26,7 @@ from bara.retrieval.protocol import Embedder
 from bara.retrieval.rerank import CrossEncoderReranker, Reranker
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
+from bara.store.sqlite_ann import AnnConfig
 from bara.types import Chunk, Document, RetrievalOutcome, text_hash
 
 ARM_NAMES = ("bm25", "dense", "hybrid", "hybrid+rerank")
@@ -165,7 +166,7 @@ def evaluate_retrieval(corpus: Path, queries: Path, qrels: Path, arms: Sequence[
     if not judged:
         raise InputError(f"no query of {queries} ({len(data.queries)} read) has a judgment in {qrels} "
                          f"({len(data.qrels)} judged query ids): pass the queries and qrels of one dataset")
-    store = SQLiteStore(prepared_index(corpus, embedder, settings))
+    store = SQLiteStore(prepared_index(corpus, embedder, settings), ann=AnnConfig.from_settings(settings))
     try:
         build_index(store, data.corpus, embedder,
                     (lambda n: progress("index", n, len(data.corpus))) if progress else None)

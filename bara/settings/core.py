@@ -124,6 +124,28 @@ class CoreSettings(BaseModel):
         "its id and row index), least recently searched dropped first, whatever the scope count: a few "
         "thousand users with large tiers fit `store_matrix_cache_scopes` but not the memory. A single "
         "scope larger than the budget is still cached, alone (a 100,000-chunk knowledge base is ~160 MiB)."))
+    # --- approximate dense search (SQLite, issue 34; bara.store.sqlite_ann) ---
+    store_ann_min_chunks: int = Field(default=100_000, ge=0, description=(
+        "SQLite: a search scope of at least this many chunks is searched through an HNSW graph (usearch, "
+        "int8, persisted beside the file) and its candidates scored exactly; smaller scopes, every default "
+        "evaluation among them, stay exact float32 numpy, where one query over 100,000 rows is ~tens of ms. "
+        "0 turns the graph off."))
+    store_ann_min_user_chunks: int = Field(default=20_000, ge=0, description=(
+        "SQLite: the same for a search of users' memory alone (a user's Q&A, notes or episodes): a tier this "
+        "large gets its own persisted graph, so its first search in a process loads the graph instead of reading "
+        "every vector (~180 ms at 20,000 rows before); smaller tiers, nearly all, stay exact. 0 turns it off."))
+    store_ann_dtype: str = Field(default="i8", pattern="^(i8|f16|f32)$", description=(
+        "How the graph stores vectors: int8 is 384 bytes a chunk (10^6 chunks ~0.6 GB with the graph) and only "
+        "picks candidates, which are rescored from the stored float32 vectors (recall@10 in docs/scaling.md)."))
+    store_ann_connectivity: int = Field(default=16, ge=4, le=64, description=(
+        "HNSW neighbours per node (M): 16 is the usual balance of recall, memory and build time."))
+    store_ann_expansion_add: int = Field(default=128, ge=16, description=(
+        "HNSW candidate list while building (efConstruction): higher builds slower, a better graph."))
+    store_ann_expansion_search: int = Field(default=128, ge=8, description=(
+        "HNSW candidate list while searching (ef), at least the candidates asked for."))
+    store_ann_oversample: float = Field(default=2.0, ge=1.0, le=20.0, description=(
+        "The graph returns this many times the dense arm's limit, rescored exactly, so that int8 rounding "
+        "and graph misses at the boundary do not change the top of the ranking."))
     max_query_chars: int = Field(default=2000, ge=10,
                                  description="Longer queries are cut for retrieval (reason code query_truncated).")
     search_floor: float = Field(default=0.30, ge=-1.0, le=1.0,

@@ -22,12 +22,13 @@ def open_store(location: str, mode: str = "write", settings: Settings | None = N
     if location.startswith(("postgresql://", "postgres://")):
         return _open_postgres(location)
     from bara.store.sqlite import SQLiteStore
+    from bara.store.sqlite_ann import AnnConfig
 
     if settings is None:
         return SQLiteStore(location, mode=mode)
     return SQLiteStore(location, mode=mode, matrix_scopes=settings.store_matrix_cache_scopes,
                        matrix_mb=settings.store_matrix_cache_mb, lexicon_scopes=settings.lexical_memory_cache_scopes,
-                       busy_timeout_s=settings.store_busy_timeout_s)
+                       busy_timeout_s=settings.store_busy_timeout_s, ann=AnnConfig.from_settings(settings))
 
 
 def _open_postgres(url: str) -> Store:

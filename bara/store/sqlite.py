@@ -16,7 +16,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -25,6 +25,8 @@ from bara.store.base import LexicalPrefetch, storable_document, storable_params
 from bara.store.migrations import Migration, announce_upgrade, sqlite_migrations
 from bara.store.sqlite_files import (APPLICATION_ID, DEFAULT_BUSY_TIMEOUT_S, check_identity, check_integrity,
                                      connect_file, exists, file_problem)
+from bara.store.sqlite_ann import DEFAULT as DEFAULT_ANN
+from bara.store.sqlite_ann import AnnConfig, Graphs, approximate_dense, approximate_matrix
 from bara.store.sqlite_bm25 import Lexicons
 from bara.store.sqlite_lexical import (LexicalWorker, collect, index_chunk, lexical_arm, members, runner,
                                       scope_table_rows, unindex_document)
@@ -45,13 +47,15 @@ class SQLiteStore:
 
     def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None, *, mode: str = "write",
                  matrix_scopes: int = DEFAULT_SCOPES, matrix_mb: float = DEFAULT_MB,
-                 lexicon_scopes: int = DEFAULT_LEXICON_SCOPES, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S):
+                 lexicon_scopes: int = DEFAULT_LEXICON_SCOPES, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+                 ann: AnnConfig = DEFAULT_ANN):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.location = str(path)
         self._lock = threading.RLock()
         self._depth = 0
         self._matrices = Matrices(matrix_scopes, matrix_mb)  # the dense arm's scope vectors (sqlite_matrix)
+        self._graphs = Graphs(self.location, ann)  # large scopes' approximate dense arm (sqlite_ann)
         existed = exists(self.location)
         if not existed and mode != "write":
             raise MissingStoreError(self.location)
@@ -227,9 +231,9 @@ class SQLiteStore:
         t0 = time.perf_counter()
         lexical = self._lexical(request, prefetched, matrix) if request.use_lexical and request.terms else []
         t1 = time.perf_counter()
-        dense, sims = self._dense(request, matrix)
+        dense, sims = self._dense(request, matrix, lexical)
         t2 = time.perf_counter()
-        candidates = self._fuse(request, lexical, dense, sims, matrix)
+        candidates = self._fuse(request, lexical, dense, sims)
         t3 = time.perf_counter()
         timings.update(lexical=(t1 - t0) * 1e3, dense=(t2 - t1 + t0 - tm) * 1e3, fusion=(t3 - t2) * 1e3)
         return StoreSearchResult(tuple(candidates), len(lexical), len(dense), timings)
@@ -263,30 +267,36 @@ class SQLiteStore:
         cached = self._matrices.get(key)
         return lexical_arm(run, req, None if cached is None or cached.gens != gens else members(run, cached, req))
 
-    def _dense(self, req: SearchRequest, m: Matrix) -> tuple[list[tuple[int, float]], np.ndarray | None]:
+    def _dense(self, req: SearchRequest, m: Matrix,
+               lexical: list[tuple[int, float]]) -> tuple[list[tuple[int, float]], Callable[[int], float]]:
+        """The dense arm's (id, similarity) ranking and every candidate's similarity (0.0 without a vector)."""
         if req.vector is None or len(m.ids) == 0:
-            return [], None
+            return [], lambda cid: 0.0
+        if m.approximate:  # a large scope: its graph's candidates, scored exactly (sqlite_ann)
+            key = (tuple(req.owners), tuple(req.collections))
+            dense, sim = approximate_dense(self.query, self._graphs, key, m.gens, req.vector,
+                                           req.limit if req.use_dense else 0, [cid for cid, _ in lexical])
+            return dense, lambda cid: sim.get(cid, 0.0)
         sims = m.vectors @ np.asarray(req.vector, dtype=np.float32)
+
+        def similarity(cid: int) -> float:
+            row = m.position(cid)
+            return float(sims[row]) if row is not None else 0.0
+
         if not req.use_dense:
-            return [], sims
+            return [], similarity
         n = min(req.limit, len(sims))
         top = np.argpartition(-sims, n - 1)[:n]
         top = top[np.lexsort((m.ids[top], -sims[top]))]
-        return [(int(m.ids[i]), float(sims[i])) for i in top], sims
+        return [(int(m.ids[i]), float(sims[i])) for i in top], similarity
 
-    def _fuse(self, req: SearchRequest, lexical: list, dense: list, sims: np.ndarray | None,
-              m: Matrix) -> list[Candidate]:
+    def _fuse(self, req: SearchRequest, lexical: list, dense: list, similarity: Callable[[int], float]) -> list[Candidate]:
         lex = {cid: (rank, score) for rank, (cid, score) in enumerate(lexical, start=1)}
         den = {cid: (rank, score) for rank, (cid, score) in enumerate(dense, start=1)}
         fused = weighted_rrf([[c for c, _ in lexical], [c for c, _ in dense]],
                              [req.weight_lexical, req.weight_dense], req.rrf_k)
-        out = []
-        for cid, score in fused:
-            row = m.position(cid)
-            sim = float(sims[row]) if sims is not None and row is not None else 0.0
-            out.append(Candidate(cid, score, ArmScore(*lex.get(cid, (None, None))),
-                                 ArmScore(*den.get(cid, (None, None))), sim))
-        return out
+        return [Candidate(cid, score, ArmScore(*lex.get(cid, (None, None))), ArmScore(*den.get(cid, (None, None))),
+                          similarity(cid)) for cid, score in fused]
 
     def _matrix(self, owners: Sequence[str], colls: Sequence[str]) -> Matrix:
         key = (tuple(owners), tuple(colls))
@@ -294,6 +304,11 @@ class SQLiteStore:
         cached = self._matrices.get(key)
         if cached is not None and cached.gens == gens:
             return cached
+        if self._graphs.eligible(self.query, key):  # a large scope: ids only, its vectors are in its graph
+            matrix = approximate_matrix(self.query, key, gens)
+            matrix.whole = len(matrix.ids) == scope_table_rows(self.query, owners)
+            self._matrices.put(key, matrix)
+            return matrix
         rows = self.query(f"SELECT id, embedding FROM chunks WHERE owner IN ({marks(owners)})"
                           f" AND collection IN ({marks(colls)}) ORDER BY id", (*owners, *colls))
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))

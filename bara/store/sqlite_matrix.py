@@ -87,10 +87,12 @@ class Matrix:
     ``len(ids)`` rows of a :class:`Rows` buffer."""
 
     def __init__(self, gens: tuple[int, ...], ids: np.ndarray, vectors: np.ndarray, whole: bool = False,
-                 rows: Rows | None = None):
+                 rows: Rows | None = None, approximate: bool = False):
         self.gens, self.ids, self.vectors = gens, ids, vectors
         self.rows = Rows(ids, vectors) if rows is None else rows
         self.whole = whole  # the scope held every chunk when read (other scopes' writes do not re-read it)
+        # ids only (``vectors`` has no columns): the scope is searched through its graph (sqlite_ann)
+        self.approximate = approximate
 
     @property
     def nbytes(self) -> int:
@@ -200,7 +202,7 @@ class Matrices:
             for append in pending:
                 for key in list(self._keys.get((append.owner, append.collection), ())):
                     matrix, (owners, colls) = self._cache.get(key), key
-                    if matrix is None:
+                    if matrix is None or matrix.approximate:  # a graph's scope: read again, synchronised
                         continue
                     position = owners.index(append.owner) * len(colls) + colls.index(append.collection)
                     fits = matrix.vectors.shape[1:] in ((0,), append.vectors.shape[1:])  # empty, or the same width
