@@ -21,7 +21,7 @@ percentile bootstrap 95% intervals over conversations (paired; :func:`bara.eval.
 The model is far too small for its answers to be judged: this measures cost, not quality.
 
 Usage:  python bench/bench_e2e.py [--conversations 24] [--max-tokens 32] [--data ../shared/data]
-                                  [--rows rows.jsonl] [--json]
+                                  [--rows rows.jsonl] [--base-url URL --model NAME] [--json]
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -100,13 +101,15 @@ def run_one(assistant: Assistant, meter: MeteredModel, replies: ReferenceReplies
 
 def summary(rows: Sequence[Row], mode: str) -> dict[str, float]:
     mine = [r for r in rows if r.mode == mode]
-    return {f: round(float(sum(getattr(r, f) for r in mine)), 3) for f in FIELDS}
+    out: dict[str, float] = {f: int(sum(getattr(r, f) for r in mine)) for f in FIELDS}
+    out["wall_s"] = round(sum(r.wall_s for r in mine), 3)
+    return out
 
 
-def report(rows: Sequence[Row], n: int, server: str) -> dict[str, Any]:
+def report(rows: Sequence[Row], n: int, server: str, model: str = LOCAL_GGUF) -> dict[str, Any]:
     gated = sorted((r for r in rows if r.mode == "gated"), key=lambda r: r.task_id)
     always = sorted((r for r in rows if r.mode == "always"), key=lambda r: r.task_id)
-    out: dict[str, Any] = {"conversations": n, "server": server, "model": LOCAL_GGUF,
+    out: dict[str, Any] = {"conversations": n, "server": server, "model": model,
                            "gated": summary(rows, "gated"), "always": summary(rows, "always"),
                            "ratio": {}, "ci95": {}}
     for f in ("wall_s", "prompt_tokens"):
@@ -131,27 +134,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     prep, convs = conversations(args.data, args.conversations, settings)
     index = cached_index(args.data / "mtrag" / "corpus.jsonl", prep.docs, settings, embedder)
     log = Path(tempfile.gettempdir()) / "bara-bench-e2e-server.log"
-    rows: list[Row] = []
-    with start_local_server(settings, log=log) as server, tempfile.TemporaryDirectory(prefix="bara-e2e-") as tmp:
-        run_settings = settings.override(db=str(working_copy(index, Path(tmp))), model=f"openai:{LOCAL_ALIAS}",
-                                         llm_base_url=server.base_url)
-        model = build_model(run_settings, environ={}, client=httpx.Client(trust_env=False))
-        assert model is not None  # run_settings names a model
-        meter = MeteredModel(model)
-        replies = ReferenceReplies()
-        with Bara(run_settings, embedder=getattr(embedder, "inner", embedder)) as bara:
-            assistants = {m: Assistant(bara, meter, mode=m, fallback_offline=False) for m in MODES}
-            for a in assistants.values():
-                a.hooks.add("before_persist", replies)
-            for i, conv in enumerate(convs):
-                for mode in (MODES if i % 2 == 0 else MODES[::-1]):
-                    rows.append(run_one(assistants[mode], meter, replies, conv, mode, i))
-                    print(json.dumps(rows[-1].as_dict()), file=sys.stderr, flush=True)
+    with ExitStack() as stack:
+        if args.base_url:  # a server already running (any OpenAI-compatible one)
+            base_url, name, server_name = args.base_url, args.model, f"{args.base_url} (started elsewhere)"
+        else:
+            base_url = stack.enter_context(start_local_server(settings, log=log)).base_url
+            name, server_name = LOCAL_ALIAS, (f"llama-cpp-python {version('llama_cpp_python')} server, n_ctx "
+                                              f"{settings.llm_local_n_ctx}, {settings.llm_local_threads} threads")
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bara-e2e-")))
+        run_settings = settings.override(db=str(working_copy(index, tmp)), model=f"openai:{name}",
+                                         llm_base_url=base_url)
+        rows = run_modes(run_settings, embedder, convs)
     if args.rows:
         args.rows.write_text("".join(json.dumps(r.as_dict()) + "\n" for r in rows), encoding="utf-8")
-    server_name = (f"llama-cpp-python {version('llama_cpp_python')} server, n_ctx {settings.llm_local_n_ctx}, "
-                   f"{settings.llm_local_threads} threads, max_tokens {args.max_tokens}")
-    return report(rows, len(convs), server_name)
+    return report(rows, len(convs), f"{server_name}, max_tokens {args.max_tokens}",
+                  args.model if args.base_url else LOCAL_GGUF)
+
+
+def run_modes(settings: Settings, embedder: Any, convs: Sequence[MixedConversation]) -> list[Row]:
+    """Every conversation in both modes back to back, the first mode alternating by conversation."""
+    model = build_model(settings, environ={}, client=httpx.Client(trust_env=False))
+    assert model is not None  # settings name a model
+    meter, replies, rows = MeteredModel(model), ReferenceReplies(), []
+    with Bara(settings, embedder=getattr(embedder, "inner", embedder)) as bara:
+        assistants = {m: Assistant(bara, meter, mode=m, fallback_offline=False) for m in MODES}
+        for a in assistants.values():
+            a.hooks.add("before_persist", replies)
+        for i, conv in enumerate(convs):
+            for mode in (MODES if i % 2 == 0 else MODES[::-1]):
+                rows.append(run_one(assistants[mode], meter, replies, conv, mode, i))
+                print(json.dumps(rows[-1].as_dict()), file=sys.stderr, flush=True)
+    return rows
 
 
 def main() -> None:
@@ -160,6 +173,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32, help="generation cap, the same in both modes")
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("BARA_DATA", "../shared/data")))
     parser.add_argument("--rows", type=Path, default=None, help="write every (conversation, mode) row here")
+    parser.add_argument("--base-url", default="", help="use this running OpenAI-compatible /v1 root instead of "
+                        "starting the local server")
+    parser.add_argument("--model", default=LOCAL_ALIAS, help="the model name to ask for (with --base-url)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON (else a table)")
     args = parser.parse_args()
     if args.conversations < 2 or args.max_tokens < 1:

@@ -20,6 +20,12 @@ from bara.settings import Settings
 MAX_TOKENS = 16
 
 
+def skip_unless_built() -> pytest.MarkDecorator:
+    """Module mark: skip (saying what to run) before any fixture is set up when the server is not built."""
+    reason = missing_reason(Settings())
+    return pytest.mark.skipif(reason is not None, reason=f"no local model server: {reason}")
+
+
 def require_built() -> Settings:
     settings = Settings()
     reason = missing_reason(settings)

@@ -18,9 +18,9 @@ from bara.llm.metered import MeteredModel
 from bara.messages import SystemMessage, UserMessage
 from bara.pipeline import Assistant
 from llm_fixtures import SPEC, transcript
-from llm_local import MAX_TOKENS, llm_model, llm_settings, module_server
+from llm_local import skip_unless_built, MAX_TOKENS, llm_model, llm_settings, module_server
 
-pytestmark = pytest.mark.llm
+pytestmark = [pytest.mark.llm, skip_unless_built()]
 
 KNOWLEDGE_Q = "What does HTTP Strict Transport Security protect against?"
 SMALL_TALK = "thanks, that's all for now"

@@ -17,9 +17,9 @@ from bara.app import Bara
 from bara.llm import LLMDeadlineError, LLMError, LLMUnavailableError
 from bara.messages import UserMessage
 from bara.pipeline import Assistant
-from llm_local import llm_model, llm_settings, start
+from llm_local import skip_unless_built, llm_model, llm_settings, start
 
-pytestmark = pytest.mark.llm
+pytestmark = [pytest.mark.llm, skip_unless_built()]
 
 DEADLINE_S = 3.0
 BOUND_S = DEADLINE_S + 1.0
