@@ -34,7 +34,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -51,7 +51,7 @@ from bara.llm.local import LOCAL_ALIAS, LOCAL_GGUF, start_local_server
 from bara.llm.metered import MeteredModel
 from bara.pipeline import Assistant
 from bara.retrieval.embedders import build_embedder
-from bara.settings import Settings
+from bara.settings import Settings, load_settings
 
 MODES = ("gated", "always")
 FIELDS = ("wall_s", "prompt_tokens", "completion_tokens", "model_calls", "searches")
@@ -128,8 +128,9 @@ def conversations(data: Path, n: int, settings: Settings) -> tuple[Any, list[Mix
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    settings = Settings().override(k=K, llm_send_max_tokens=True, llm_max_tokens=args.max_tokens,
-                                   llm_max_retries=0)
+    slow = {"llm_timeout_s": args.call_s, "llm_deadline_s": args.call_s, "gated_deadline_s": args.call_s}
+    settings = load_settings().override(k=K, llm_send_max_tokens=True, llm_max_tokens=args.max_tokens,
+                                   llm_max_retries=0, **slow)
     embedder = build_embedder(settings)
     prep, convs = conversations(args.data, args.conversations, settings)
     index = cached_index(args.data / "mtrag" / "corpus.jsonl", prep.docs, settings, embedder)
@@ -139,31 +140,51 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             base_url, name, server_name = args.base_url, args.model, f"{args.base_url} (started elsewhere)"
         else:
             base_url = stack.enter_context(start_local_server(settings, log=log)).base_url
-            name, server_name = LOCAL_ALIAS, (f"llama-cpp-python {version('llama_cpp_python')} server, n_ctx "
+            name, server_name = LOCAL_ALIAS, (f"llama-cpp-python {llama_cpp_version()} server, n_ctx "
                                               f"{settings.llm_local_n_ctx}, {settings.llm_local_threads} threads")
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bara-e2e-")))
         run_settings = settings.override(db=str(working_copy(index, tmp)), model=f"openai:{name}",
                                          llm_base_url=base_url)
-        rows = run_modes(run_settings, embedder, convs)
-    if args.rows:
-        args.rows.write_text("".join(json.dumps(r.as_dict()) + "\n" for r in rows), encoding="utf-8")
-    return report(rows, len(convs), f"{server_name}, max_tokens {args.max_tokens}",
+        rows = run_modes(run_settings, embedder, convs, args.rows, time.monotonic() + args.budget_s)
+    done = len(rows) // 2
+    return report(rows, done, f"{server_name}, max_tokens {args.max_tokens}",
                   args.model if args.base_url else LOCAL_GGUF)
 
 
-def run_modes(settings: Settings, embedder: Any, convs: Sequence[MixedConversation]) -> list[Row]:
-    """Every conversation in both modes back to back, the first mode alternating by conversation."""
+def llama_cpp_version() -> str:
+    try:
+        return version("llama_cpp_python")
+    except PackageNotFoundError:  # on the path but not installed as a distribution
+        import llama_cpp
+
+        return str(llama_cpp.__version__)
+
+
+def run_modes(settings: Settings, embedder: Any, convs: Sequence[MixedConversation], rows_path: Path | None,
+              stop_at: float) -> list[Row]:
+    """Every conversation in both modes back to back, the first mode alternating by conversation; no new
+    conversation starts after ``stop_at`` (the summary is over the conversations finished in both modes)."""
     model = build_model(settings, environ={}, client=httpx.Client(trust_env=False))
     assert model is not None  # settings name a model
     meter, replies, rows = MeteredModel(model), ReferenceReplies(), []
+    out = rows_path.open("w", encoding="utf-8") if rows_path else None
     with Bara(settings, embedder=getattr(embedder, "inner", embedder)) as bara:
         assistants = {m: Assistant(bara, meter, mode=m, fallback_offline=False) for m in MODES}
         for a in assistants.values():
             a.hooks.add("before_persist", replies)
         for i, conv in enumerate(convs):
+            if time.monotonic() >= stop_at:
+                print(f"time budget spent: {i} of {len(convs)} conversations run", file=sys.stderr)
+                break
             for mode in (MODES if i % 2 == 0 else MODES[::-1]):
                 rows.append(run_one(assistants[mode], meter, replies, conv, mode, i))
-                print(json.dumps(rows[-1].as_dict()), file=sys.stderr, flush=True)
+                line = json.dumps(rows[-1].as_dict())
+                print(line, file=sys.stderr, flush=True)
+                if out:
+                    out.write(line + "\n")
+                    out.flush()
+    if out:
+        out.close()
     return rows
 
 
@@ -173,6 +194,10 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32, help="generation cap, the same in both modes")
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("BARA_DATA", "../shared/data")))
     parser.add_argument("--rows", type=Path, default=None, help="write every (conversation, mode) row here")
+    parser.add_argument("--budget-s", type=float, default=float("inf"),
+                        help="start no new conversation after this many seconds (the summary covers those done)")
+    parser.add_argument("--call-s", type=float, default=600.0,
+                        help="deadline of one model call (a loaded 2-core machine prefills ~10 tokens/s)")
     parser.add_argument("--base-url", default="", help="use this running OpenAI-compatible /v1 root instead of "
                         "starting the local server")
     parser.add_argument("--model", default=LOCAL_ALIAS, help="the model name to ask for (with --base-url)")

@@ -14,10 +14,12 @@ import pytest
 
 from bara.llm import build_model
 from bara.llm.local import LOCAL_ALIAS, LocalServer, missing_reason, start_local_server
-from bara.settings import Settings
+from bara.settings import Settings, load_settings
 
 #: Answers are capped short: the tests check shapes and counts, not prose, and the machine is shared.
 MAX_TOKENS = 16
+#: Deadlines of the tests that are not about deadlines: a loaded 2-core machine prefills ~10 tokens/s.
+SLOW_S = 900.0
 
 
 def skip_unless_built() -> pytest.MarkDecorator:
@@ -27,7 +29,7 @@ def skip_unless_built() -> pytest.MarkDecorator:
 
 
 def require_built() -> Settings:
-    settings = Settings()
+    settings = load_settings()  # BARA_LLM_LOCAL_THREADS etc. apply to the server
     reason = missing_reason(settings)
     if reason:
         pytest.skip(f"no local model server: {reason}")
@@ -50,7 +52,9 @@ def module_server(tmp_path_factory) -> Iterator[LocalServer]:
 def llm_settings(server: LocalServer, **overrides: Any) -> Settings:
     """bara pointed at ``server`` as a user would configure it (BARA_MODEL / BARA_LLM_BASE_URL)."""
     values: dict[str, Any] = {"model": f"openai:{LOCAL_ALIAS}", "llm_base_url": server.base_url,
-                              "llm_send_max_tokens": True, "llm_max_tokens": MAX_TOKENS, **overrides}
+                              "llm_send_max_tokens": True, "llm_max_tokens": MAX_TOKENS, "k": 2,
+                              "llm_timeout_s": SLOW_S, "llm_deadline_s": SLOW_S, "gated_deadline_s": SLOW_S,
+                              **overrides}
     return Settings(**values)
 
 

@@ -116,7 +116,8 @@ def test_bara_serve_streams_the_models_answer_to_the_openai_client(llm_server, k
     from serve_helpers import live_server, make_app, sqlite_runtime
 
     runtime = sqlite_runtime(kb, embedder, **llm_settings(llm_server).model_dump(
-        include={"model", "llm_base_url", "llm_send_max_tokens", "llm_max_tokens"}))
+        include={"model", "llm_base_url", "llm_send_max_tokens", "llm_max_tokens", "k", "llm_timeout_s",
+                 "llm_deadline_s", "gated_deadline_s"}))
     try:
         key = runtime.keys.create("alice").key
         with live_server(make_app(runtime)) as url:
