@@ -151,6 +151,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   args.model if args.base_url else LOCAL_GGUF)
 
 
+def summarise(path: Path, max_tokens: int) -> dict[str, Any]:
+    """The summary of the conversations a rows file holds in both modes (an interrupted run's too)."""
+    rows = [Row(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    both = {r.task_id for r in rows if r.mode == "gated"} & {r.task_id for r in rows if r.mode == "always"}
+    rows = [r for r in rows if r.task_id in both]
+    return report(rows, len(both), f"from {path.name}, max_tokens {max_tokens}")
+
+
 def llama_cpp_version() -> str:
     try:
         return version("llama_cpp_python")
@@ -201,12 +209,14 @@ def main() -> None:
     parser.add_argument("--base-url", default="", help="use this running OpenAI-compatible /v1 root instead of "
                         "starting the local server")
     parser.add_argument("--model", default=LOCAL_ALIAS, help="the model name to ask for (with --base-url)")
+    parser.add_argument("--summarise", type=Path, default=None,
+                        help="only summarise a --rows file of an earlier (possibly interrupted) run")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON (else a table)")
     args = parser.parse_args()
     if args.conversations < 2 or args.max_tokens < 1:
         parser.error("--conversations must be >= 2 (an interval needs several) and --max-tokens >= 1")
     load = os.getloadavg()
-    out = run(args)
+    out = summarise(args.summarise, args.max_tokens) if args.summarise else run(args)
     print(f"load average before/after: {load[0]:.2f} / {os.getloadavg()[0]:.2f}", file=sys.stderr)
     if args.json:
         print(json.dumps(out))
