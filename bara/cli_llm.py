@@ -5,6 +5,7 @@ It runs in the foreground until Ctrl-C and prints the two settings that point ba
 
 from __future__ import annotations
 
+import signal
 import time
 
 import typer
@@ -37,6 +38,7 @@ def serve_local(port: int = typer.Option(8080, "--port", min=1, max=65535,
         server = start_local_server(load_settings(), port=port, log=Path(log) if log else None)
     except BaraError as exc:
         fail(exc)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the server too, as Ctrl-C does
     err.print(f"llama.cpp server ready at {server.base_url} (model {LOCAL_ALIAS}); point bara at it with\n"
               f"  export BARA_MODEL=openai:{LOCAL_ALIAS} BARA_LLM_BASE_URL={server.base_url}\n"
               "Ctrl-C stops it.")
@@ -47,9 +49,13 @@ def serve_local(port: int = typer.Option(8080, "--port", min=1, max=65535,
         pass
     finally:
         server.stop()
-    if server.process.returncode not in (0, -15, None):
+    if server.process.returncode not in (0, -2, -15, None):
         err.print(f"the server exited with code {server.process.returncode}")
         raise typer.Exit(1)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _busy(port: int) -> bool:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -196,6 +197,10 @@ def run_modes(settings: Settings, embedder: Any, convs: Sequence[MixedConversati
     return rows
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--conversations", type=int, default=24, help="MTRAG-UN dev tasks sampled (seeded)")
@@ -215,6 +220,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.conversations < 2 or args.max_tokens < 1:
         parser.error("--conversations must be >= 2 (an interval needs several) and --max-tokens >= 1")
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the local server too
     load = os.getloadavg()
     out = summarise(args.summarise, args.max_tokens) if args.summarise else run(args)
     print(f"load average before/after: {load[0]:.2f} / {os.getloadavg()[0]:.2f}", file=sys.stderr)

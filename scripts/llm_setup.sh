@@ -12,7 +12,9 @@ wheel=$(bash "$here/llm_build.sh" "$PY" "$VER" "$CACHE")
 PIP=("$PY" -m pip install -q --disable-pip-version-check)
 "${PIP[@]}" --no-deps -r "$here/../requirements-llm.lock"
 "${PIP[@]}" --no-deps --force-reinstall "$wheel"
-"$PY" -m pip check
+# Only conflicts of what this script installed fail it (the venv has others by design: --no-deps installs).
+conflicts=$("$PY" -m pip check 2>&1 | grep -iE '^(llama[-_]cpp[-_]python|diskcache|jinja2|markupsafe|pydantic[-_]settings|python[-_]dotenv|starlette[-_]context) ' || true)
+if [ -n "$conflicts" ]; then echo "error: dependency conflicts after installing llama-cpp-python:" >&2; echo "$conflicts" >&2; exit 1; fi
 gguf=$("$PY" -c 'from bara.llm.local import local_gguf; from bara.settings import load_settings; print(local_gguf(load_settings()))')
 if [ ! -s "$gguf" ]; then
   mkdir -p "$CACHE/dl" "$(dirname "$gguf")"
