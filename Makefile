@@ -85,6 +85,19 @@ mutate: $(DEV_STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_retrieval.py
 
+# A real model in the loop (issue 35), outside `make test`: llama-cpp-python built from its sdist once per
+# machine and CPU (~10+ min on 2 cores; cached under ~/.cache/bara/llm/wheels), installed with its server
+# extra, and SmolLM2-135M's GGUF; `bara llm serve-local` starts it. `make test-llm` runs the tests against it.
+LLAMA_CPP_VERSION := 0.3.36
+LLM_STAMP := $(VENV)/.bara-llm-installed
+.PHONY: llm test-llm
+llm: $(LLM_STAMP)
+$(LLM_STAMP): $(STAMP) requirements-llm.lock scripts/llm_build.sh scripts/llm_setup.sh
+	bash scripts/llm_setup.sh $(BIN)/python $(LLAMA_CPP_VERSION)
+	touch $(LLM_STAMP)
+test-llm: $(DEV_STAMP) $(LLM_STAMP)
+	$(BIN)/python -m pytest -q -m llm tests/test_llm_server.py tests/test_llm_server_faults.py
+
 include eval/eval.mk
 
 clean:

@@ -251,6 +251,9 @@ register_mcp(app)
 from bara.cli_serve import register as register_serve  # noqa: E402 - serve and keys
 register_serve(app)
 
+from bara.cli_llm import register as register_llm  # noqa: E402 - llm serve-local (issue 35)
+register_llm(app)
+
 
 def main() -> None:
     warnings.showwarning = bara_warnings_as_notices(warnings.showwarning)

@@ -56,7 +56,8 @@ def build_model(settings: Settings, environ: Mapping[str, str] | None = None,
     endpoint = _endpoint(settings, provider, dict(os.environ if environ is None else environ), client)
     if provider == "anthropic":
         return AnthropicModel(name=name, endpoint=endpoint, max_tokens=settings.llm_max_tokens)
-    return OpenAICompatModel(name=name, endpoint=endpoint)
+    return OpenAICompatModel(name=name, endpoint=endpoint,
+                             max_tokens=settings.llm_max_tokens if settings.llm_send_max_tokens else None)
 
 
 def _endpoint(settings: Settings, provider: str, environ: dict[str, str],

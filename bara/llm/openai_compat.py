@@ -7,9 +7,11 @@ Wire shape of a tool round trip, which every compatible server expects:
 * it is followed directly by one ``{"role": "tool", "tool_call_id", "content"}``
   message per call, with nothing in between.
 
-Only ``model``, ``messages`` and ``tools`` are sent: token-limit and
+Only ``model``, ``messages`` and ``tools`` are sent by default: token-limit and
 temperature parameters differ across OpenAI model families and compatible
-servers, and a rejected parameter costs a whole turn.
+servers, and a rejected parameter costs a whole turn. ``max_tokens`` is sent
+when the model is built with one (``llm_send_max_tokens``): a local server
+such as llama.cpp otherwise generates until its context is full.
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ _STOPS = {"stop": STOP_END, "tool_calls": STOP_TOOL_CALLS, "function_call": STOP
           "length": STOP_MAX_TOKENS}
 
 
-def openai_payload(model: str, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> dict[str, Any]:
+def openai_payload(model: str, messages: Sequence[Message], tools: Sequence[ToolSpec] = (),
+                   max_tokens: int | None = None) -> dict[str, Any]:
     """The exact request body for ``POST {base_url}/chat/completions``."""
     check_tool_pairing(messages)
     payload: dict[str, Any] = {"model": model, "messages": [wire_message(m) for m in messages]}
     if tools:
         payload["tools"] = [wire_tool(t) for t in tools]
+    if max_tokens is not None:
+        payload["max_tokens"] = max_tokens
     return payload
 
 
@@ -120,8 +125,10 @@ class OpenAICompatModel:
 
     name: str
     endpoint: Endpoint
+    max_tokens: int | None = None  # sent as max_tokens when set (llm_send_max_tokens)
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = (), *,
                  deadline: float | None = None) -> ModelResponse:
-        reply = post_json(self.endpoint, "chat/completions", openai_payload(self.name, messages, tools), deadline)
+        payload = openai_payload(self.name, messages, tools, self.max_tokens)
+        reply = post_json(self.endpoint, "chat/completions", payload, deadline)
         return replace(parse_openai_response(reply.body), attempts=reply.attempts)

@@ -232,6 +232,18 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     ingest_max_file_bytes: int = Field(default=50_000_000, ge=1024, description="Larger files are skipped as "
                                        "'too large' before they are read: 20 MB of text ingests in 351 MB "
                                        "(docs/benchmarks.md); a PDF's bytes are mostly fonts and images.")
+    # --- a real model in the loop (issue 35; bara/llm/local.py, bench/bench_e2e.py) ---
+    llm_send_max_tokens: bool = Field(default=False, description="Send llm_max_tokens as max_tokens to OpenAI-"
+                                      "compatible servers too: a local server otherwise generates until its "
+                                      "context is full; off by default, as some OpenAI models refuse max_tokens.")
+    llm_local_n_ctx: int = Field(default=8192, ge=512, description="Context of the local llama.cpp server: "
+                                 "SmolLM2's trained window; a 3000-token (estimated) prompt budget plus an answer "
+                                 "fits with room for the estimate's error against the real tokeniser.")
+    llm_local_threads: int = Field(default=2, ge=0, description="Threads of the local server (0 = llama.cpp's "
+                                   "default): the machines bara is tested on have 2 cores.")
+    llm_local_seed: int = Field(default=0, ge=0, description="Sampling seed of the local server, so runs repeat.")
+    llm_local_ready_s: float = Field(default=120.0, gt=0, description="Wait for the local server to load its "
+                                     "model and listen; ~2 s idle, far more on a loaded 2-core machine.")
     # --- hardening: ingest of large files (issue 15, harden-input) ---
     ingest_embed_batch: int = Field(default=256, ge=1, description="Chunks embedded (and cached) per step of one document: "
                                                            "bounds ingest memory, and an interrupted ingest keeps "

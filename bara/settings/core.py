@@ -254,7 +254,7 @@ class CoreSettings(BaseModel):
                                                         "(unless the provider sends Retry-After).")
     llm_backoff_max_s: float = Field(default=8.0, ge=0, description="Cap on one computed retry delay.")
     llm_max_tokens: int = Field(default=1024, ge=1, description="Answer cap Anthropic requires; ~750 words is ample "
-                                                        "for a chat turn. Not sent to OpenAI-compatible servers.")
+                                                        "for a chat turn. Sent to OpenAI-compatible servers only with llm_send_max_tokens.")
     agent_max_iterations: int = Field(default=6, ge=1, le=50, description="Model calls offered tools per agent run; "
                                                                  "bounds search spirals, then one tool-less wrap-up.")
     agent_max_tool_calls: int = Field(default=30, ge=1, le=500, description="Tool calls one agent run executes "
