@@ -7,7 +7,8 @@ import os
 import sqlite3
 from pathlib import Path
 
-from bara.errors import StoreError
+from bara.errors import StoreError, StoreFullError, StoreReadOnlyError, StoreUnavailableError
+from bara.store.sqlite_conns import busy
 
 APPLICATION_ID = 0x62617261  # "bara": marks the file as ours
 DEFAULT_BUSY_TIMEOUT_S = 30.0  # Settings.store_busy_timeout_s
@@ -41,6 +42,13 @@ def connect_file(location: str, mode: str, busy_timeout_s: float = DEFAULT_BUSY_
     return _open(str(path), location, False, busy_timeout_s), False
 
 
+def reader_uri(location: str) -> str | None:
+    """The URI of the store's read connections (``bara.store.sqlite_conns``); None for ``:memory:``."""
+    if location == ":memory:":
+        return None
+    return f"{Path(location).expanduser().resolve().as_uri()}?mode=ro"
+
+
 def _open(target: str, location: str, read_only: bool, busy_timeout_s: float) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=busy_timeout_s,
@@ -71,11 +79,16 @@ def file_problem(exc: sqlite3.DatabaseError, location: str) -> StoreError | None
     """A StoreError for a damaged, read-only or busy file; None for other errors (constraints...)."""
     text = str(exc).lower()
     if "readonly" in text or "read-only" in text:
-        return _read_only(location)
+        return StoreReadOnlyError(str(_read_only(location)))
     if "database is locked" in text or "database is busy" in text:
-        return StoreError(f"{location} is busy: another process (a `bara ingest`, `bara chat` or `bara serve` on "
-                          "the same --db?) held its write lock for longer than store_busy_timeout_s. Retry when "
-                          "it has finished, or stop it.")
+        return busy(location)
+    if "disk is full" in text or "database is full" in text:
+        return StoreFullError(f"{location}: the disk is full ({exc}); nothing of this write was stored. Free "
+                              "space on its file system, then retry.")
+    if "disk i/o error" in text or ("unable to open database file" in text and Path(location).is_file()):
+        return StoreUnavailableError(f"{location} cannot be read or written now ({exc}): an I/O error of its "
+                                     "disk or file system; nothing of this write was stored. Retry, and check "
+                                     "the disk if it persists.")
     if "not a database" in text and not _sqlite_header(location):
         return StoreError(f"{location} is not a SQLite database (another program's file?): bara will neither read "
                           "nor write it. Pass --db with the path of a bara store, or a new path to create one.")
