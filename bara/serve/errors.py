@@ -140,7 +140,10 @@ def store_fault(exc: StoreFaultError) -> ApiError:
 
 def _install_store(app: FastAPI) -> None:
     @app.exception_handler(StoreFaultError)
-    async def _store(_: Request, exc: StoreFaultError) -> JSONResponse:
+    async def _store(request: Request, exc: StoreFaultError) -> JSONResponse:
+        runtime = getattr(request.app.state, "runtime", None)
+        if runtime is not None:
+            runtime.store_fault(exc.code)  # /api/health reports the store down for a while
         err = store_fault(exc)
         return error_json(err.status, err.type, err.message, err.headers)
 

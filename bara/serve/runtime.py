@@ -122,6 +122,7 @@ class Runtime:
         self.conversations = self.bara.conversations  # the turn lock every mode's assistant takes
         self._assistants: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._fault: tuple[str, float] | None = None  # the last store fault: (code, monotonic time)
 
     def assistant(self, mode: str) -> Any:
         with self._lock:
@@ -184,6 +185,26 @@ class Runtime:
             raise ApiError(400, "no_funds_account", f"agent mode answers from a funds account, and this API key's "
                            f"user {user_id!r} has none: use model bara-gated or bara-always (mode gated or "
                            "always), or ask the operator for a key of a user listed by `bara funds users`") from None
+
+    def store_fault(self, code: str) -> None:
+        """Note a store fault a request met (``/api/health`` reports the store down for a while)."""
+        self._fault = (code, time.monotonic())
+
+    def store_health(self) -> str | None:
+        """None when the store works, else the code of its fault: one met in the last
+        ``serve_health_fault_window_s``, or what a one-row read of it raises now."""
+        fault = self._fault
+        if fault is not None and time.monotonic() - fault[1] < self.settings.serve_health_fault_window_s:
+            return fault[0]
+        from bara.errors import StoreFaultError
+
+        try:
+            self.store.query("SELECT 1 FROM serve_keys LIMIT 1")
+        except StoreFaultError as exc:
+            return exc.code
+        except Exception:  # noqa: BLE001 - any failure of the probe means the store does not answer
+            return "store_unavailable"
+        return None
 
     def close(self) -> None:
         self.bara.close()

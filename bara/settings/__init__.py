@@ -94,6 +94,10 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                              "users (a turn's start flushes every user's queued writes; "
                                              "docs/benchmarks.md). One worker only: `bara serve --workers N` "
                                              "(N > 1) turns it off unless it is set.")
+    # faults a server meets (issue 33)
+    serve_health_fault_window_s: float = Field(default=10.0, gt=0, le=3600, description=(
+        "How long /api/health reports the store down after a request met a store fault (a full disk shows "
+        "only on writes, so a read probe alone would say ok)."))
 
     # --- agent router (offline tool selection; bara/domains/funds/router*.py) ----------
     router_scheme_min_score: float = Field(default=85.0, ge=0.0, le=100.0, description="rapidfuzz ratio a message "

@@ -111,6 +111,8 @@ class SQLiteStore:
             except BaseException:
                 self._depth -= 1
                 self._matrices.rolled_back(mark)
+                if outer and not self._conn.in_transaction:  # SQLite rolled back already (a full disk, I/O)
+                    raise
                 self._conn.execute("ROLLBACK" if outer else f"ROLLBACK TO sp{self._depth}")
                 if not outer:
                     self._conn.execute(f"RELEASE sp{self._depth}")
@@ -120,6 +122,8 @@ class SQLiteStore:
                 self._conn.execute("COMMIT" if outer else f"RELEASE sp{self._depth}")
             except BaseException:
                 self._matrices.rolled_back(mark)
+                if outer and self._conn.in_transaction:  # a COMMIT that failed (disk full) leaves it open:
+                    self._conn.execute("ROLLBACK")  # roll back, so the next transaction can begin
                 raise
             if outer:
                 self._scopes.committed(runner(self._conn), self._matrices.committed())
