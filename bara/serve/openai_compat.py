@@ -161,6 +161,7 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
                            "characters: omit it or send an id")
         cid, create, prior = x_bara_conversation, True, []
     else:
+        check_history(settings, body.messages[:-1])  # all of it before any of it is imported
         prior = dialogue(body.messages[:-1])
         cid, create = _continue(request, user, prior), False
     out = run_turn(request, user, message, cid, mode, background, create=create)
@@ -179,6 +180,23 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
                              choices=[ChatChoice(index=0, message={"role": "assistant", "content": answer},
                                                  finish_reason=finish)], usage=_usage(out.trace, answer))
     return JSONResponse(payload.model_dump(), headers=headers)
+
+
+def check_history(settings: Any, earlier: list[ChatMessage]) -> None:
+    """Every earlier message within ``serve_max_history_message_chars``, and all of them together within
+    ``serve_max_history_chars``; else a 413 naming the first message over (nothing is imported)."""
+    total = 0
+    for i, m in enumerate(earlier):
+        n = len(text_of(m))
+        total += n
+        if n > settings.serve_max_history_message_chars:
+            raise ApiError(413, "message_too_long", f"messages[{i}] has {n} characters; an earlier message may have "
+                           f"at most {settings.serve_max_history_message_chars}: shorten it, or send only the new "
+                           "message with X-Bara-Conversation", param=f"messages.{i}.content")
+        if total > settings.serve_max_history_chars:
+            raise ApiError(413, "history_too_long", f"the earlier messages reach {total} characters at messages[{i}]; "
+                           f"the limit is {settings.serve_max_history_chars}: send a shorter history, or only the "
+                           "new message with X-Bara-Conversation", param=f"messages.{i}.content")
 
 
 def _usage(trace: dict[str, Any], answer: str) -> dict[str, int]:
