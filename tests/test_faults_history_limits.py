@@ -55,3 +55,27 @@ def test_a_long_history_of_short_messages_is_refused_where_it_passes_the_limit(a
     ok = _chat(c, headers, history[:2])  # within both limits: imported and answered
     assert ok.status_code == 200, ok.text
     assert _stored(runtime)[1] == before[1] + 4
+
+
+@pytest.mark.parametrize("sent", ["no", "false", 0, 1, [], {"x": 1}])
+def test_include_usage_must_be_a_json_boolean(api, sent):
+    """D7 (issue 33): "no" was taken as true (any truthy value); now a 400 invalid_type, nothing stored."""
+    c, headers, runtime = api
+    before = _stored(runtime)
+    r = c.post("/v1/chat/completions", headers=headers, json={
+        "model": "bara-gated", "stream": True, "stream_options": {"include_usage": sent},
+        "messages": [{"role": "user", "content": "What does MUST mean?"}]})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == "invalid_type" and err["param"] == "stream_options.include_usage", err
+    assert _stored(runtime) == before
+
+
+@pytest.mark.parametrize("sent", [True, False, None])
+def test_include_usage_as_a_boolean_is_honoured(api, sent):
+    c, headers, _ = api
+    r = c.post("/v1/chat/completions", headers=headers, json={
+        "model": "bara-gated", "stream": True, "stream_options": {"include_usage": sent},
+        "messages": [{"role": "user", "content": "What does MUST mean?"}]})
+    assert r.status_code == 200, r.text
+    assert ('"usage"' in r.text) is bool(sent)

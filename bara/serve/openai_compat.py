@@ -144,7 +144,7 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
                        f"{', '.join(MODELS)} (GET /v1/models)")
     refuse_unsupported(body.model_extra or {})
     form = output_params({"stream": body.stream, "stop": body.stop, "max_tokens": body.max_tokens,
-                          "max_completion_tokens": body.max_completion_tokens})
+                          "max_completion_tokens": body.max_completion_tokens, "stream_options": body.stream_options})
     settings = request.app.state.runtime.settings
     if len(body.messages) > settings.serve_max_messages:
         raise ApiError(413, "too_many_messages", f"{len(body.messages)} messages; the limit is "
@@ -173,8 +173,8 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
     extra = {"conversation_id": out.conversation_id, "trace": out.trace}
     cmpl_id, created = f"chatcmpl-{out.trace['trace_id']}", int(time.time())
     if form.stream:
-        usage = bool((body.stream_options or {}).get("include_usage"))
-        return StreamingResponse(_chunks(cmpl_id, created, body.model, (answer, finish), extra, out.trace, usage),
+        return StreamingResponse(_chunks(cmpl_id, created, body.model, (answer, finish), extra, out.trace,
+                                         form.include_usage),
                                  media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
     payload = ChatCompletion(id=cmpl_id, created=created, model=body.model, bara=BaraExtra(**extra),
                              choices=[ChatChoice(index=0, message={"role": "assistant", "content": answer},
