@@ -153,11 +153,16 @@ def factory() -> FastAPI:
 
 
 def mount_mcp_server(app: FastAPI, path: str = "/mcp") -> Any:
-    """Mount the MCP server at ``path``; its user is the owner of each request's live API key."""
+    """Mount the MCP server at ``path``; its user is the owner of each request's live API key, and each request
+    holds one of that key's concurrency slots, the same ones /v1 and /api take (``Slots``)."""
     from bara.mcp.mount import mount_mcp
 
     def resolve_user(key: str) -> str | None:
         found = user_for_key(app, key)
         return found.user_id if found else None
 
-    return mount_mcp(app, extend=extend, resolve_user=resolve_user, path=path)
+    def admit(key: str) -> Any:
+        found = user_for_key(app, key)
+        return app.state.slots.admit(found.key_id if found else key)
+
+    return mount_mcp(app, extend=extend, resolve_user=resolve_user, path=path, admit=admit)
