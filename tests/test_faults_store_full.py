@@ -134,3 +134,22 @@ def test_cli_on_a_full_disk_exits_3_with_one_error_line(small_disk, rfc_kb, data
         assert conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 0
     ok = _cli(["chat", "--script", str(script), "--user", "u", "--db", str(db)], cache)
     assert ok.returncode == 0, ok.stderr[-2000:]
+
+
+def test_a_store_on_a_read_only_file_system_opens_read_only_for_reads(small_disk, rfc_kb, tmp_path):
+    """D6 (issue 33): read commands said "is not a bara database (corrupt or not SQLite: unable to open
+    database file)" (a reader could not create the WAL's -shm); now they read it, and writers say read-only."""
+    db = small_disk / "kb.db"
+    shutil.copy(rfc_kb("read_only_fs"), db)
+    remounted = subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], capture_output=True, text=True)
+    if remounted.returncode != 0:
+        pytest.skip(f"cannot remount the tmpfs read-only here: {remounted.stderr.strip()}")
+    cache = tmp_path / "cache"
+    found = _cli(["search", "What does MUST mean?", "--db", str(db)], cache)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert "rfc2119" in found.stdout and "corrupt" not in found.stderr
+    users = _cli(["memory", "inspect", "--user", "nobody", "--db", str(db)], cache)
+    assert users.returncode == 0 and "corrupt" not in users.stderr, users.stderr[-2000:]
+    refused = _cli(["ingest", str(ROOT / "README.md"), "--db", str(db)], cache)
+    assert refused.returncode == 2 and "read-only" in refused.stderr and "corrupt" not in refused.stderr, refused.stderr
+    assert "mounted read-only" in refused.stderr

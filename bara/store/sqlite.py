@@ -57,7 +57,7 @@ class SQLiteStore:
             raise MissingStoreError(self.location)
         self._conn, self.read_only = connect_file(self.location, mode, busy_timeout_s)
         self._readers = Readers(reader_uri(self.location), busy_timeout_s)  # a read connection per thread
-        self._worker = LexicalWorker(self.location) if self.location != ":memory:" else None
+        self._worker = LexicalWorker(self.location, reader_uri(self.location)) if self.location != ":memory:" else None
         # the shared scopes' full-text rows, scored in memory (built on their own read-only connection)
         self._lexicons = Lexicons(SHARED, self._worker.uri if self._worker is not None else None)
         # users' memory scopes' full-text rows, scored over each searched scope's own statistics

@@ -38,15 +38,27 @@ def connect_file(location: str, mode: str, busy_timeout_s: float = DEFAULT_BUSY_
     elif not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
         if mode != "read":
             raise _read_only(location)
-        return _open(f"{path.resolve().as_uri()}?mode=ro", location, True, busy_timeout_s), True
+        return _open(reader_uri(location) or location, location, True, busy_timeout_s), True
     return _open(str(path), location, False, busy_timeout_s), False
 
 
 def reader_uri(location: str) -> str | None:
-    """The URI of the store's read connections (``bara.store.sqlite_conns``); None for ``:memory:``."""
+    """The URI of the store's read connections (``bara.store.sqlite_conns``, the full-text worker's); None for
+    ``:memory:``. On a read-only file system SQLite cannot create the WAL's ``-shm`` file a ``mode=ro`` reader
+    needs (it failed as "unable to open database file", read as corrupt: issue 33, D6); nothing can change
+    the file there, so it is opened ``immutable=1`` (no locks, no shared memory)."""
     if location == ":memory:":
         return None
-    return f"{Path(location).expanduser().resolve().as_uri()}?mode=ro"
+    path = Path(location).expanduser().resolve()
+    return f"{path.as_uri()}?mode=ro" + ("&immutable=1" if read_only_file_system(path) else "")
+
+
+def read_only_file_system(path: Path) -> bool:
+    """Whether ``path``'s file system is mounted read-only."""
+    try:
+        return bool(os.statvfs(path if path.exists() else path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _open(target: str, location: str, read_only: bool, busy_timeout_s: float) -> sqlite3.Connection:
@@ -65,7 +77,8 @@ def _open(target: str, location: str, read_only: bool, busy_timeout_s: float) ->
 
 
 def _read_only(location: str) -> StoreError:
-    return StoreError(f"{location} is read-only: read commands (search, memory inspect, funds users) work on it, "
+    where = " (its file system is mounted read-only)" if read_only_file_system(Path(location).expanduser()) else ""
+    return StoreError(f"{location} is read-only{where}: read commands (search, memory inspect, funds users) work on it, "
                       "but bara cannot write into it. Make the file and its folder writable (chmod u+w) "
                       "or pass --db with another path.")
 
