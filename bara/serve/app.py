@@ -130,6 +130,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         for method, op in ops.items():
             responses = op.setdefault("responses", {})
             codes = ["400", "413", "422", "429", "500"] if method in ("post", "put") else ["422", "500"]
+            codes += ["503"]  # a store fault (store_busy, store_full, store_read_only, store_unavailable)
             if path != "/api/health":
                 codes += ["401", "404"]
             if path.startswith("/v1/chat") or path == "/api/turns":

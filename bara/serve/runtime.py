@@ -19,6 +19,7 @@ from typing import Any
 from bara.app import Bara
 from bara.llm.build import build_model
 from bara.pipeline import Assistant, pipeline_mode
+from bara.pipeline_persist import TURN_STORED
 from bara.serve.keys import KeyStore
 from bara.settings import Settings
 from bara.trace import TurnTrace
@@ -67,6 +68,12 @@ class TraceStore:
                                " created_at, trace) VALUES (?,?,?,?,?,?,?)",
                                (user_id, trace["trace_id"], trace["conversation_id"], int(trace["turn"]),
                                 trace["mode"], time.time(), json.dumps(trace, sort_keys=True)))
+
+    def update(self, user_id: str, trace: dict[str, Any]) -> None:
+        """The final form of a trace saved in its turn's transaction (same id, same turn)."""
+        with self.store.transaction():
+            self.store.execute("UPDATE serve_traces SET trace=? WHERE user_id=? AND trace_id=?",
+                               (json.dumps(trace, sort_keys=True), user_id, trace["trace_id"]))
 
     def for_conversation(self, user_id: str, conversation_id: str) -> dict[int, dict[str, Any]]:
         rows = self.store.query("SELECT turn, trace FROM serve_traces WHERE user_id=? AND conversation_id=?"
@@ -157,13 +164,27 @@ class Runtime:
             self._check_agent_user(user_id)
         if conversation_id is not None and create:
             self.conversations.open(user_id, conversation_id, create=True)
-        result = self.assistant(mode or self.mode).turn(user_id, message, conversation_id)
+        saved: dict[str, Any] = {}
+
+        def journal(trace: TurnTrace) -> None:  # inside the transaction that stores the turn (issue 33, D5)
+            saved.update(trace_json(trace, message))
+            self.traces.save(user_id, saved)
+
+        # learning after the response keeps the write-behind, so it cannot be in the turn's transaction
+        token = TURN_STORED.set(None if self.settings.serve_learn_after_response else journal)
+        try:
+            result = self.assistant(mode or self.mode).turn(user_id, message, conversation_id)
+        finally:
+            TURN_STORED.reset(token)
         if not self.settings.serve_learn_after_response:
             # Stored before the response: with several workers the next turn may reach another process,
             # whose own flush cannot see this one's queue (bara.memory.writebehind).
             self.bara.flush()
         trace = trace_json(result.trace, message)
-        if trace.get("stored", {}).get("turn"):
+        if saved:  # the turn's trace is stored already: now its final form (the persist stage's time...)
+            trace["trace_id"] = saved["trace_id"]
+            self.traces.update(user_id, trace)
+        elif trace.get("stored", {}).get("turn"):  # an assistant without the journal (agent mode)
             self.traces.save(user_id, trace)
         return TurnOutcome(result.answer, result.conversation_id, trace)
 
