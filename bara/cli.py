@@ -14,9 +14,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from bara.app import Bara
-from bara.cli_common import (bara_warnings_as_notices, fail, floor_option, free_text, k_option, open_bara, open_writer,
-                             printable, say, shown)
-from bara.errors import BaraError
+from bara.cli_common import (STORE_FAULT, bara_warnings_as_notices, fail, floor_option, free_text, k_option, open_bara,
+                             open_writer, printable, say, shown)
+from bara.errors import BaraError, StoreFaultError
 from bara.memory.knowledge import FileOutcome, IngestReport, Selection, discover, nothing_readable
 from bara.settings import load_settings
 from bara.text.locator import locator
@@ -262,6 +262,9 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except StoreFaultError as exc:  # a store fault no command caught: one line, not a traceback
+        err.print("error: " + printable(str(exc)), markup=False, highlight=False)
+        sys.exit(STORE_FAULT)
 
 
 if __name__ == "__main__":

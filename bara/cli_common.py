@@ -3,7 +3,9 @@ mode, and validating numbers and text that came from the command line.
 
 Exit codes: 2 (:func:`fail`) when the user must change something (an argument, an option, a file, a
 setting, the --db path); 1 (:data:`FAULT`) only for a runtime fault that is not the user's input (a tool
-that crashed or timed out): the same command may work when run again.
+that crashed or timed out): the same command may work when run again; 3 (:data:`STORE_FAULT`) when the
+store failed in use (disk full, I/O error, busy past store_busy_timeout_s, read-only file system, database
+server unreachable): nothing of the failed step was stored, and the same command works once it clears.
 
 Arguments arrive as ``str`` decoded from the OS with ``surrogateescape``: bytes that are not UTF-8
 show up as lone surrogates, which cannot be stored, printed or sent anywhere. Ids (users,
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Any, Callable, NoReturn, Optional
 
 import typer
@@ -22,7 +25,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from bara.app import Bara
-from bara.errors import BaraError, EmbedderError, MissingStoreError
+from bara.errors import BaraError, EmbedderError, MissingStoreError, StoreFaultError
 from bara.settings import Settings, load_settings
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -40,6 +43,7 @@ K_MIN, K_MAX = _bound("k", "ge"), _bound("k", "le")  # the same cap BARA_K enfor
 
 
 BAD_INPUT, FAULT = 2, 1  # exit codes: the user must change something / a runtime fault, not the input
+STORE_FAULT = 3  # exit code: the store failed in use (disk full, I/O error, busy, read-only, unreachable)
 
 
 def fail(message: str | BaraError) -> NoReturn:
@@ -47,7 +51,14 @@ def fail(message: str | BaraError) -> NoReturn:
     says what. The one failure exit of every `bara` command (a caught :class:`BaraError` may be passed
     as is); there is no code argument, so a refused input can never leave with another code."""
     err.print(Text("error: ", style="red") + Text(printable(str(message))))
-    raise typer.Exit(BAD_INPUT)
+    raise typer.Exit(exit_code(message))
+
+
+def exit_code(message: str | BaseException) -> int:
+    """2, unless the failure is a store fault (the one passed, or the one being handled): then 3, since
+    the input was fine and the same command works once the store does (issue 33)."""
+    handled = sys.exc_info()[1]
+    return STORE_FAULT if isinstance(message, StoreFaultError) or isinstance(handled, StoreFaultError) else BAD_INPUT
 
 
 def printable(text: str) -> str:

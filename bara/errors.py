@@ -24,6 +24,32 @@ class MissingStoreError(StoreError):
         self.location = location
 
 
+class StoreFaultError(StoreError):
+    """The store failed while in use, through nothing the caller sent: the command or request was refused
+    whole (nothing of it stored) and may be retried once the fault clears. ``code`` names the cause:
+    ``store_busy`` (another writer held the lock past ``store_busy_timeout_s``, or every pooled connection
+    was in use), ``store_full`` (the disk is full), ``store_read_only`` (the file system or file became
+    read-only), ``store_unavailable`` (an I/O error, or the database server cannot be reached)."""
+
+    code = "store_unavailable"
+
+
+class StoreBusyError(StoreFaultError):
+    code = "store_busy"
+
+
+class StoreFullError(StoreFaultError):
+    code = "store_full"
+
+
+class StoreReadOnlyError(StoreFaultError):
+    code = "store_read_only"
+
+
+class StoreUnavailableError(StoreFaultError):
+    code = "store_unavailable"
+
+
 class EmbedderError(BaraError):
     """The embedding model cannot be loaded or run."""
 

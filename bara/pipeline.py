@@ -29,7 +29,7 @@ from bara.llm.offline import FALLBACK_REASON, Generator, ModelGenerator, Offline
 from bara.decide.policy import apply_episodic, capitalised_words
 from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
-from bara.pipeline_persist import learn_profile, learning_writes, next_turn_preparation, user_meta
+from bara.pipeline_persist import TURN_STORED, learn_profile, learning_writes, next_turn_preparation, user_meta
 from bara.pipeline_records import Retrieved, Seen, TurnInput, TurnResult
 from bara.pipeline_steps import (SEARCHING_INTENTS, LexicalGuess, learns_qa, lexical_guess, mark_rerank, per_message,
                                  rewrite_for, within_gap)
@@ -120,7 +120,8 @@ class Assistant:
         rec.reason("" if asked or retrieved.kb is None else "persist:qa_not_a_question")
         plan = PersistPlan(t.clean.text, answer, learn_profile=learn, extract_notes=learn,
                            add_qa=learn and asked and retrieved.kb is not None and bool(retrieved.kb.hits))
-        stored = self._persist(t, gate.new_state, plan, retrieved, ctx, rec)
+        stored = self._persist(t, gate.new_state, plan, retrieved, ctx, rec,
+                               lambda s: self._trace(t, gate, policy, retrieved, prompt, answer, s, rec))
         trace = self._trace(t, gate, policy, retrieved, prompt, answer, stored, rec)
         return TurnResult(answer, trace, t.conversation_id)
 
@@ -345,15 +346,20 @@ class Assistant:
 
     # ------------------------------------------------------------------------ persist
     def _persist(self, t: TurnInput, state: ConversationState | None, plan: PersistPlan, r: Retrieved,
-                 ctx: HookContext, rec: TurnRecorder) -> StoredRecord:
+                 ctx: HookContext, rec: TurnRecorder,
+                 trace_of: Callable[[StoredRecord], TurnTrace] | None = None) -> StoredRecord:
         """Store the turn and its profile facts (from the user's text only) in one transaction; queue its
-        notes, episodic record and Q&A pair for the write-behind (or store them too, when it is off)."""
+        notes, episodic record and Q&A pair for the write-behind (or store them too, when it is off, or when
+        a surface asks for the turn atomic with its learning and trace: ``TURN_STORED``, given
+        ``trace_of(stored)`` inside the same transaction)."""
         plan = self._hook("before_persist", plan, ctx, rec)
         if plan.vetoed:
             rec.reason("persist:vetoed")
             return StoredRecord(turn=False, veto_reason=plan.veto_reason)
         # Offline answers quote documents; only a model's own words may yield notes.
         reply = plan.assistant_text if self.generator is not self.offline else ""
+        journal = TURN_STORED.get()
+        behind = self.settings.memory_write_behind and journal is None
         with rec.stage("persist"), self.bara.store.transaction():
             meta = user_meta(self.settings, self._embedder_id, r)
             self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
@@ -361,19 +367,21 @@ class Assistant:
             facts = learn_profile(self.profile, t, plan) if plan.learn_profile else []
             notes = t.facts.notes_of(plan.user_text, reply) if plan.extract_notes else []
             writes = learning_writes(self.bara, t, plan, r, notes)
-            if not self.settings.memory_write_behind:
+            if not behind:
                 for write in writes:
                     write()
-        if self.settings.memory_write_behind:
+            stored = StoredRecord(turn=True, profile_facts={f.key: f.value for f in facts},
+                                  notes=tuple(n.text for n in notes), qa=bool(plan.add_qa))
+            if journal is not None and trace_of is not None:
+                journal(trace_of(stored))  # the surface stores the trace in this transaction
+        if behind:
             self.bara.learning.defer(t.user_id, *writes)  # stored after the answer (bara.memory.writebehind)
             if self.mode == "gated":  # the next turn's history, analysed after the answer too
                 self.bara.learning.prepare(next_turn_preparation(self.settings, t, plan, meta, self._rewrite_rules(),
                                                                  self._embedder_id))
-        qa = plan.add_qa
         rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
-                   "persist:qa_added" if qa else "")
-        return StoredRecord(turn=True, profile_facts={f.key: f.value for f in facts},
-                            notes=tuple(n.text for n in notes), qa=bool(qa))
+                   "persist:qa_added" if plan.add_qa else "")
+        return stored
 
     # ------------------------------------------------------------------ always (baseline)
     def _always(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
@@ -393,7 +401,8 @@ class Assistant:
         answer, prompt = self._generate(inputs, ctx, rec)
         plan = PersistPlan(t.clean.text, answer, learn_profile=False, extract_notes=False, add_qa=False)
         state = note_ungated_turn(t.state, normalize(t.clean.query), self.settings)  # a later gated turn reads it
-        stored = self._persist(t, state, plan, retrieved, ctx, rec)
+        stored = self._persist(t, state, plan, retrieved, ctx, rec,
+                               lambda s: self._trace(t, None, None, retrieved, prompt, answer, s, rec))
         trace = self._trace(t, None, None, retrieved, prompt, answer, stored, rec)
         return TurnResult(answer, trace, t.conversation_id)
 

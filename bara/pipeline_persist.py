@@ -5,6 +5,7 @@ per-message metadata that spares later turns re-encoding."""
 from __future__ import annotations
 
 import time
+from contextvars import ContextVar
 from typing import Any, Callable
 
 from bara.app import Bara
@@ -16,8 +17,16 @@ from bara.memory.vectors import TOPIC, decode_vector, message_meta
 from bara.pipeline_records import Retrieved, TurnInput
 from bara.pipeline_steps import topical_history
 from bara.settings import Settings
+from bara.trace import TurnTrace
 from bara.understand.names import has_content
 from bara.understand.rewrite import RewriteRules, prepare_history
+
+
+#: Set by a surface around one turn (``bara serve``: ``Runtime.run_turn``) to make the turn atomic with what
+#: it learned and its trace (issue 33, D5): the persist transaction then runs the turn's learning writes
+#: itself (no write-behind) and calls this with the turn's trace before it commits, so the surface stores
+#: the trace in the same transaction. A crash leaves the turn, its learning and its trace all, or none.
+TURN_STORED: ContextVar[Callable[[TurnTrace], None] | None] = ContextVar("bara_turn_stored", default=None)
 
 
 def learn_profile(profile: ProfileMemory, t: TurnInput, plan: PersistPlan) -> list[ProfileFact]:

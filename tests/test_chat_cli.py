@@ -216,6 +216,6 @@ def test_chat_loads_the_model_and_search_caches_while_the_first_message_is_typed
         _warm_while_typing(bara).join()
         assert inner._session is not None  # loaded, though a cache hit never needs the model
         seen: list[str] = []
-        bara.store._conn.set_trace_callback(seen.append)
+        bara.store.trace(seen.append)
         assert bara.retriever.search("What does the includeSubDomains directive do?").hits
         assert seen and not any("embedding FROM chunks" in s for s in seen)  # the vectors were read already

@@ -164,7 +164,7 @@ def test_a_store_locked_by_another_process_is_a_busy_error_not_a_traceback(tmp_p
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert_clean_exit(result, 2)
+    assert_clean_exit(result, 3)  # a store fault, not bad input (issue 33: the README's exit codes)
     assert f"{db} is busy" in result.output and "Retry" in result.output
 
 

@@ -80,7 +80,7 @@ def test_users_memory_leaves_the_knowledge_bases_statistics_alone(store):
     for user in ("bob", "carol"):
         store.write_document(doc("more", ["retransmission " * 40] * 6, owner=user, collection="notes"), vecs(6))
     seen: list[str] = []
-    store._conn.set_trace_callback(seen.append)
+    store.trace(seen.append)
     assert lexicon.rows(store.query, terms, 2.0, 10) == before == _fts5(store, terms, 2.0, 10)
     assert lexicon.hint.whole and not any("bara_fts_rows" in q for q in seen[:-1])
 
@@ -90,7 +90,7 @@ def test_a_whole_table_scope_counts_its_own_rows(tmp_path):
     try:
         s.write_document(doc("kb.txt", _texts(random.Random(3), 20)), vecs(20))
         lexicon, seen = _lexicon(s), []
-        s._conn.set_trace_callback(seen.append)
+        s.trace(seen.append)
         terms = tuple(analyze("cipher suite handshake alert"))
         assert lexicon.rows(s.query, terms, 2.0, 5) == _fts5(s, terms, 2.0, 5)
         assert not any("bara_fts_rows" in q for q in seen[:-1])  # no row counts read: the postings are them
@@ -105,7 +105,7 @@ def test_a_query_reads_the_table_wide_statistics_in_one_statement(store):
     lexicon, seen = _lexicon(store), []
     terms = tuple(analyze("cipher suite handshake"))
     lexicon.rows(store.query, terms, 2.0, 5)  # the connection's first ask creates the fts5vocab table
-    store._conn.set_trace_callback(seen.append)
+    store.trace(seen.append)
     assert lexicon.rows(store.query, terms, 2.0, 5) == _fts5(store, terms, 2.0, 5)
     reads = [q for q in seen[:-1] if "chunks_fts_data" in q or "bara_fts_rows" in q]
     assert len(reads) == 1 and "chunks_fts_data" in reads[0] and "bara_fts_rows" in reads[0]
@@ -117,7 +117,7 @@ def test_a_query_the_scope_cannot_match_reads_no_statistics(store):
     store.write_document(doc("zoo", ["zebra zebra okapi"], collection="faq"), vecs(1))
     lexicon, seen = _lexicon(store), []
     lexicon.rows(store.query, ("cipher",), 2.0, 5)  # the connection's first ask creates the fts5vocab table
-    store._conn.set_trace_callback(seen.append)
+    store.trace(seen.append)
     assert lexicon.rows(store.query, ("zebra", "okapi"), 2.0, 5) == [] == _fts5(store, ("zebra", "okapi"), 2.0, 5)
     assert not any("chunks_fts_data" in q for q in seen[:-1])
     expected, seen[:] = _fts5(store, ("zebra", "cipher"), 2.0, 5), []
@@ -155,7 +155,7 @@ def test_a_query_term_fts5_would_tokenise_is_left_to_fts5(store):
 def test_a_row_whose_tokens_do_not_add_up_gives_no_lexicon(store):
     """The check that guards exactness: FTS5's docsize against the tokens read back."""
     any_id = int(store.query("SELECT id FROM chunks WHERE owner='' LIMIT 1")[0][0])
-    store.query("UPDATE chunks_fts_docsize SET sz = ? WHERE id = ?", (bytes([99, 0, 1]), any_id))
+    store.execute("UPDATE chunks_fts_docsize SET sz = ? WHERE id = ?", (bytes([99, 0, 1]), any_id))
     assert build_lexicon(store.query, ("",), ("kb",), (1,)) is None
     assert varints(bytes([0x81, 0x00, 0x05])) == [128, 5]
 
@@ -165,7 +165,7 @@ def test_the_store_searches_with_it_once_built_in_the_background_and_after_write
                   in_memory_after=2)
     expected = store.search(replace(req, in_memory_lexical=False)).candidates
     seen: list[str] = []
-    store._conn.set_trace_callback(seen.append)
+    store.trace(seen.append)
     for _ in range(2):  # FTS5 answers the first two; the second starts the build on its own thread
         seen.clear()
         assert store.search(req).candidates == expected
@@ -230,7 +230,7 @@ def test_a_knowledge_base_below_the_size_threshold_stays_with_fts5(store):
     req = request("retransmission timer backoff congestion", None, limit=6, in_memory_after=1)  # default size
     assert len(store._matrix(("",), ("kb",)).ids) < req.in_memory_min_chunks
     seen: list[str] = []
-    store._conn.set_trace_callback(seen.append)
+    store.trace(seen.append)
     for _ in range(3):
         seen.clear()
         store.search(req)

@@ -40,7 +40,7 @@ def store(tmp_path):
 
 def _ran(store: SQLiteStore) -> list[str]:
     seen: list[str] = []
-    store._conn.set_trace_callback(seen.append)  # the statements SQLite runs on the store's connection
+    store.trace(seen.append)  # the statements SQLite runs on the store's connection
     return seen
 
 
@@ -90,7 +90,7 @@ def test_a_scope_that_is_not_its_whole_table_keeps_the_scope_test(store):
             prefetched = store.prefetch_lexical(req)
             assert prefetched is not None
             assert store.search_prefetched(req, prefetched).candidates == expected
-            store._conn.set_trace_callback(None)
+            store.trace(None)
 
 
 def test_a_knowledge_base_alone_is_ranked_without_the_scope_test(tmp_path):
@@ -106,14 +106,14 @@ def test_a_knowledge_base_alone_is_ranked_without_the_scope_test(tmp_path):
                 seen = _ran(store)
                 assert store.search(req).candidates == expected
                 assert [("scope" in arm) for arm in _arms(seen)] == [False]  # one query, no scope test
-                store._conn.set_trace_callback(None)
+                store.trace(None)
                 prefetched = store.prefetch_lexical(req)
                 assert prefetched is not None and store.search_prefetched(req, prefetched).candidates == expected
         store.write_document(doc("notes", MEMORY, owner="alice", collection="notes"), vecs(len(MEMORY)))
         seen = _ran(store)  # a user's memory is in its own table: the knowledge base is still its table
         store.search(request("retransmission", None, limit=2))
         assert [("scope" in arm) for arm in _arms(seen)] == [False]
-        store._conn.set_trace_callback(None)
+        store.trace(None)
         store.write_document(doc("faq", MEMORY, collection="faq"), vecs(len(MEMORY)))
         seen = _ran(store)  # another shared collection now sits beside it: the scope test is back
         store.search(request("retransmission", None, limit=2))

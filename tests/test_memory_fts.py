@@ -79,7 +79,7 @@ def test_the_in_memory_arm_does_not_move_either_and_reads_no_row_counts(store):
     before = [_lexical(store, r) for r in reqs]
     _memory(store)
     seen: list[str] = []
-    store._conn.set_trace_callback(seen.append)
+    store.trace(seen.append)
     assert [_lexical(store, r) for r in reqs] == before
     assert seen and not any("bm25(" in q for q in seen)  # scored in memory
     assert not any("bara_fts_rows" in q for q in seen)  # the knowledge base is its table: no row counts

@@ -117,7 +117,7 @@ def test_appends_extend_the_cached_lexicon_as_a_fresh_read_builds_it(sqlite_stor
         s.search(r)
     key = (("alice",), ("notes",))
     seen: list[str] = []
-    s._conn.set_trace_callback(seen.append)
+    s.trace(seen.append)
     rng = random.Random(4)
     late = [["retransmission timer timer", "cipher alert"], ["brand new words here"], *(_texts(rng, 2) for _ in range(4))]
     for n, texts in enumerate(late):

@@ -330,7 +330,7 @@ def test_startup_fills_the_knowledge_bases_search_caches(rfc_kb, embedder):
         runtime.warm()
         assert workers() == before + 1  # this store's full-text worker, started
         seen: list[str] = []
-        runtime.store._conn.set_trace_callback(seen.append)  # what SQLite runs on the store's connection
+        runtime.store.trace(seen.append)  # what SQLite runs on the store's connection
         assert runtime.bara.retriever.search("What does the includeSubDomains directive do?").hits
         assert seen and not any("embedding FROM chunks" in s for s in seen)  # no vectors read again
     finally:

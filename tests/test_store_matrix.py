@@ -27,7 +27,7 @@ def store(tmp_path):
 
 def _reads(store: SQLiteStore) -> list[str]:
     seen: list[str] = []
-    store._conn.set_trace_callback(seen.append)
+    store.trace(seen.append)
     return seen
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
-from bara.mcp.server import mcp_http_app, mcp_lifespan, refusal_body
+from bara.mcp.server import Admission, mcp_http_app, mcp_lifespan, refusal_body
 from bara.prompts.mcp import NOT_READY
 
 
@@ -55,9 +55,10 @@ class ExactPath:
 
 
 def mount_mcp(app: Any, *, extend: Callable[..., None], resolve_user: Callable[[str], str | None],
-              path: str = "/mcp") -> McpMount:
+              path: str = "/mcp", admit: Admission | None = None) -> McpMount:
     """Mount the MCP server at ``path`` (and ``path/``) on a host app with the host's ``extend(app, path,
-    asgi_app, name=...)``; ``resolve_user(key)`` is the user of a request's API key (None: refused)."""
+    asgi_app, name=...)``; ``resolve_user(key)`` is the user of a request's API key (None: refused); ``admit``
+    the host's per-key concurrency limit (``bara.mcp.server.Admission``)."""
     from starlette.routing import Route
 
     mount = McpMount()
@@ -69,7 +70,7 @@ def mount_mcp(app: Any, *, extend: Callable[..., None], resolve_user: Callable[[
     @asynccontextmanager
     async def lifespan(host: Any) -> AsyncIterator[Any]:
         async with host_lifespan(host) as state:
-            mount.app = mcp_http_app(host.state.runtime.bara, resolve_user)
+            mount.app = mcp_http_app(host.state.runtime.bara, resolve_user, admit=admit)
             try:
                 async with mcp_lifespan(mount.app):
                     yield state

@@ -20,6 +20,7 @@ MCP specification asks.
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager
 from typing import Any, Callable, Mapping
 
 import anyio
@@ -37,6 +38,9 @@ from bara.types import SHARED
 Identity = Callable[[ServerRequestContext[Any, Any]], "str | None"]
 #: ``resolve_user(api_key)`` -> user id, or None for an unknown key.
 UserResolver = Callable[[str], "str | None"]
+#: ``admit(api_key)`` -> a context manager held for the whole request: it yields None when the key may
+#: send one more request now, else the refusal's message (a 429: the host's per-key concurrency limit).
+Admission = Callable[[str], "AbstractContextManager[str | None]"]
 
 
 def fixed_identity(user: str) -> Identity:
@@ -142,7 +146,8 @@ def _version() -> str:
 
 
 # ------------------------------------------------------------------- transports
-def mcp_http_app(bara: Bara, resolve_user: UserResolver, path: str = "/", allowed_hosts: list[str] | None = None):
+def mcp_http_app(bara: Bara, resolve_user: UserResolver, path: str = "/", allowed_hosts: list[str] | None = None,
+                 admit: Admission | None = None):
     """The MCP server as an ASGI app (streamable HTTP, stateless, JSON responses) for mounting.
 
     Requests without a known Bearer key get 401 before reaching MCP. The returned
@@ -158,7 +163,7 @@ def mcp_http_app(bara: Bara, resolve_user: UserResolver, path: str = "/", allowe
                                          allowed_hosts=allowed_hosts or [], allowed_origins=[])
     inner = server.streamable_http_app(streamable_http_path=path, stateless_http=True, json_response=True,
                                        transport_security=security)
-    return RequireKey(inner, resolve_user)
+    return RequireKey(inner, resolve_user, admit)
 
 
 class RequireKey:
@@ -167,8 +172,8 @@ class RequireKey:
     GET could never carry one and stayed open for ever (blocking a graceful shutdown of ``bara serve``
     until the client left); the MCP specification lets a server answer 405 instead."""
 
-    def __init__(self, app: Any, resolve_user: UserResolver) -> None:
-        self.app, self.resolve_user = app, resolve_user
+    def __init__(self, app: Any, resolve_user: UserResolver, admit: Admission | None = None) -> None:
+        self.app, self.resolve_user, self.admit = app, resolve_user, admit
 
     @property
     def router(self) -> Any:  # the inner Starlette router, so a host can run its lifespan
@@ -190,6 +195,13 @@ class RequireKey:
                 return
             if scope.get("method") == "POST":
                 receive = await _surrogates_replaced(receive)
+            if self.admit is not None:
+                with self.admit(key) as refused:  # one concurrency limit per key with /v1 and /api (issue 33)
+                    if refused:
+                        await _refuse(send, 429, "too_many_concurrent_requests", refused, (b"retry-after", b"1"))
+                        return
+                    await self.app(scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
 

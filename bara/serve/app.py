@@ -145,6 +145,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         for method, op in ops.items():
             responses = op.setdefault("responses", {})
             codes = ["400", "413", "422", "429", "500"] if method in ("post", "put") else ["422", "500"]
+            codes += ["503"]  # a store fault (store_busy, store_full, store_read_only, store_unavailable)
             if path != "/api/health":
                 codes += ["401", "404"]
             if path.startswith("/v1/chat") or path == "/api/turns":
@@ -168,11 +169,16 @@ def factory() -> FastAPI:
 
 
 def mount_mcp_server(app: FastAPI, path: str = "/mcp") -> Any:
-    """Mount the MCP server at ``path``; its user is the owner of each request's live API key."""
+    """Mount the MCP server at ``path``; its user is the owner of each request's live API key, and each request
+    holds one of that key's concurrency slots, the same ones /v1 and /api take (``Slots``)."""
     from bara.mcp.mount import mount_mcp
 
     def resolve_user(key: str) -> str | None:
         found = user_for_key(app, key)
         return found.user_id if found else None
 
-    return mount_mcp(app, extend=extend, resolve_user=resolve_user, path=path)
+    def admit(key: str) -> Any:
+        found = user_for_key(app, key)
+        return app.state.slots.admit(found.key_id if found else key)
+
+    return mount_mcp(app, extend=extend, resolve_user=resolve_user, path=path, admit=admit)

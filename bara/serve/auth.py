@@ -28,6 +28,21 @@ class Slots:
         self._lock = threading.Lock()
 
     @contextmanager
+    def admit(self, key_id: str) -> Iterator[str | None]:
+        """:meth:`hold` for a mounted app that answers its own refusals (``/mcp``): yields None while holding a
+        slot, or the 429's message when the key has none free."""
+        held = self.hold(key_id)
+        try:
+            held.__enter__()
+        except ApiError as exc:
+            yield exc.message
+            return
+        try:
+            yield None
+        finally:
+            held.__exit__(None, None, None)
+
+    @contextmanager
     def hold(self, key_id: str) -> Iterator[None]:
         with self._lock:
             if self._used[key_id] >= self.limit:

@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from bara.errors import BaraError, InputError, UnknownConversationError
+from bara.errors import BaraError, InputError, StoreFaultError, UnknownConversationError
 from bara.llm.errors import LLMDeadlineError, LLMError
 
 
@@ -123,6 +123,31 @@ def provider_error(exc: LLMError) -> ApiError:
                     "or ask the operator to check the model configuration")
 
 
+STORE_RETRY_AFTER_S = 2  # what a store fault's Retry-After asks: a short wait, since most clear by themselves
+STORE_FAULTS = {"store_busy": "the store is busy (another writer holds it, or every connection is in use)",
+                "store_full": "the store's disk is full", "store_read_only": "the store has become read-only",
+                "store_unavailable": "the store cannot be reached or read now"}
+
+
+def store_fault(exc: StoreFaultError) -> ApiError:
+    """A store fault as a 503 naming its cause (``code``), never the file path or the database URL; the
+    request was not completed and nothing of it was stored."""
+    what = STORE_FAULTS.get(exc.code, STORE_FAULTS["store_unavailable"])
+    return ApiError(503, exc.code, f"{what}: this request was not completed and nothing of it was stored; "
+                    f"retry after {STORE_RETRY_AFTER_S} s, or ask the operator if it persists",
+                    {"Retry-After": str(STORE_RETRY_AFTER_S)})
+
+
+def _install_store(app: FastAPI) -> None:
+    @app.exception_handler(StoreFaultError)
+    async def _store(request: Request, exc: StoreFaultError) -> JSONResponse:
+        runtime = getattr(request.app.state, "runtime", None)
+        if runtime is not None:
+            runtime.store_fault(exc.code)  # /api/health reports the store down for a while
+        err = store_fault(exc)
+        return error_json(err.status, err.type, err.message, err.headers)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api(_: Request, exc: ApiError) -> JSONResponse:
@@ -160,6 +185,8 @@ def install(app: FastAPI) -> None:
     async def _crash(_: Request, exc: Exception) -> JSONResponse:
         return error_json(500, "internal_error", "the server failed on this request (a bug); it was not "
                           "completed: retry, and report it if it persists")
+
+    _install_store(app)
 
     @app.exception_handler(BaraError)
     async def _bara(_: Request, exc: BaraError) -> JSONResponse:

@@ -87,8 +87,13 @@ def run_turn(request: Request, user: str, message: str, cid: str | None, mode: s
 
 @router.get("/health", response_model=HealthOut, tags=["service"])
 def health(request: Request) -> HealthOut:
-    """Liveness: no key needed."""
-    return HealthOut(status="ok", mode=runtime(request).mode, version=_version())
+    """Liveness (always 200 while the process serves; no key needed), and whether the store works: ``store`` is
+    down, with the fault's code, after a store fault in the last ``serve_health_fault_window_s`` or when a
+    one-row read of it fails now. It comes back by itself once the fault clears."""
+    rt = runtime(request)
+    fault = rt.store_health()
+    return HealthOut(status="degraded" if fault else "ok", mode=rt.mode, version=_version(),
+                     store="down" if fault else "ok", store_error=fault)
 
 
 def _version() -> str:

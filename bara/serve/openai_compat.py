@@ -144,7 +144,7 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
                        f"{', '.join(MODELS)} (GET /v1/models)")
     refuse_unsupported(body.model_extra or {})
     form = output_params({"stream": body.stream, "stop": body.stop, "max_tokens": body.max_tokens,
-                          "max_completion_tokens": body.max_completion_tokens})
+                          "max_completion_tokens": body.max_completion_tokens, "stream_options": body.stream_options})
     settings = request.app.state.runtime.settings
     if len(body.messages) > settings.serve_max_messages:
         raise ApiError(413, "too_many_messages", f"{len(body.messages)} messages; the limit is "
@@ -161,6 +161,7 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
                            "characters: omit it or send an id")
         cid, create, prior = x_bara_conversation, True, []
     else:
+        check_history(settings, body.messages[:-1])  # all of it before any of it is imported
         prior = dialogue(body.messages[:-1])
         cid, create = _continue(request, user, prior), False
     out = run_turn(request, user, message, cid, mode, background, create=create)
@@ -172,13 +173,30 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
     extra = {"conversation_id": out.conversation_id, "trace": out.trace}
     cmpl_id, created = f"chatcmpl-{out.trace['trace_id']}", int(time.time())
     if form.stream:
-        usage = bool((body.stream_options or {}).get("include_usage"))
-        return StreamingResponse(_chunks(cmpl_id, created, body.model, (answer, finish), extra, out.trace, usage),
+        return StreamingResponse(_chunks(cmpl_id, created, body.model, (answer, finish), extra, out.trace,
+                                         form.include_usage),
                                  media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
     payload = ChatCompletion(id=cmpl_id, created=created, model=body.model, bara=BaraExtra(**extra),
                              choices=[ChatChoice(index=0, message={"role": "assistant", "content": answer},
                                                  finish_reason=finish)], usage=_usage(out.trace, answer))
     return JSONResponse(payload.model_dump(), headers=headers)
+
+
+def check_history(settings: Any, earlier: list[ChatMessage]) -> None:
+    """Every earlier message within ``serve_max_history_message_chars``, and all of them together within
+    ``serve_max_history_chars``; else a 413 naming the first message over (nothing is imported)."""
+    total = 0
+    for i, m in enumerate(earlier):
+        n = len(text_of(m))
+        total += n
+        if n > settings.serve_max_history_message_chars:
+            raise ApiError(413, "message_too_long", f"messages[{i}] has {n} characters; an earlier message may have "
+                           f"at most {settings.serve_max_history_message_chars}: shorten it, or send only the new "
+                           "message with X-Bara-Conversation", param=f"messages.{i}.content")
+        if total > settings.serve_max_history_chars:
+            raise ApiError(413, "history_too_long", f"the earlier messages reach {total} characters at messages[{i}]; "
+                           f"the limit is {settings.serve_max_history_chars}: send a shorter history, or only the "
+                           "new message with X-Bara-Conversation", param=f"messages.{i}.content")
 
 
 def _usage(trace: dict[str, Any], answer: str) -> dict[str, int]:

@@ -83,6 +83,7 @@ class OutputParams:
     stream: bool = False
     stop: tuple[str, ...] = ()
     max_tokens: int | None = None
+    include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
 
 
 def output_params(fields: dict[str, Any]) -> OutputParams:
@@ -93,7 +94,17 @@ def output_params(fields: dict[str, Any]) -> OutputParams:
         raise _invalid("invalid_type", "stream", f"stream={_shown(stream)} must be a JSON boolean: send true or "
                        "false (or omit it)")
     limits = [_max_tokens(name, fields.get(name)) for name in ("max_tokens", "max_completion_tokens")]
-    return OutputParams(bool(stream), _stop(fields.get("stop")), min((n for n in limits if n), default=None))
+    return OutputParams(bool(stream), _stop(fields.get("stop")), min((n for n in limits if n), default=None),
+                        _include_usage(fields.get("stream_options")))
+
+
+def _include_usage(options: Any) -> bool:
+    """``stream_options.include_usage`` as sent: a JSON boolean ("no" is a 400, not true; issue 33, D7)."""
+    value = options.get("include_usage") if isinstance(options, dict) else None
+    if value is not None and type(value) is not bool:
+        raise _invalid("invalid_type", "stream_options.include_usage", f"stream_options.include_usage="
+                       f"{_shown(value)} must be a JSON boolean: send true or false (or omit it)")
+    return bool(value)
 
 
 def apply_output(answer: str, params: OutputParams) -> tuple[str, str]:

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 from bara.app import Bara
 from bara.llm.build import build_model
 from bara.pipeline import Assistant, pipeline_mode
+from bara.pipeline_persist import TURN_STORED
 from bara.serve.keys import KeyStore
 from bara.settings import Settings
 from bara.trace import TurnTrace
@@ -67,6 +68,12 @@ class TraceStore:
                                " created_at, trace) VALUES (?,?,?,?,?,?,?)",
                                (user_id, trace["trace_id"], trace["conversation_id"], int(trace["turn"]),
                                 trace["mode"], time.time(), json.dumps(trace, sort_keys=True)))
+
+    def update(self, user_id: str, trace: dict[str, Any]) -> None:
+        """The final form of a trace saved in its turn's transaction (same id, same turn)."""
+        with self.store.transaction():
+            self.store.execute("UPDATE serve_traces SET trace=? WHERE user_id=? AND trace_id=?",
+                               (json.dumps(trace, sort_keys=True), user_id, trace["trace_id"]))
 
     def for_conversation(self, user_id: str, conversation_id: str) -> dict[int, dict[str, Any]]:
         rows = self.store.query("SELECT turn, trace FROM serve_traces WHERE user_id=? AND conversation_id=?"
@@ -123,6 +130,7 @@ class Runtime:
         self._assistants: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.observer: Any = None  # bara.observe.export.Observer when OpenTelemetry export is on
+        self._fault: tuple[str, float] | None = None  # the last store fault: (code, monotonic time)
 
     def assistant(self, mode: str) -> Any:
         with self._lock:
@@ -157,7 +165,18 @@ class Runtime:
             self._check_agent_user(user_id)
         if conversation_id is not None and create:
             self.conversations.open(user_id, conversation_id, create=True)
-        result = self.assistant(mode or self.mode).turn(user_id, message, conversation_id)
+        saved: dict[str, Any] = {}
+
+        def journal(trace: TurnTrace) -> None:  # inside the transaction that stores the turn (issue 33, D5)
+            saved.update(trace_json(trace, message))
+            self.traces.save(user_id, saved)
+
+        # learning after the response keeps the write-behind, so it cannot be in the turn's transaction
+        token = TURN_STORED.set(None if self.settings.serve_learn_after_response else journal)
+        try:
+            result = self.assistant(mode or self.mode).turn(user_id, message, conversation_id)
+        finally:
+            TURN_STORED.reset(token)
         if self.observer is not None:  # spans continue the caller's W3C traceparent (``headers``)
             self.observer.turn(result.trace, message, headers)
         if not self.settings.serve_learn_after_response:
@@ -165,7 +184,10 @@ class Runtime:
             # whose own flush cannot see this one's queue (bara.memory.writebehind).
             self.bara.flush()
         trace = trace_json(result.trace, message)
-        if trace.get("stored", {}).get("turn"):
+        if saved:  # the turn's trace is stored already: now its final form (the persist stage's time...)
+            trace["trace_id"] = saved["trace_id"]
+            self.traces.update(user_id, trace)
+        elif trace.get("stored", {}).get("turn"):  # an assistant without the journal (agent mode)
             self.traces.save(user_id, trace)
         return TurnOutcome(result.answer, result.conversation_id, trace)
 
@@ -187,6 +209,26 @@ class Runtime:
             raise ApiError(400, "no_funds_account", f"agent mode answers from a funds account, and this API key's "
                            f"user {user_id!r} has none: use model bara-gated or bara-always (mode gated or "
                            "always), or ask the operator for a key of a user listed by `bara funds users`") from None
+
+    def store_fault(self, code: str) -> None:
+        """Note a store fault a request met (``/api/health`` reports the store down for a while)."""
+        self._fault = (code, time.monotonic())
+
+    def store_health(self) -> str | None:
+        """None when the store works, else the code of its fault: one met in the last
+        ``serve_health_fault_window_s``, or what a one-row read of it raises now."""
+        fault = self._fault
+        if fault is not None and time.monotonic() - fault[1] < self.settings.serve_health_fault_window_s:
+            return fault[0]
+        from bara.errors import StoreFaultError
+
+        try:
+            self.store.query("SELECT 1 FROM serve_keys LIMIT 1")
+        except StoreFaultError as exc:
+            return exc.code
+        except Exception:  # noqa: BLE001 - any failure of the probe means the store does not answer
+            return "store_unavailable"
+        return None
 
     def close(self) -> None:
         self.bara.close()

@@ -211,6 +211,10 @@ class IngestOut(BaseModel):
 
 
 class HealthOut(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"] = Field(description="degraded while the store is down")
     mode: str
     version: str = ""
+    store: Literal["ok", "down"] = Field("ok", description="down: a store fault in the last "
+                                         "serve_health_fault_window_s, or the store does not answer now")
+    store_error: str | None = Field(None, description="the fault's code (store_busy, store_full, store_read_only, "
+                                    "store_unavailable) while the store is down")

@@ -114,6 +114,16 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                              "users (a turn's start flushes every user's queued writes; "
                                              "docs/benchmarks.md). One worker only: `bara serve --workers N` "
                                              "(N > 1) turns it off unless it is set.")
+    # faults a server meets (issue 33)
+    serve_max_history_message_chars: int = Field(default=16_000, ge=10, description=(
+        "One earlier message of a chat-completions history (imported into the conversation): twice a user "
+        "message's limit, for a model's long answers; a longer one is refused, not stored."))
+    serve_max_history_chars: int = Field(default=200_000, ge=10, description=(
+        "All earlier messages of one chat-completions history together: ~50k tokens, more than any "
+        "model's window bara prompts with; importing is linear in it (store and full-text index)."))
+    serve_health_fault_window_s: float = Field(default=10.0, gt=0, le=3600, description=(
+        "How long /api/health reports the store down after a request met a store fault (a full disk shows "
+        "only on writes, so a read probe alone would say ok)."))
 
     # --- agent router (offline tool selection; bara/domains/funds/router*.py) ----------
     router_scheme_min_score: float = Field(default=85.0, ge=0.0, le=100.0, description="rapidfuzz ratio a message "

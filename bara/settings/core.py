@@ -274,6 +274,9 @@ class CoreSettings(BaseModel):
     pg_app_role: str = Field(default="", description="Role granted row access after migrating (no ownership, so "
                                             "row-level security binds it); empty = grant nothing.")
     pg_pool_size: int = Field(default=8, ge=1, le=200, description="Connections per process; a turn uses one at a time.")
+    pg_pool_timeout_s: float = Field(default=5.0, gt=0, le=600, description=(
+        "How long a request waits for a pooled PostgreSQL connection (all in use, or the server down) before "
+        "it is refused as store_busy / store_unavailable (503 with Retry-After) instead of hanging."))
     pg_ef_search: int = Field(default=100, ge=10, le=1000,
                               description="HNSW candidate list; pgvector's 40 loses recall at k*3 = 12+ "
                                           "candidates, 100 keeps p50 ~1 ms at 100k chunks.")

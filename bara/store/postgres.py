@@ -20,7 +20,8 @@ import numpy as np
 import psycopg
 from psycopg import sql as pgsql
 
-from bara.errors import StoreError
+from bara.errors import StoreError, StoreUnavailableError
+from bara.store.pg_faults import quiet_rollback, translated
 from bara.store import pg_sql
 from bara.store.pg_admin import connect_error, migrate, vector_dim
 from bara.store.base import storable_document, storable_params
@@ -50,15 +51,34 @@ class PostgresStore:
     """Store protocol over one PostgreSQL database (optionally one schema of it)."""
 
     def __init__(self, url: str, *, dim: int = 384, schema: str = "", admin_url: str = "",
-                 app_role: str = "", pool_size: int = 8, ef_search: int = 100):
+                 app_role: str = "", pool_size: int = 8, ef_search: int = 100, pool_timeout_s: float = 30.0):
         from psycopg_pool import ConnectionPool
 
         self.location, self.schema, self.ef_search = url, schema, ef_search
         self._local = threading.local()
         migrate(admin_url or url, dim=dim, schema=schema, app_role=app_role)
         self.dim = self._probe(url)
+        # a request waits at most pg_pool_timeout_s for a connection (then a store fault, bara.store.pg_faults)
         self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, kwargs={"autocommit": True},
-                                    configure=self._configure, open=True, name="bara")
+                                    configure=self._configure, open=True, name="bara", timeout=pool_timeout_s)
+        self._url = url
+
+    def _reachable(self) -> bool:
+        try:
+            psycopg.connect(self._url, autocommit=True, connect_timeout=2).close()
+            return True
+        except psycopg.Error:
+            return False
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection, with any fault of getting or using it as a typed store fault."""
+        try:
+            with translated(self._reachable), self._pool.connection() as conn:
+                yield conn
+        except StoreUnavailableError:
+            self._pool.check()  # drop the idle connections a stopped server broke, so service resumes by itself
+            raise
 
     def _configure(self, conn: psycopg.Connection) -> None:
         from pgvector.psycopg import register_vector
@@ -106,7 +126,7 @@ class PostgresStore:
                 conn.execute(*setup)
                 cur = conn.execute(sql, params)
             return cur.fetchall() if fetch else cur.rowcount
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             try:
                 with conn.pipeline():
                     conn.execute("BEGIN")
@@ -114,7 +134,7 @@ class PostgresStore:
                     cur = conn.execute(cast(LiteralString, sql), params)  # bara's SQL text; values go in params
                     conn.execute("COMMIT")
             except psycopg.Error:
-                conn.execute("ROLLBACK")
+                quiet_rollback(conn)
                 raise
             return cur.fetchall() if fetch else cur.rowcount
 
@@ -126,13 +146,13 @@ class PostgresStore:
         if depth:
             yield from self._savepoint(depth)
             return
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             conn.execute("BEGIN")
             self._local.conn, self._local.depth = conn, 1
             try:
                 yield
             except BaseException:
-                conn.execute("ROLLBACK")
+                quiet_rollback(conn)
                 raise
             else:
                 conn.execute("COMMIT")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,9 +23,10 @@ from bara.errors import MissingStoreError, StoreError
 from bara.store.base import LexicalPrefetch, storable_document, storable_params
 from bara.store.migrations import Migration, announce_upgrade, sqlite_migrations
 from bara.store.sqlite_files import (APPLICATION_ID, DEFAULT_BUSY_TIMEOUT_S, check_identity, check_integrity,
-                                     connect_file, exists, file_problem)
+                                     connect_file, exists, file_problem, reader_uri)
 from bara.store.sqlite_ann import DEFAULT as DEFAULT_ANN
 from bara.store.sqlite_ann import AnnConfig, Graphs, approximate_dense, approximate_matrix
+from bara.store.sqlite_conns import Readers, WriterLock
 from bara.store.sqlite_bm25 import Lexicons
 from bara.store.sqlite_lexical import (LexicalWorker, collect, index_chunk, lexical_arm, members, runner,
                                       scope_table_rows, unindex_document)
@@ -52,7 +52,7 @@ class SQLiteStore:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.location = str(path)
-        self._lock = threading.RLock()
+        self._lock = WriterLock(self.location, busy_timeout_s)  # bounded; reads never take it (sqlite_conns)
         self._depth = 0
         self._matrices = Matrices(matrix_scopes, matrix_mb)  # the dense arm's scope vectors (sqlite_matrix)
         self._graphs = Graphs(self.location, ann)  # large scopes' approximate dense arm (sqlite_ann)
@@ -60,7 +60,8 @@ class SQLiteStore:
         if not existed and mode != "write":
             raise MissingStoreError(self.location)
         self._conn, self.read_only = connect_file(self.location, mode, busy_timeout_s)
-        self._worker = LexicalWorker(self.location) if self.location != ":memory:" else None
+        self._readers = Readers(reader_uri(self.location), busy_timeout_s)  # a read connection per thread
+        self._worker = LexicalWorker(self.location, reader_uri(self.location)) if self.location != ":memory:" else None
         # the shared scopes' full-text rows, scored in memory (built on their own read-only connection)
         self._lexicons = Lexicons(SHARED, self._worker.uri if self._worker is not None else None)
         # users' memory scopes' full-text rows, scored over each searched scope's own statistics
@@ -81,8 +82,12 @@ class SQLiteStore:
             self._conn.executemany(sql, (storable_params(r) for r in rows))
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock, self._translated():
-            return self._conn.execute(sql, storable_params(params)).fetchall()
+        reader = None if self._lock.mine() else self._readers.get()  # a writing thread reads its own rows
+        if reader is None:
+            with self._lock, self._translated():
+                return self._conn.execute(sql, storable_params(params)).fetchall()
+        with self._translated():
+            return reader.execute(sql, storable_params(params)).fetchall()
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
@@ -110,6 +115,8 @@ class SQLiteStore:
             except BaseException:
                 self._depth -= 1
                 self._matrices.rolled_back(mark)
+                if outer and not self._conn.in_transaction:  # SQLite rolled back already (a full disk, I/O)
+                    raise
                 self._conn.execute("ROLLBACK" if outer else f"ROLLBACK TO sp{self._depth}")
                 if not outer:
                     self._conn.execute(f"RELEASE sp{self._depth}")
@@ -119,6 +126,8 @@ class SQLiteStore:
                 self._conn.execute("COMMIT" if outer else f"RELEASE sp{self._depth}")
             except BaseException:
                 self._matrices.rolled_back(mark)
+                if outer and self._conn.in_transaction:  # a COMMIT that failed (disk full) leaves it open:
+                    self._conn.execute("ROLLBACK")  # roll back, so the next transaction can begin
                 raise
             if outer:
                 self._scopes.committed(runner(self._conn), self._matrices.committed())
@@ -225,6 +234,12 @@ class SQLiteStore:
         return self.search_prefetched(request, None)
 
     def search_prefetched(self, request: SearchRequest, prefetched: LexicalPrefetch | None) -> StoreSearchResult:
+        if self._lock.mine():  # inside this thread's write: its own rows, on the writer's connection
+            return self._search(request, prefetched)
+        with self._translated(), self._readers.snapshot():  # generations, vectors and statistics of one moment
+            return self._search(request, prefetched)
+
+    def _search(self, request: SearchRequest, prefetched: LexicalPrefetch | None) -> StoreSearchResult:
         timings: dict[str, float] = {}
         tm = time.perf_counter()
         matrix = self._matrix(request.owners, request.collections)  # the dense arm's, read first for the lexical
@@ -244,7 +259,7 @@ class SQLiteStore:
             if req.in_memory_lexical and len(m.ids) >= req.in_memory_min_chunks else None
         rows = collect(prefetched, req)
         if rows is None:
-            rows = self._scopes.arm(self.query, req, m.gens, not self._conn.in_transaction,
+            rows = self._scopes.arm(self.query, req, m.gens, not self._lock.mine(),
                                     lambda shared: lexical_arm(self.query, shared, None))
         if rows is None and lexicon is not None:
             rows = lexicon.rows(self.query, req.terms, req.title_weight, req.limit)
@@ -343,10 +358,16 @@ class SQLiteStore:
         """Until the in-memory full-text indexes being built are ready (``Bara.warm``)."""
         self._lexicons.wait()
 
+    def trace(self, callback: Any) -> None:
+        """Every statement SQLite runs on this store's connections (writer and readers) to ``callback``."""
+        self._conn.set_trace_callback(callback)
+        self._readers.trace(callback)
+
     def close(self) -> None:
         self._lexicons.close()
         if self._worker is not None:
             self._worker.close()
+        self._readers.close()
         with self._lock:
             self._conn.close()
 

@@ -7,7 +7,8 @@ import os
 import sqlite3
 from pathlib import Path
 
-from bara.errors import StoreError
+from bara.errors import StoreError, StoreFullError, StoreReadOnlyError, StoreUnavailableError
+from bara.store.sqlite_conns import busy
 
 APPLICATION_ID = 0x62617261  # "bara": marks the file as ours
 DEFAULT_BUSY_TIMEOUT_S = 30.0  # Settings.store_busy_timeout_s
@@ -37,8 +38,27 @@ def connect_file(location: str, mode: str, busy_timeout_s: float = DEFAULT_BUSY_
     elif not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
         if mode != "read":
             raise _read_only(location)
-        return _open(f"{path.resolve().as_uri()}?mode=ro", location, True, busy_timeout_s), True
+        return _open(reader_uri(location) or location, location, True, busy_timeout_s), True
     return _open(str(path), location, False, busy_timeout_s), False
+
+
+def reader_uri(location: str) -> str | None:
+    """The URI of the store's read connections (``bara.store.sqlite_conns``, the full-text worker's); None for
+    ``:memory:``. On a read-only file system SQLite cannot create the WAL's ``-shm`` file a ``mode=ro`` reader
+    needs (it failed as "unable to open database file", read as corrupt: issue 33, D6); nothing can change
+    the file there, so it is opened ``immutable=1`` (no locks, no shared memory)."""
+    if location == ":memory:":
+        return None
+    path = Path(location).expanduser().resolve()
+    return f"{path.as_uri()}?mode=ro" + ("&immutable=1" if read_only_file_system(path) else "")
+
+
+def read_only_file_system(path: Path) -> bool:
+    """Whether ``path``'s file system is mounted read-only."""
+    try:
+        return bool(os.statvfs(path if path.exists() else path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _open(target: str, location: str, read_only: bool, busy_timeout_s: float) -> sqlite3.Connection:
@@ -57,7 +77,8 @@ def _open(target: str, location: str, read_only: bool, busy_timeout_s: float) ->
 
 
 def _read_only(location: str) -> StoreError:
-    return StoreError(f"{location} is read-only: read commands (search, memory inspect, funds users) work on it, "
+    where = " (its file system is mounted read-only)" if read_only_file_system(Path(location).expanduser()) else ""
+    return StoreError(f"{location} is read-only{where}: read commands (search, memory inspect, funds users) work on it, "
                       "but bara cannot write into it. Make the file and its folder writable (chmod u+w) "
                       "or pass --db with another path.")
 
@@ -71,11 +92,16 @@ def file_problem(exc: sqlite3.DatabaseError, location: str) -> StoreError | None
     """A StoreError for a damaged, read-only or busy file; None for other errors (constraints...)."""
     text = str(exc).lower()
     if "readonly" in text or "read-only" in text:
-        return _read_only(location)
+        return StoreReadOnlyError(str(_read_only(location)))
     if "database is locked" in text or "database is busy" in text:
-        return StoreError(f"{location} is busy: another process (a `bara ingest`, `bara chat` or `bara serve` on "
-                          "the same --db?) held its write lock for longer than store_busy_timeout_s. Retry when "
-                          "it has finished, or stop it.")
+        return busy(location)
+    if "disk is full" in text or "database is full" in text:
+        return StoreFullError(f"{location}: the disk is full ({exc}); nothing of this write was stored. Free "
+                              "space on its file system, then retry.")
+    if "disk i/o error" in text or ("unable to open database file" in text and Path(location).is_file()):
+        return StoreUnavailableError(f"{location} cannot be read or written now ({exc}): an I/O error of its "
+                                     "disk or file system; nothing of this write was stored. Retry, and check "
+                                     "the disk if it persists.")
     if "not a database" in text and not _sqlite_header(location):
         return StoreError(f"{location} is not a SQLite database (another program's file?): bara will neither read "
                           "nor write it. Pass --db with the path of a bara store, or a new path to create one.")

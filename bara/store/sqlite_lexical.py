@@ -194,8 +194,8 @@ def lexical_rows(rows: list[tuple[Any, ...]]) -> list[tuple[int, float]]:
 class LexicalWorker:
     """One background thread with its own read-only connection to the store's file."""
 
-    def __init__(self, location: str):
-        self.uri = f"{Path(location).expanduser().resolve().as_uri()}?mode=ro"  # before any chdir
+    def __init__(self, location: str, uri: str | None = None):
+        self.uri = uri or f"{Path(location).expanduser().resolve().as_uri()}?mode=ro"  # before any chdir
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
