@@ -4,6 +4,7 @@ OpenAI-compatible base URL, ``path = "/v1"``)."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -27,3 +28,13 @@ class LoopbackServer:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def stop(proc: subprocess.Popen, wait_s: float = 20) -> None:
+    """End a server process the test started: SIGTERM, then SIGKILL if it has not exited in ``wait_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

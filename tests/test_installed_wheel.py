@@ -26,6 +26,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from loopback import stop
 
 ROOT = Path(__file__).resolve().parents[1]
 WHEELHOUSE = Path(os.environ.get("BARA_WHEELHOUSE", ROOT / ".venv" / "wheelhouse"))
@@ -138,12 +139,7 @@ def test_serve_page_docs_and_an_openai_client_turn(installed):
         assert done.choices[0].message.content
         assert any("rfc2818" in h["source"] for h in done.model_extra["bara"]["trace"]["hits"])
     finally:
-        server.terminate()
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(10)
+        stop(server, 20)
 
 
 def _wait_until_up(server: subprocess.Popen, base: str, timeout_s: float = 90) -> None:

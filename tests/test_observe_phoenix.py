@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from loopback import stop
 from kb_helpers import rfc_bara
 
 pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed (pip install 'bara[otel]')")
@@ -78,12 +79,7 @@ def phoenix(tmp_path_factory) -> Iterator[str]:
                 time.sleep(1)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc, 30)
         log.close()
 
 

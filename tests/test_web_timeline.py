@@ -26,6 +26,7 @@ from types import SimpleNamespace
 from typing import Any, Iterator
 
 import pytest
+from loopback import stop
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -87,12 +88,7 @@ def server(rfc_kb, tmp_path_factory):
             time.sleep(0.3)
         yield SimpleNamespace(url=url, key=key, db=db)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc, 20)
         log.close()
 
 
