@@ -117,7 +117,7 @@ def _print_ingest(report: IngestReport, json_out: bool) -> None:
     console.print(f"chunks written {report.chunks_written}, chunks unchanged {report.chunks_unchanged},"
                   f" {report.seconds:.2f} s")
     for path, reason in report.skipped:
-        console.print(f"  skipped {printable(path)}: {reason}", markup=False)
+        console.print(f"  skipped {printable(path)}: {reason}", markup=False, soft_wrap=True)  # a path is never broken
     if report.interrupted:
         console.print("[yellow]interrupted: every committed document is whole; rerun to continue[/yellow]")
 
