@@ -4,9 +4,25 @@ OpenAI-compatible base URL, ``path = "/v1"``)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A fake's handler: ``reply(payload)`` writes a JSON response; request logging is off."""
+
+    def reply(self, payload: object, status: int = 200) -> None:
+        out = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 class LoopbackServer:

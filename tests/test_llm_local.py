@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-from http.server import BaseHTTPRequestHandler
 
 import httpx
 import numpy as np
@@ -19,7 +18,7 @@ from bara.llm.local import LOCAL_GGUF, missing_reason, server_command
 from bara.llm.metered import MeteredModel
 from bara.messages import AssistantMessage, Usage, UserMessage
 from bara.settings import Settings
-from loopback import LoopbackServer
+from loopback import JsonHandler, LoopbackServer
 
 
 class Recorder(LoopbackServer):
@@ -31,20 +30,12 @@ class Recorder(LoopbackServer):
         self.bodies: list[dict] = []
         bodies = self.bodies
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 bodies.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
-                out = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
-                                               "finish_reason": "length"}],
-                                  "usage": {"prompt_tokens": 21, "completion_tokens": 3}}).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args: object) -> None:
-                pass
+                self.reply({"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                                         "finish_reason": "length"}],
+                            "usage": {"prompt_tokens": 21, "completion_tokens": 3}})
 
         super().__init__(Handler)
 

@@ -4,13 +4,12 @@ metric, the loader, input errors, and the optional judge against a loopback fake
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 from typer.testing import CliRunner
 
 from bara.eval.locomo_data import evidence_recall, load_locomo
-from loopback import LoopbackServer
+from loopback import JsonHandler, LoopbackServer
 
 METRIC_KEYS = {"evidence_recall@5", "evidence_recall@10", "context_tokens", "latency_ms", "abstain_adversarial"}
 SLICE = ["--sessions", "2", "--limit", "6"]
@@ -91,7 +90,7 @@ class _FakeJudge(LoopbackServer):
         self.requests: list[dict] = []
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
                 fake.requests.append(body)
@@ -102,18 +101,10 @@ class _FakeJudge(LoopbackServer):
                     text = "CORRECT" if ref and ref in answer else "WRONG"
                 else:
                     text = system.split("Excerpts:", 1)[1]
-                out = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
-                                  "choices": [{"index": 0, "finish_reason": "stop",
-                                               "message": {"role": "assistant", "content": text}}],
-                                  "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args: object) -> None:
-                pass
+                self.reply({"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
+                            "choices": [{"index": 0, "finish_reason": "stop",
+                                         "message": {"role": "assistant", "content": text}}],
+                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
 
         super().__init__(Handler)
 
