@@ -40,7 +40,7 @@ def rows(path: Path, rules):
                 view = history_view(tuple(hist), rules)
                 gold = added_terms(t.rewrite, t.user)
                 for c in candidate_features(t.user, view.users, view.replies, view.carried):
-                    yield list(c.features), float(s_stem(c.word) in gold)
+                    yield list(c.features), float(s_stem(c.word.lower()) in gold)
             hist += [Utterance("user", t.user), Utterance("assistant", t.assistant or "")]
 
 
@@ -61,8 +61,7 @@ def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float) -> np.ndarray:
 
 
 def dev_f1(data: Path, weights: dict, threshold: float) -> dict:
-    from bara.understand.rewrite import RewriteRules
-    rules = RewriteRules(term_weights=tuple(weights.items()), term_threshold=threshold)
+    rules = RewriteRules(term_weights=tuple(sorted(weights.items())), term_threshold=threshold)
     out = {}
     for name in SETS:
         counts = []

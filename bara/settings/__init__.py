@@ -22,11 +22,12 @@ from bara.settings.core import CoreSettings, _cache_home
 from bara.settings.environment import UnknownSettingWarning, env_values, warn_unknown
 
 #: The rewrite's term-scorer weights (issue 31), fitted on the dev halves (scripts/train_rewrite_scorer.py).
-_REWRITE_TERM_WEIGHTS = {"bias": -4.391, "carried": 0.45, "first_user": 2.152, "prev_user": 0.489,
-                         "user_share": -0.574, "user_recency": 1.465, "prev_reply": 0.602, "reply_lead": 0.928,
-                         "reply_share": -0.7, "name": 1.263, "phrase": 0.637, "anchor": -0.27, "long": -0.303,
-                         "ref": 0.148, "short": 0.584, "own_name": -0.393, "overlap": 0.029, "first_ref": 0.145,
-                         "reply_ref": -0.13, "first_short": -0.332, "person_ref": -0.066}
+_REWRITE_TERM_WEIGHTS = {"bias": -4.645, "carried": 0.477, "first_user": 1.845, "prev_user": 0.951,
+                         "user_share": -0.412, "user_recency": 1.117, "prev_reply": 0.734, "reply_lead": 0.944,
+                         "reply_share": -0.455, "name": 1.315, "phrase": 0.248, "anchor": -0.047, "long": -0.268,
+                         "focus": 0.55, "stale": 0.646, "reply_name": 1.093, "ref": 0.167, "short": 0.565,
+                         "own_name": -0.399, "overlap": -0.021, "first_ref": 0.112, "reply_ref": -0.124,
+                         "first_short": -0.331, "person_ref": -0.032}
 
 __all__ = ["CoreSettings", "Settings", "UnknownSettingWarning", "load_settings"]
 

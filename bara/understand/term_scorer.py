@@ -22,11 +22,16 @@ Features of a candidate ``w`` for message ``m`` (user turns counted since the to
 - ``prev_reply``   w is in the previous reply (scaffolding stripped)
 - ``reply_lead``   w is in the first sentence of the previous reply (what the answer is about)
 - ``reply_share``  share of earlier replies that contain w
-- ``name``         w is part of a name (capitalised run, acronym, version) somewhere earlier
+- ``name``         w is part of a name (capitalised run, acronym, version) in an earlier user turn
+- ``reply_name``   w is part of a name in an earlier reply only (answers name many things nobody asked about)
 - ``phrase``       w is in a noun-phrase-like run of an earlier user turn (content words after a
                    determiner, possessive, preposition or copula: "your *garage door opener*")
 - ``anchor``       ``first_user`` and ``phrase``: the topic the conversation opened with
 - ``long``         w has 7 or more letters (rarer words carry the topic: an IDF-like prior)
+- ``focus``        w is a subject word (name or noun-phrase word) that the latest subject-introducing
+                   user turn said first: conversations drift ("the cost of a Lamborghini" -> "what about
+                   a food truck?" -> "what licences are needed?" asks about the food truck)
+- ``stale``        the user last said w before that turn: a subject the conversation has moved on from
 - ``ref``          m has a referring word ("it", "they", "this service"...)
 - ``short``        m has at most two content words of its own
 - ``own_name``     m names something itself (a name of its own: likely standalone)
@@ -52,7 +57,7 @@ __all__ = ["FEATURES", "Candidate", "HistoryCandidates", "candidate_features", "
            "score_candidates"]
 
 FEATURES = ("carried", "first_user", "prev_user", "user_share", "user_recency", "prev_reply", "reply_lead", "reply_share",
-            "name", "phrase", "anchor", "long", "ref", "short", "own_name", "overlap", "first_ref", "reply_ref", "first_short", "person_ref")
+            "name", "phrase", "anchor", "long", "focus", "stale", "reply_name", "ref", "short", "own_name", "overlap", "first_ref", "reply_ref", "first_short", "person_ref")
 _PERSON = re.compile(r"\b(?:he|she|him|her|his|hers|himself|herself)\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
@@ -128,10 +133,25 @@ def _lead(text: str) -> str:
     return _SENTENCE.split(text, maxsplit=1)[0] if text else ""
 
 
+def _focus(users: Sequence[str], user_keys: Sequence[frozenset[str]]) -> tuple[int, frozenset[str]]:
+    """The latest user turn that introduced a subject of its own (a name or noun-phrase word no earlier
+    user turn said) and the keys of those new subject words; (0, the first turn's subject keys) when no
+    later turn introduced one, (-1, empty) without user turns."""
+    said: set[str] = set()
+    focus: tuple[int, frozenset[str]] = (-1, frozenset())
+    for j, (text, keys) in enumerate(zip(users, user_keys, strict=True)):
+        subject = _name_words(text) | _phrase_words(text)
+        new = frozenset(k for w, k in _words(text, True) if w.lower() in subject and k not in said)
+        if new:
+            focus = (j, new)
+        said |= keys
+    return focus
+
+
 @dataclass(frozen=True)
 class HistoryCandidates:
     """The history's side of the candidates, the same for every message: each word with the features
-    that do not depend on the message (the first 12 of FEATURES) and the latest user turn holding it."""
+    that do not depend on the message (the first 15 of FEATURES) and the latest user turn holding it."""
 
     rows: tuple[tuple[str, str, tuple[float, ...], int | None], ...]  # word, key, features, user turn
     user_keys: tuple[frozenset[str], ...]
@@ -145,7 +165,8 @@ def history_candidates(users: tuple[str, ...], replies: tuple[str, ...],
     rewrite added), with its message-independent features; cached per history."""
     user_keys = tuple(_keys(u, True) for u in users)
     reply_keys = [_keys(r, False) for r in replies]
-    names = frozenset().union(*(_name_words(t) for t in (*users, *replies)))
+    names = frozenset().union(*(_name_words(t) for t in users))
+    reply_names = frozenset().union(*(_name_words(t) for t in replies)) - names
     phrases = frozenset().union(*(_phrase_words(u) for u in users))
     first_phrase = _phrase_words(users[0]) if users else frozenset()
     first = user_keys[0] if user_keys else frozenset()
@@ -155,6 +176,7 @@ def history_candidates(users: tuple[str, ...], replies: tuple[str, ...],
     lead = _keys(_lead(last_reply), False)
     carried_keys = _keys(" ".join(carried), True)
     n_users, n_replies = len(user_keys), len(reply_keys)
+    focus_turn, focus_keys = _focus(users, user_keys)
     last_said: dict[str, int] = {}  # key -> index of the latest user turn holding it
     user_count: dict[str, int] = {}
     for j, keys in enumerate(user_keys):
@@ -179,7 +201,8 @@ def history_candidates(users: tuple[str, ...], replies: tuple[str, ...],
                  float(key in prev_reply), float(key in lead),
                  round(reply_count.get(key, 0) / n_replies, 4) if n_replies else 0.0,
                  float(low in names), float(low in phrases), float(low in first_phrase and key in first),
-                 float(len(low) >= 7))
+                 float(len(low) >= 7), float(key in focus_keys),
+                 float(j is not None and j < focus_turn and key not in focus_keys), float(low in reply_names))
             rows.append((word, key, x, j))
     return HistoryCandidates(tuple(rows), user_keys)
 
@@ -198,7 +221,7 @@ def for_message(message: str, history: HistoryCandidates) -> list[Candidate]:
             continue
         overlap = 1.0 if j is not None and overlaps[j] else 0.0
         out.append(Candidate(word, key, (*x, ref, short, own, overlap, x[1] * ref, x[5] * ref, x[1] * short,
-                                         x[8] * person), len(out)))
+                                         max(x[8], x[14]) * person), len(out)))
     return out
 
 
