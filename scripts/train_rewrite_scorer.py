@@ -87,7 +87,7 @@ def fit_round(args, rules) -> dict:
         print(f"{name}: {len(part)} candidates, {int(sum(r[1] for r in part))} positive")
     w = np.array(ws) * len(ws) / len(SETS)
     beta = fit(np.array(xs), np.array(ys), w, args.l2)
-    weights = {"bias": round(float(beta[0]), 3), **{n: round(float(b), 3) for n, b in zip(FEATURES, beta[1:])}}
+    weights = {"bias": round(float(beta[0]), 3), **{n: round(float(b), 3) for n, b in zip(FEATURES, beta[1:], strict=True)}}
     print(json.dumps(weights))
     return weights
 

@@ -139,6 +139,22 @@ def test_chitchat_never_retrieves():
         assert result.policy.route == "llm_only"
 
 
+@pytest.mark.parametrize("message", ["What are the privacy implications of face recognition?",
+                                     "Tell me about the privacy issues in social networks.",
+                                     "What are the Facebook privacy control tips from the attorney general?",
+                                     "What do they get in return for their privacy?"])
+def test_privacy_as_a_topic_is_a_question_for_the_knowledge_base(message):
+    policy = converse(message).policy
+    assert not policy.privacy_mode and policy.retrieves
+
+
+@pytest.mark.parametrize("message", ["Is my privacy safe with you?", "what is your privacy policy?",
+                                     "how do you protect our privacy?"])
+def test_asking_about_ones_own_privacy_takes_the_privacy_route(message):
+    policy = converse(message, profile=PROFILE).policy
+    assert policy.privacy_mode and not policy.retrieves
+
+
 def test_privacy_and_profile_update_drop_history():
     privacy = converse("delete my data", profile=PROFILE).policy
     assert privacy.privacy_mode and privacy.inject_profile and not privacy.use_history

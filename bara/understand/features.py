@@ -67,6 +67,8 @@ _PROFILE_QUESTION = re.compile(
     r"what do i (prefer|like)|what are my (preferences|settings)|what'?s my (role|job|team)|"
     r"what is my (role|job|team|preference))\b")
 _PERSONAL_REF = re.compile(r"\b(my|mine|me|i|i'm|i've|i'd|i'll|myself|our|ours|we)\b")
+#: Requests about what the assistant keeps of the user. "Privacy" alone is a topic ("what are the privacy
+#: implications of face recognition?", "Facebook privacy control tips"): only "your / my / our privacy" asks.
 _PRIVACY = re.compile(
     r"\b(what do you (know|remember|store|keep) about me|what (have|did) you (stored?|saved?|"
     r"kept|learned|remembered) about me|what data do you|"
@@ -74,7 +76,7 @@ _PRIVACY = re.compile(
     r"(^|please |can you |could you |i want you to |you should )forget (about )?"
     r"(me|my|everything|what i|it all|that i|(this|our) conversation)|"
     r"don'?t (remember|store|save) (this|that|my|anything)|"
-    r"privacy)\b")
+    r"(your|my|our) privacy)\b")
 _NOTES_REQUEST = re.compile(
     r"\b(what did we (decide|conclude|agree|settle|say|suspect|think)|"
     r"our (conclusions?|decisions?|hypothes[ie]s|open questions?)|remind me (of |what )?(our|we)\b|"
