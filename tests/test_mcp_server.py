@@ -208,7 +208,7 @@ def test_stdio_subprocess_serves_the_fixed_user(world, tmp_path):
     bara, db = world
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BARA_CACHE_DIR": str(tmp_path / "cache")}
     params = StdioServerParameters(command=sys.executable, args=["-m", "bara.cli", "mcp", "--user", "u_chitra",
-                                                                 "--db", str(db)], env=env, cwd=str(ROOT))
+                                                                 "--db", str(db)], env=env)
 
     async def go():
         async with Client(params, read_timeout_seconds=120) as client:
@@ -322,7 +322,7 @@ class StdioProcess:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "BARA_CACHE_DIR": str(tmp_path / "cache")}
         self.proc = subprocess.Popen([sys.executable, "-m", "bara.cli", "mcp", "--user", "u_chitra", "--db", str(db)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=env, cwd=str(ROOT))
+                                     env=env)
 
     def __enter__(self):
         self.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -53,3 +53,22 @@ def test_missing_file_and_bad_env_are_config_errors(tmp_path):
 
 def test_database_url_env_sets_db():
     assert load_settings(environ={"BARA_DATABASE_URL": "postgresql://x/y"}).db == "postgresql://x/y"
+
+
+def test_a_bara_toml_in_the_working_folder_is_read(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_settings(environ={}).k == 4
+    (tmp_path / "bara.toml").write_text("[bara]\nk = 7\n")
+    assert load_settings(environ={}).k == 7
+    assert load_settings(environ={"BARA_K": "5"}).k == 5
+
+
+def test_the_suite_starts_each_test_clean():
+    """The autouse fixture: no developer BARA_* setting and no ./bara.toml reach a test."""
+    import os
+    from pathlib import Path
+
+    from conftest import SUITE_VARIABLES
+
+    assert [k for k in os.environ if k.upper().startswith("BARA_") and k not in SUITE_VARIABLES] == []
+    assert not Path("bara.toml").exists() and list(Path.cwd().iterdir()) == []
