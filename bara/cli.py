@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -14,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from bara.app import Bara
-from bara.cli_common import (STORE_FAULT, bara_warnings_as_notices, fail, floor_option, free_text, k_option, open_bara,
+from bara.cli_common import (FAULT, STORE_FAULT, bara_warnings_as_notices, fail, floor_option, free_text, k_option, open_bara,
                              open_writer, printable, say, shown)
 from bara.errors import BaraError, StoreFaultError
 from bara.memory.knowledge import FileOutcome, IngestReport, Selection, discover, nothing_readable
@@ -28,6 +29,7 @@ eval_app = typer.Typer(help="Evaluations on datasets with judgments.", no_args_i
 app.add_typer(eval_app, name="eval")
 console = Console()
 err = Console(stderr=True)
+DEBUG_ENV = "BARA_DEBUG"  # "1": an internal error shows its traceback instead of one line
 
 DbOption = typer.Option(None, "--db", help="Store location (SQLite file). Default: settings / $BARA_DB.")
 
@@ -265,6 +267,12 @@ def main() -> None:
     except StoreFaultError as exc:  # a store fault no command caught: one line, not a traceback
         err.print("error: " + printable(str(exc)), markup=False, highlight=False)
         sys.exit(STORE_FAULT)
+    except Exception as exc:  # a fault no command expected (a bug): one line, the traceback only when asked for
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        err.print(f"error: internal error ({type(exc).__name__}: {printable(str(exc))}); this is a bug in bara: "
+                  f"rerun with {DEBUG_ENV}=1 for the traceback and report it", markup=False, highlight=False)
+        sys.exit(FAULT)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,21 @@ socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
 from pg_fixtures import pg_schema, pg_server_urls, pg_store_factory  # noqa: E402,F401 - embedded PostgreSQL
 
 
+#: ``BARA_*`` variables the suite itself reads to choose what runs (data location, long variants, the
+#: artefact and wheel folders, how many kills): kept. Every other ``BARA_*`` variable is a setting (or the
+#: settings file, the store URL, the serve mode) and would change results, so each test starts without it.
+SUITE_VARIABLES = frozenset({"BARA_DATA", "BARA_SLOW", "BARA_ARTEFACTS", "BARA_WHEELHOUSE", "BARA_CRASH_KILLS"})
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch, tmp_path_factory):
+    """Each test starts with no ``BARA_*`` setting from the developer's shell and in an empty working
+    folder (no ``./bara.toml`` to pick up); a test that needs either sets it itself via monkeypatch."""
+    for name in [key for key in os.environ if key.upper().startswith("BARA_") and key not in SUITE_VARIABLES]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd", numbered=True))
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     if not DATA.is_dir():

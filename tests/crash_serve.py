@@ -30,7 +30,7 @@ def env(cache: Path) -> dict[str, str]:
 
 def create_key(db: Path, cache: Path, user: str) -> str:
     out = subprocess.run([sys.executable, "-m", "bara.cli", "keys", "create", "--user", user, "--json", "--db", str(db)],
-                         env=env(cache), cwd=ROOT, capture_output=True, text=True, timeout=300)
+                         env=env(cache), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)["key"]
 
@@ -43,7 +43,7 @@ def free_port() -> int:
 
 def start_server(db: Path, cache: Path, port: int) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "bara.cli", "serve", "--db", str(db), "--port", str(port)],
-                            env=env(cache), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=env(cache), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         try:

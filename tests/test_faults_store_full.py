@@ -107,7 +107,7 @@ def test_a_full_disk_is_503_store_full_and_service_resumes(small_disk, rfc_kb, e
 def _cli(args: list[str], cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BARA_CACHE_DIR": str(cache), "BARA_MODEL": "",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "bara.cli", *args], env=env, cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "bara.cli", *args], env=env, capture_output=True,
                           text=True, timeout=300)
 
 

@@ -26,6 +26,8 @@ from bara.cli import app
 from bara.domains.funds import create_demo_users, load_amfi
 from bara.mcp import build_server, fixed_identity, mcp_http_app
 from bara.settings import Settings
+from bara.mcp.server import call_as
+from bara.mcp.tools import build_mcp_tools
 
 ROOT = Path(__file__).resolve().parents[1]
 FUND_TOOLS = {"search_documents", "get_holdings", "get_transactions", "compute_xirr", "asset_allocation",
@@ -208,7 +210,7 @@ def test_stdio_subprocess_serves_the_fixed_user(world, tmp_path):
     bara, db = world
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BARA_CACHE_DIR": str(tmp_path / "cache")}
     params = StdioServerParameters(command=sys.executable, args=["-m", "bara.cli", "mcp", "--user", "u_chitra",
-                                                                 "--db", str(db)], env=env, cwd=str(ROOT))
+                                                                 "--db", str(db)], env=env)
 
     async def go():
         async with Client(params, read_timeout_seconds=120) as client:
@@ -322,7 +324,7 @@ class StdioProcess:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "BARA_CACHE_DIR": str(tmp_path / "cache")}
         self.proc = subprocess.Popen([sys.executable, "-m", "bara.cli", "mcp", "--user", "u_chitra", "--db", str(db)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=env, cwd=str(ROOT))
+                                     env=env)
 
     def __enter__(self):
         self.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -386,3 +388,17 @@ def test_stdio_answers_every_line_it_cannot_read_and_keeps_serving(world, tmp_pa
         assert mcp.reply(5)["error"]["code"] == -32700
         mcp.send(json.dumps({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}))
         assert {t["name"] for t in mcp.reply(6)["result"]["tools"]} >= MEMORY_TOOLS
+
+
+# QA regressions on `bara mcp`'s tools: what a search returns to the model.
+
+
+def test_search_knowledge_names_files_not_the_servers_folders(rfc_kb, embedder):
+    db = rfc_kb("qa_mcp")
+    with Bara(Settings(db=str(db), cache_dir=db.parent / "cache"), embedder=embedder) as bara:
+        envelope = call_as(bara, build_mcp_tools(bara.store), "search_knowledge",
+                           {"query": "HSTS max-age directive", "k": 3}, "sam")
+    assert envelope["ok"], envelope
+    hits = envelope["data"]["hits"]
+    assert hits and all("/" not in h["source"] and h["source"].endswith(".txt") for h in hits)
+    assert not any(str(db.parent) in h["text"] + h["source"] for h in hits)

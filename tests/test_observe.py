@@ -224,7 +224,7 @@ def test_off_builds_nothing_and_imports_no_sdk():
     code = ("import sys, bara.observe, bara.serve.app, bara.cli; from bara.settings import Settings; "
             "assert bara.observe.build_observer(Settings(), environ={}) is None; "
             "print(sorted(m for m in sys.modules if m.startswith('opentelemetry.sdk')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home())})
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 

@@ -4,7 +4,7 @@ question about deleting, a negated or a deferred one deletes nothing. Linear in 
 from __future__ import annotations
 
 import pytest
-from test_hardening_linear import RATIO_BOUND, _ratio
+from test_linear_time_text import RATIO_BOUND, _ratio
 
 from bara.understand.forget import asks_to_forget
 

@@ -20,7 +20,7 @@ from bara.settings import Settings
 from bara.types import Utterance
 from bara.understand.features import clip_unit, compute_features, topic_similarity
 from bara.understand.intent import apply_rules, classify_intent
-from bara.understand.rewrite import RewriteRules, _scanned, has_content, rewrite_query
+from bara.understand.rewrite import HistoryView, RewriteRules, has_content, history_view, rewrite_query
 from bara.understand.topic import topic_dependence
 
 CFG = Settings()
@@ -39,14 +39,18 @@ def test_rewrite_sees_a_new_message_after_its_history_was_cached():
     assert "Db2 Warehouse" in after.query and after != first
 
 
-def test_scanned_text_is_cached_per_message_text():
-    _scanned.cache_clear()
-    text = "Sorry, I cannot find that in the documents about Cloudant."
-    assert _scanned(text, 300, False) == _scanned(text, 300, False)
-    assert _scanned.cache_info().hits == 1
+def test_scanned_text_is_read_once_per_history_and_follows_the_rules():
+    rules = RewriteRules()
+    refused = (Utterance("user", "Cloudant backups explained"),
+               Utterance("assistant", "Sorry, I cannot find that in the documents about Cloudant."))
+    answered = (refused[0], Utterance("assistant", "Cloudant is a database."))
+    assert history_view(refused, rules) is history_view(refused, rules)  # built once per distinct history
     # a reply that refuses reads as nothing (issue 31: the scan returns the text the rules read)
-    assert _scanned(text, 300, False) == "" and _scanned("Cloudant is a database.", 300, False) != ""
-    assert _scanned(text, 10, True) == "Sorry, I c"  # the scan length (and the role) are part of the key
+    assert HistoryView(refused, rules).replies == ("",)
+    assert HistoryView(answered, rules).replies == ("Cloudant is a database.",)
+    short = dataclasses.replace(rules, scan_chars=10)  # the scan length is part of what is read
+    assert HistoryView(answered, short).users == ("Cloudant b",) and HistoryView(answered, short).replies == (
+        "Cloudant i",)
 
 
 def test_has_content_and_profile_statements_follow_the_text():
@@ -138,14 +142,20 @@ def bara(rfc_kb, embedder):
         yield b
 
 
-def test_rewrite_rules_object_is_reused_per_settings(bara):
+def test_the_rewrite_follows_the_assistants_settings(bara):
     from bara.pipeline import Assistant
 
+    def follow_up(assistant, user: str) -> str:
+        first = assistant.turn(user, "What is HTTP Strict Transport Security?")
+        return assistant.turn(user, "and how is it preloaded?", first.conversation_id).trace.retrieval_query
+
     assistant = Assistant(bara)
-    rules = assistant._rewrite_rules()
-    assert rules is assistant._rewrite_rules() and rules == RewriteRules.from_settings(assistant.settings)
-    assistant.settings = assistant.settings.override(rewrite_lookback=2)
-    assert assistant._rewrite_rules().lookback == 2
+    query = follow_up(assistant, "caches-rules-1")
+    assert query.startswith("and how is it preloaded? ") and "Strict Transport Security" in query
+    assert follow_up(assistant, "caches-rules-2") == query  # the same settings rewrite alike
+    assistant.settings = assistant.settings.override(rewrite_max_terms=1)
+    fewer = follow_up(assistant, "caches-rules-3")  # a settings change is seen by the next turn
+    assert fewer.startswith("and how is it preloaded? ") and len(fewer.split()) == len("and how is it preloaded?".split()) + 1
 
 
 def test_hooks_still_run_at_every_point_when_registered(bara):

@@ -13,6 +13,7 @@ from hypothesis import given, settings as hyp_settings, strategies as st
 from bara.errors import ConfigError
 from bara.settings import Settings
 from bara.types import Utterance
+from bara.understand.sanitize import sanitize
 from bara.understand import (CHITCHAT_KINDS, ConversationState, IntentResult, PrototypeIndex,
                              classify_intent, compute_features, load_prototypes, update_state)
 
@@ -315,3 +316,20 @@ def test_any_text_gives_bounded_features(message, turns):
     assert f.followup_score == 0.0 or turns > 0
     result = classify_intent(message, f, settings=CFG)
     assert isinstance(result, IntentResult) and result.source.startswith("rule:")
+
+
+# Input sanitising at its boundaries (written against surviving mutants).
+
+
+def test_sanitize_reasons_and_cap_boundary():
+    assert sanitize(b"plain ascii", 100).reasons == ()  # valid bytes are not "invalid utf-8"
+    assert sanitize("caf\u00e9".encode("utf-8"), 100).text == "caf\u00e9"
+    bad = sanitize(b"bad \xff byte", 100)
+    assert "\ufffd" in bad.text and bad.reasons == ("input:invalid_utf8_replaced",)
+    assert sanitize("lone \ud800 surrogate", 100).reasons == ("input:invalid_utf8_replaced",)
+    empty = sanitize("  \x00 ", 100)
+    assert (empty.text, empty.query) == ("", "") and empty.reasons[-1] == "input:empty"
+    exact = sanitize("x" * 10, 10)
+    assert exact.query == "x" * 10 and exact.reasons == ()  # exactly at the cap is not truncated
+    over = sanitize("x" * 11, 10)
+    assert over.query == "x" * 10 and over.text == "x" * 11 and over.reasons == ("input:truncated_for_retrieval",)

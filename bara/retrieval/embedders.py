@@ -216,6 +216,11 @@ class OnnxMiniLMEmbedder:
         """Load the tokenizer and session and run one short encoding (its first run sets up buffers)."""
         self.embed(["warm up"])
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (the first embedding, or :meth:`warm`, loads it)."""
+        return self._session is not None
+
     def _ensure_loaded(self) -> None:
         """Load tokenizer and session once per instance, even under concurrent first calls."""
         if self._session is not None:

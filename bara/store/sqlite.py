@@ -55,6 +55,7 @@ class SQLiteStore:
         self._lock = WriterLock(self.location, busy_timeout_s)  # bounded; reads never take it (sqlite_conns)
         self._depth = 0
         self._matrices = Matrices(matrix_scopes, matrix_mb)  # the dense arm's scope vectors (sqlite_matrix)
+        self._scope_reads = 0
         self._graphs = Graphs(self.location, ann)  # large scopes' approximate dense arm (sqlite_ann)
         existed = exists(self.location)
         if not existed and mode != "write":
@@ -319,6 +320,7 @@ class SQLiteStore:
         cached = self._matrices.get(key)
         if cached is not None and cached.gens == gens:
             return cached
+        self._scope_reads += 1
         if self._graphs.eligible(self.query, key):  # a large scope: ids only, its vectors are in its graph
             matrix = approximate_matrix(self.query, key, gens)
             matrix.whole = len(matrix.ids) == scope_table_rows(self.query, owners)
@@ -357,6 +359,12 @@ class SQLiteStore:
     def wait_for_indexes(self) -> None:
         """Until the in-memory full-text indexes being built are ready (``Bara.warm``)."""
         self._lexicons.wait()
+
+    @property
+    def scope_reads(self) -> int:
+        """How many times a search read a scope's rows from the file because no current cached matrix held
+        them: the cost the matrix cache saves (tests and benches assert it, not the SQL run)."""
+        return self._scope_reads
 
     def trace(self, callback: Any) -> None:
         """Every statement SQLite runs on this store's connections (writer and readers) to ``callback``."""

@@ -1,8 +1,11 @@
-"""Crash safety: SIGKILL at random points of an ingest and of a chat turn, in a real subprocess.
+"""Crash safety: SIGKILL at chosen points of an ingest and of a chat turn, in a real subprocess.
 
-After each kill: ``PRAGMA integrity_check`` is ok, no document is partial (every stored document has
-exactly the chunks a clean ingest gives it), no turn is half-stored; a re-run then equals a clean run.
-Kill points are drawn from a seeded generator, so a failure reproduces.
+The child (``tests/crash_child.py``) stops at the N-th statement of a kind (a chunk insert, an
+embedding-cache write, a message insert), inside its transaction, and signals it; the test then kills it
+and checks that it died by SIGKILL with the store on disk. After each kill: ``PRAGMA integrity_check`` is
+ok, no document is partial (every stored document has exactly the chunks a clean ingest gives it), no
+turn is half-stored; a re-run then equals a clean run. N is drawn from a seeded generator, so a failure
+reproduces.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +27,7 @@ LONG = pytest.mark.skipif(os.environ.get("BARA_SLOW") != "1", reason="long varia
 
 
 ROOT = Path(__file__).resolve().parents[1]
+CHILD = Path(__file__).resolve().parent / "crash_child.py"
 RFCS = ("rfc2119.txt", "rfc6797.txt", "rfc2818.txt")
 
 
@@ -32,7 +37,7 @@ def _env(cache: Path) -> dict[str, str]:
 
 
 def _bara(args: list[str], cache: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "bara.cli", *args], env=_env(cache), cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "bara.cli", *args], env=_env(cache),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -42,14 +47,24 @@ def _finish(args: list[str], cache: Path) -> None:
     assert proc.returncode == 0, errs[-2000:]
 
 
-def _kill_after(args: list[str], cache: Path, seconds: float) -> int:
-    proc = _bara(args, cache)
-    try:
-        proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    return proc.returncode
+def crash_kill(args: list[str], cache: Path, tmp: Path, statement: str, n: int, db: Path) -> None:
+    """Run ``bara args`` until it is about to run its ``n``-th ``statement``, SIGKILL it there, and assert
+    that it died of the kill, mid-write, with the store ``db`` already on disk."""
+    marker, errors = tmp / f"reached-{n}", tmp / f"stderr-{n}.txt"
+    with errors.open("w") as err:
+        proc = subprocess.Popen([sys.executable, str(CHILD), str(marker), statement, str(n), "--", *args],
+                                env=_env(cache), stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            while not marker.exists() and proc.poll() is None:
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert marker.exists(), f"exited ({proc.returncode}) before {statement!r} #{n}: {errors.read_text()[-2000:]}"
+    assert proc.returncode == -signal.SIGKILL, proc.returncode
+    assert db.is_file(), f"killed before the store {db} existed"
 
 
 def _documents(db: Path) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -82,32 +97,40 @@ def corpus(tmp_path_factory, data_dir):
 
 
 def _kill_points(seed: int, n: int) -> list[float]:
+    """``n`` fractions in (0, 1]: how far into the run's statements of a kind the kill falls."""
     rng = random.Random(seed)
-    return [round(rng.uniform(0.5, 8.0), 2) for _ in range(n)]
+    return [round(rng.uniform(0.01, 1.0), 2) for _ in range(n)]
 
 
-def _check_ingest_kill(corpus, tmp_path, delay: float, own_cache: bool) -> None:
+def _nth(fraction: float, total: int) -> int:
+    return max(1, min(total, round(fraction * total)))
+
+
+def _check_ingest_kill(corpus, tmp_path, at: float, own_cache: bool) -> None:
     folder, shared_cache, clean = corpus
-    cache = tmp_path / "cache" if own_cache else shared_cache  # own cache: killed mid-embedding
+    chunks = [text for _, texts in clean.values() for text in texts]
+    if own_cache:  # an empty cache: killed while writing the vectors just embedded (one write per new text)
+        cache, statement, total = tmp_path / "cache", "INSERT OR REPLACE INTO embeddings", len(set(chunks))
+    else:  # every vector cached: killed inside a document's transaction, part of its chunks written
+        cache, statement, total = shared_cache, "INSERT INTO chunks (", len(chunks)
     db = tmp_path / "kb.db"
-    _kill_after(["ingest", str(folder), "--db", str(db)], cache, delay)
-    if db.exists():
-        for source, stored in _documents(db).items():
-            assert stored == clean[source], f"partial or wrong document after kill at {delay}s: {source}"
+    crash_kill(["ingest", str(folder), "--db", str(db)], cache, tmp_path, statement, _nth(at, total), db)
+    for source, stored in _documents(db).items():
+        assert stored == clean[source], f"partial or wrong document after a kill at {statement} #{_nth(at, total)}: {source}"
     _finish(["ingest", str(folder), "--db", str(db)], cache)
     assert _documents(db) == clean
 
 
-@pytest.mark.parametrize("delay", _kill_points(15, 2))
-def test_sigkill_during_ingest_leaves_whole_documents(corpus, tmp_path, delay):
-    _check_ingest_kill(corpus, tmp_path, delay, own_cache=False)
+@pytest.mark.parametrize("at", _kill_points(15, 2))
+def test_sigkill_during_ingest_leaves_whole_documents(corpus, tmp_path, at):
+    _check_ingest_kill(corpus, tmp_path, at, own_cache=False)
 
 
 @pytest.mark.slow
 @LONG
-@pytest.mark.parametrize("delay", _kill_points(16, 6))
-def test_sigkill_during_ingest_many_points(corpus, tmp_path, delay):
-    _check_ingest_kill(corpus, tmp_path, delay, own_cache=True)
+@pytest.mark.parametrize("at", _kill_points(16, 6))
+def test_sigkill_during_ingest_many_points(corpus, tmp_path, at):
+    _check_ingest_kill(corpus, tmp_path, at, own_cache=True)
 
 
 def test_sigkill_during_chat_stores_whole_turns(corpus, tmp_path):
@@ -122,10 +145,12 @@ def test_sigkill_during_chat_stores_whole_turns(corpus, tmp_path):
     first.write_text(json.dumps({"user": "What is RFC 2119 about?"}) + "\n")
     _finish(["chat", "--script", str(first), "--user", "crash", "--conversation", "c1", "--new", "--db", str(db)], cache)
     args = ["chat", "--script", str(script), "--user", "crash", "--conversation", "c1", "--db", str(db)]
-    for delay in _kill_points(17, 2):
-        _kill_after(args, cache, delay)
+    # the 2nd message insert of a turn is its answer: the kill falls after the question is written, inside
+    # the turn's transaction; an odd one falls before the question (kill points from seed 17)
+    for n in sorted({2 * _nth(f, len(questions)) for f in _kill_points(17, 2)} | {_nth(0.5, len(questions)) * 2 + 1}):
+        crash_kill(args, cache, tmp_path, "INSERT INTO messages (", n, db)
         with sqlite3.connect(db) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
             roles = [r for (r,) in conn.execute("SELECT role FROM messages WHERE conversation_id='c1' ORDER BY seq")]
         assert len(roles) >= 2 and roles == ["user", "assistant"] * (len(roles) // 2), \
-            f"half a turn stored after kill at {delay}s: {roles}"
+            f"half a turn stored after a kill at message insert #{n}: {roles}"

@@ -186,25 +186,28 @@ def test_messages_put_context_in_the_system_message_and_history_in_order():
     assert [f.kind for f in build_frames(inputs)][-1] == "user"
 
 
-def test_frame_texts_word_every_item_from_the_prompt_templates():
-    from bara import prompts as P
-
+def test_frame_texts_word_every_item():
+    """Each frame's wording, written out by hand: a template edit must show up here as a reviewed change."""
     inputs = PromptInputs(message="q", answer_length="short", tone="warm", behavior_mode="greeting",
                           greeting_name="Ada", privacy_mode=True, profile=(("role", "engineer"),),
                           notes=(NoteItem("decision", "use TLS 1.3"),), qa=(QAItem("What is HSTS?", "A policy."),),
                           history=(Utterance("user", "hi"), Utterance("assistant", "hello")))
     texts = frame_texts(inputs)
-    assert texts["behavior"] == "\n".join([
-        P.BEHAVIOR.format(length=P.LENGTH_WORDS["short"], tone="warm", mode="greeting"),
-        P.BEHAVIOR_GREETING_NAME.format(name="Ada"), P.BEHAVIOR_PRIVACY])
-    assert P.BEHAVIOR.format(length="odd", tone="neutral", mode="standard") in \
+    assert texts["behavior"] == (
+        "Answer style: a short (1-2 sentences) answer, warm tone (behaviour mode: greeting).\n"
+        "The user's name is Ada; use it when greeting.\n"
+        "The user asks about their stored data. List what is stored and explain how to delete it; "
+        "do not use anything else.")
+    # a length with no wording of its own is passed through as given
+    assert "Answer style: odd answer, neutral tone (behaviour mode: standard)." in \
         frame_texts(replace(inputs, answer_length="odd", tone="neutral", behavior_mode="standard"))["behavior"]
-    assert texts["profile"] == "\n".join([P.PROFILE_HEADER, P.PROFILE_LINE.format(key="role", value="engineer")])
-    assert texts["notes"] == "\n".join([P.NOTES_HEADER, P.NOTES_LINE.format(kind="decision", text="use TLS 1.3")])
-    assert texts["qa"] == "\n".join([P.QA_HEADER, P.QA_ITEM.format(question="What is HSTS?", answer="A policy.")])
+    assert texts["profile"] == "What the user has told you about themselves:\n- role: engineer"
+    assert texts["notes"] == ("Research notes from earlier in your work with this user (decisions, conclusions, "
+                              "questions):\n- (decision) use TLS 1.3")
+    assert texts["qa"] == "Earlier questions from this user with the answers given:\nQ: What is HSTS?\nA: A policy."
     assert texts["history"] == "user: hi\nassistant: hello"
     folded = frame_texts(replace(inputs, history=inputs.history[1:], summarised=inputs.history[:1]))["history"]
-    assert folded.splitlines()[0] == summarise_turns(inputs.history[:1]) and folded.endswith("assistant: hello")
+    assert folded == "Earlier in this conversation (summarised) the user asked: \u201chi\u201d\nassistant: hello"
 
 
 def test_system_message_joins_every_context_frame_and_nothing_else():

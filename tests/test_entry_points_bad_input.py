@@ -1,6 +1,6 @@
 """Issue 16 QA of the command line and the library entry points: each test failed before its fix.
 
-Patterns and helpers are those of the issue 15 tests (tests/test_hardening_input.py): a user error
+Patterns and helpers are those of the issue 15 tests (tests/test_cli_bad_input.py): a user error
 exits 2 with a message that says what to change, never a traceback; nothing is lost or created by
 mistake.
 """
@@ -14,7 +14,7 @@ import pytest
 from bara.memory.knowledge import KnowledgeBase, discover
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
-from tests.test_hardening_input import assert_clean_exit, invoke
+from tests.test_cli_bad_input import assert_clean_exit, invoke
 
 
 # ---- a path given on its own to the library is one path, not a list of characters ----------------

@@ -1,5 +1,5 @@
 """Issue 16 QA, the data files a user hands over and the evaluations that read them: each test failed
-before its fix (tests/test_hardening_round2.py has the stores, settings, library and output ones)."""
+before its fix (tests/test_entry_points_bad_input.py has the stores, settings, library and output ones)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bara.store.sqlite import SQLiteStore
-from tests.test_hardening_input import assert_clean_exit, invoke
+from tests.test_cli_bad_input import assert_clean_exit, invoke
 
 
 # ---- data files a user hands over: byte-order marks, stray bytes, damaged gzip, folders, nothing usable --
