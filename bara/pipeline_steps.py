@@ -1,5 +1,6 @@
 """Helpers of the gated turn (``bara.pipeline``): which history the rewrite reads, which hits
-survive the relative gap, which turns are remembered as Q&A, per-message vectors for curation, and
+survive the relative gap, which hits a follow-up drops because an earlier reply already said them,
+which turns are remembered as Q&A, per-message vectors for curation, and
 the guessed knowledge-base query whose lexical arm starts before the message is encoded (the one
 helper here that is not pure: it starts the store's background search)."""
 
@@ -22,8 +23,10 @@ from bara.retrieval.hybrid import HybridRetriever
 from bara.settings import Settings
 from bara.store.base import LexicalPrefetch
 from bara.trace import TurnRecorder
+from bara.text.lexical import analyze
 from bara.types import RetrievalOutcome, Utterance
 from bara.understand.rewrite import RewriteResult, RewriteRules, rewrite_query
+from bara.understand.scaffold import strip_scaffolding
 
 SEARCHING_INTENTS = frozenset({"knowledge_base", "continuation", "general"})
 
@@ -50,14 +53,16 @@ def lexical_guess(query: str, messages: Sequence[StoredMessage], retriever: Hybr
     """Issue 16: the query the knowledge-base search will most likely use (the rewrite, when there is
     history to carry), its lexical arm started now so that it scores while the message is encoded.
     The rewrite is pure, so retrieval reuses it. The arm ranks enough rows for the largest k the gate
-    may choose, so a reduced or boosted search takes its leading rows (``bara.store.sqlite_lexical``);
-    a search for another query ignores the prefetch and runs its own lexical arm."""
+    may choose (plus the spare a follow-up searches when earlier replies may be dropped: :func:`drop_said`),
+    so a reduced or boosted search takes its leading rows (``bara.store.sqlite_lexical``); a search for
+    another query ignores the prefetch and runs its own lexical arm."""
     rewrite = None
     if messages:
         with rec.stage("rewrite"):
             rewrite = rewrite_for(query, messages, settings, rules, head)
     with rec.stage("gate"):  # not retrieve_kb: the gate may still close the knowledge base
-        prefetched = retriever.prefetch(rewrite.query if rewrite else query, k=largest_k(settings))
+        spare = settings.gate_kb_said_spare if any(m.role != "user" for m in messages) else 0
+        prefetched = retriever.prefetch(rewrite.query if rewrite else query, k=largest_k(settings) + spare)
     return LexicalGuess(rewrite, prefetched)
 
 
@@ -138,6 +143,47 @@ def within_gap(kb: RetrievalOutcome | None, gap: float) -> RetrievalOutcome | No
         return kb
     return replace(kb, hits=kept, n_dropped=kb.n_dropped + len(kb.hits) - len(kept),
                    reasons=kb.reasons + ("below_relative_gap",))
+
+
+def last_reply(messages: Sequence[StoredMessage]) -> str:
+    """The latest reply of the topical history (small talk and the replies to it left out), without its
+    scaffolding: what the answer a follow-up leans on was about ("" when there is none)."""
+    for utt in reversed(topical_history(messages)):
+        if utt.role != "user":
+            return strip_scaffolding(utt.text)
+    return ""
+
+
+@lru_cache(maxsize=1024)
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(analyze(text))
+
+
+def said_terms(messages: Sequence[StoredMessage]) -> tuple[frozenset[str], ...]:
+    """The analysed terms of each reply in the window (cached per text: the next turn reads them again)."""
+    return tuple(t for m in messages if m.role != "user" and (t := _terms(m.text)))
+
+
+def drop_said(kb: RetrievalOutcome | None, said: Sequence[frozenset[str]], containment: float,
+              k: int) -> RetrievalOutcome | None:
+    """The first ``k`` hits that no earlier reply already holds: a hit is dropped when at least
+    ``containment`` of its distinct terms lie inside one reply's terms (reason ``said_before:N``).
+
+    When the assistant's answers are passages of the knowledge base (an FAQ, extractive answers), the
+    passage the last answer quoted is the best match for the follow-up's words too, and would take a
+    slot that a passage saying something new should have: the conversation already holds it."""
+    if kb is None or not kb.hits:
+        return kb
+    kept = tuple(h for h in kb.hits if not _contained(h.chunk.text, said, containment))
+    n = len(kb.hits) - len(kept)
+    if not n and len(kb.hits) <= k:
+        return kb
+    return replace(kb, hits=kept[:k], reasons=kb.reasons + ((f"said_before:{n}",) if n else ()))
+
+
+def _contained(text: str, said: Sequence[frozenset[str]], containment: float) -> bool:
+    terms = _terms(text)
+    return bool(terms) and any(len(terms & reply) >= containment * len(terms) for reply in said)
 
 
 def learns_qa(gate: GateResult) -> bool:
