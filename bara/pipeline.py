@@ -29,7 +29,8 @@ from bara.llm.offline import FALLBACK_REASON, Generator, ModelGenerator, Offline
 from bara.decide.policy import apply_episodic, capitalised_words
 from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
-from bara.pipeline_persist import TURN_STORED, learn_profile, learning_writes, next_turn_preparation, user_meta
+from bara.pipeline_persist import (TURN_STORED, learn_profile, learning_writes, next_turn_preparation, reply_preparation,
+                                   user_meta)
 from bara.pipeline_records import Retrieved, Seen, TurnInput, TurnResult
 from bara.pipeline_steps import (SEARCHING_INTENTS, LexicalGuess, drop_said, last_reply, learns_qa, lexical_guess,
                                  mark_rerank, per_message, rewrite_for, said_terms, within_gap)
@@ -397,7 +398,8 @@ class Assistant:
             self.bara.learning.defer(t.user_id, *writes)  # stored after the answer (bara.memory.writebehind)
             if self.mode == "gated":  # the next turn's history, analysed after the answer too
                 self.bara.learning.prepare(next_turn_preparation(self.settings, t, plan, meta, self._rewrite_rules(),
-                                                                 self._embedder_id))
+                                                                 self._embedder_id),
+                                           *reply_preparation(self.settings, plan, self.bara.embedder.embed))
         rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
                    "persist:qa_added" if plan.add_qa else "")
         return stored

@@ -9,6 +9,7 @@ from contextvars import ContextVar
 from typing import Any, Callable
 
 from bara.app import Bara
+from bara.errors import EmbedderError
 from bara.hooks import PersistPlan
 from bara.memory.conversations import StoredMessage
 from bara.memory.notes import Note
@@ -20,6 +21,7 @@ from bara.settings import Settings
 from bara.trace import TurnTrace
 from bara.understand.names import has_content
 from bara.understand.rewrite import RewriteRules, prepare_history
+from bara.understand.scaffold import strip_scaffolding
 
 
 #: Set by a surface around one turn (``bara serve``: ``Runtime.run_turn``) to make the turn atomic with what
@@ -83,3 +85,19 @@ def next_turn_preparation(settings: Settings, t: TurnInput, plan: PersistPlan, m
         head = tuple(m for m in opening if m not in recent) if (t.head or (t.messages and t.messages[0].seq == 1)) else ()
         prepare_history(topical_history([*head, *recent]), rules)
     return prepare
+
+
+def reply_preparation(settings: Settings, plan: PersistPlan, embed: Callable[[list[str]], object]) -> tuple[Callable[[], object], ...]:
+    """The vector of the reply just stored, computed after the answer: a follow-up searches with it
+    (``gate_followup_reply_weight``, ``bara.pipeline_steps.last_reply`` reads the same text), and the
+    embedder's cache then serves the next turn. An embedder failure here is left for that turn to report."""
+    reply = strip_scaffolding(plan.assistant_text) if settings.gate_followup_reply_weight > 0 else ""
+    if not reply:
+        return ()
+
+    def prepare() -> None:
+        try:
+            embed([reply])
+        except EmbedderError:
+            pass
+    return (prepare,)

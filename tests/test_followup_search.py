@@ -166,3 +166,21 @@ def test_without_the_follow_up_rules_the_answer_already_given_takes_a_slot(wonde
                                gate_followup_weight_lexical=1.0)
     assert "wall-1.txt" in hits, hits
     assert "topic:with_reply" not in reasons and not any(r.startswith("kb:said_before:") for r in reasons)
+
+
+def test_the_reply_is_encoded_after_the_answer_for_the_next_turn():
+    from bara.errors import EmbedderError
+    from bara.pipeline_persist import reply_preparation
+
+    seen: list[list[str]] = []
+    plan = PersistPlan("Which wonder was built as a defence?", f"{WALL} [1]\nSources: wonders.pdf")
+    tasks = reply_preparation(Settings(), plan, seen.append)
+    assert len(tasks) == 1 and not seen
+    tasks[0]()
+    assert seen == [[WALL]]  # the text the next turn's last_reply reads, scaffolding stripped
+    assert reply_preparation(Settings(gate_followup_reply_weight=0.0), plan, seen.append) == ()
+    assert reply_preparation(Settings(), replace(plan, assistant_text="Sources: a.pdf"), seen.append) == ()
+
+    def broken(texts: list[str]) -> None:
+        raise EmbedderError("model file missing")
+    reply_preparation(Settings(), plan, broken)[0]()  # left for the next turn to report
