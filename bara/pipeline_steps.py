@@ -166,12 +166,14 @@ def said_terms(messages: Sequence[StoredMessage]) -> tuple[frozenset[str], ...]:
 
 def drop_said(kb: RetrievalOutcome | None, said: Sequence[frozenset[str]], containment: float,
               k: int) -> RetrievalOutcome | None:
-    """The first ``k`` hits that no earlier reply already holds: a hit is dropped when at least
-    ``containment`` of its distinct terms lie inside one reply's terms (reason ``said_before:N``).
+    """The first ``k`` hits that no earlier reply already is: a hit is dropped when it and one reply
+    share at least ``containment`` of each one's distinct terms (reason ``said_before:N``).
 
     When the assistant's answers are passages of the knowledge base (an FAQ, extractive answers), the
-    passage the last answer quoted is the best match for the follow-up's words too, and would take a
-    slot that a passage saying something new should have: the conversation already holds it."""
+    passage the last answer was is the best match for the follow-up's words too, and would take a
+    slot that a passage saying something new should have: the conversation already holds it. Both
+    ways, not one: a reply that quotes a short passage among other things leaves it a hit (on MTRAG-UN
+    dev the one-way test dropped two passages judged relevant to the follow-up, the two-way test none)."""
     if kb is None or not kb.hits:
         return kb
     kept = tuple(h for h in kb.hits if not _contained(h.chunk.text, said, containment))
@@ -183,7 +185,7 @@ def drop_said(kb: RetrievalOutcome | None, said: Sequence[frozenset[str]], conta
 
 def _contained(text: str, said: Sequence[frozenset[str]], containment: float) -> bool:
     terms = _terms(text)
-    return bool(terms) and any(len(terms & reply) >= containment * len(terms) for reply in said)
+    return bool(terms) and any(len(terms & reply) >= containment * max(len(terms), len(reply)) for reply in said)
 
 
 def learns_qa(gate: GateResult) -> bool:

@@ -66,7 +66,7 @@ WALL = ("The Great Wall of China was built over many centuries by successive dyn
         "northern borders against raids.")
 
 
-def test_a_hit_an_earlier_reply_holds_gives_its_slot_to_the_next_one():
+def test_a_hit_an_earlier_reply_was_gives_its_slot_to_the_next_one():
     kb = RetrievalOutcome(Status.OK, "q", hits=(
         _hit("wall-1", WALL), _hit("wall-2", "Crews repair eroded sections of the wall every spring."),
         _hit("taj", "The Taj Mahal is a mausoleum in Agra."), _hit("colosseum", "The Colosseum is in Rome.")))
@@ -81,6 +81,12 @@ def test_a_hit_an_earlier_reply_holds_gives_its_slot_to_the_next_one():
     out = drop_said(kb, partial, 0.8, 3)
     assert out is not None and [h.chunk.source for h in out.hits] == ["wall-1", "wall-2", "taj"]
     assert not any(r.startswith("said_before") for r in out.reasons)
+    # a reply that quotes the passage among much else is not that passage: it stays a hit
+    longer = said_terms([_message("assistant", f"{WALL} Its watchtowers signalled with smoke by day and fire "
+                                               "by night; garrisons farmed nearby land, and merchants on the "
+                                               "Silk Road paid tolls at fortified passes such as Jiayuguan.")])
+    out = drop_said(kb, longer, 0.8, 2)
+    assert out is not None and [h.chunk.source for h in out.hits] == ["wall-1", "wall-2"]
 
 
 def test_the_last_reply_skips_small_talk_and_scaffolding():

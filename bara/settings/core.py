@@ -211,9 +211,10 @@ class CoreSettings(BaseModel):
         "RRF weight of the full-text arm when the lexical query is a rewrite: its carried words are guesses, "
         "while the dense arm reads the message itself (weight_lexical applies to every other search)."))
     gate_kb_said_containment: float = Field(default=0.8, gt=0.0, le=1.0, description=(
-        "A knowledge hit whose distinct terms lie at least this much inside one earlier reply of the window is "
-        "dropped from a follow-up's hits: the conversation already holds that text, and the follow-up asks for "
-        "more (on CAsT 2022's dev half 0.8 dropped only the earlier replies' own passages; 0.7 dropped 2 others)."))
+        "A knowledge hit that shares at least this share of its distinct terms, and of the reply's, with one "
+        "earlier reply of the window is that reply: it is dropped from a follow-up's hits, since the "
+        "conversation already holds it and the follow-up asks for more (CAsT 2022 dev half: 0.8 dropped the "
+        "earlier replies' own passages and nothing else; MTRAG-UN dev: no hit)."))
     gate_kb_said_spare: int = Field(default=3, ge=0, le=20, description=(
         "Knowledge hits searched beyond k when earlier replies could repeat some, so that k remain after they "
         "are dropped (0 = never drop what the conversation said)."))
