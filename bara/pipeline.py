@@ -32,7 +32,8 @@ from bara.memory.vectors import HistoryTopic, history_topic
 from bara.pipeline_persist import (TURN_STORED, learn_profile, learning_writes, next_turn_preparation, reply_preparation,
                                    user_meta)
 from bara.pipeline_records import Retrieved, Seen, TurnInput, TurnResult
-from bara.pipeline_steps import (SEARCHING_INTENTS, LexicalGuess, drop_said, last_reply, learns_qa, lexical_guess,
+from bara.pipeline_steps import (SEARCHING_INTENTS, LexicalGuess, answers_are_passages, drop_said, last_reply,
+                                 learns_qa, lexical_guess,
                                  mark_rerank, per_message, rewrite_for, said_terms, within_gap)
 import bara.prompts as PROMPTS
 from bara.prompts import EMPTY_INPUT
@@ -149,12 +150,15 @@ class Assistant:
 
     def _kb(self, t: TurnInput, policy: PolicyDecision, seen: Seen, query: str,
             vectors: tuple[np.ndarray | None, np.ndarray | None], rec: TurnRecorder) -> RetrievalOutcome | None:
-        """The knowledge-base search. A follow-up (the message depends on the conversation) adds the last
-        reply's vector to its topic (``search_vector``), weighs its lexical arm by
-        ``gate_followup_weight_lexical``, and drops the hits an earlier reply already holds (``drop_said``)."""
+        """The knowledge-base search. A follow-up (the message depends on the conversation) drops the hits an
+        earlier reply already is (``drop_said``); when the last answer was itself a passage of the knowledge
+        base (``answers_are_passages``), it also adds that reply's vector to its topic (``search_vector``) and
+        weighs its lexical arm by ``gate_followup_weight_lexical`` (reason ``topic:answers_are_passages``)."""
         s, follow = self.settings, seen.topic.depends
         (message_vector, vector), said = vectors, ()
-        if follow and message_vector is not None and s.gate_followup_reply_weight > 0:
+        passages = follow and answers_are_passages(t.messages)
+        rec.reason("topic:answers_are_passages" if passages else "")
+        if passages and message_vector is not None and s.gate_followup_reply_weight > 0:
             reply = last_reply(t.messages)
             reply_vector = self._embed(reply, rec) if reply else None
             vector = search_vector(message_vector, seen.prior.topic, True, s.gate_topic_carry_weight,
@@ -166,7 +170,7 @@ class Assistant:
             query, k=policy.kb_k + (s.gate_kb_said_spare if said else 0), floor=policy.kb_floor, vector=vector,
             prefetched=seen.guess.prefetched, spare_lexical=s.gate_kb_floor_spare_lexical,
             spare_floor=policy.kb_floor - s.gate_kb_floor_spare_margin,
-            weight_lexical=s.gate_followup_weight_lexical if follow else None))
+            weight_lexical=s.gate_followup_weight_lexical if passages else None))
         return drop_said(kb, said, s.gate_kb_said_containment, policy.kb_k)
 
     def _history_topic(self, t: TurnInput, rec: TurnRecorder) -> HistoryTopic:
@@ -381,7 +385,7 @@ class Assistant:
         journal = TURN_STORED.get()
         behind = self.settings.memory_write_behind and journal is None
         with rec.stage("persist"), self.bara.store.transaction():
-            meta = user_meta(self.settings, self._embedder_id, r)
+            meta = user_meta(self.settings, self._embedder_id, r, plan.assistant_text)
             self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
                                            state.to_dict() if state else {}, {"mode": self.mode}, meta)
             facts = learn_profile(self.profile, t, plan) if plan.learn_profile else []

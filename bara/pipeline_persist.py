@@ -16,7 +16,7 @@ from bara.memory.notes import Note
 from bara.memory.profile import ProfileFact, ProfileMemory
 from bara.memory.vectors import TOPIC, decode_vector, message_meta
 from bara.pipeline_records import Retrieved, TurnInput
-from bara.pipeline_steps import topical_history
+from bara.pipeline_steps import ANSWER_IN_KB, answer_was_hit, topical_history
 from bara.settings import Settings
 from bara.trace import TurnTrace
 from bara.understand.names import has_content
@@ -58,11 +58,13 @@ def learning_writes(bara: Bara, t: TurnInput, plan: PersistPlan, r: Retrieved,
     return writes
 
 
-def user_meta(settings: Settings, embedder_id: str, r: Retrieved) -> dict[str, Any]:
-    """Whether the turn searched, and (cache on) its vectors, so later turns need not re-encode."""
+def user_meta(settings: Settings, embedder_id: str, r: Retrieved, reply: str = "") -> dict[str, Any]:
+    """Whether the turn searched, and (cache on) its vectors, so later turns need not re-encode; and whether
+    ``reply`` was one of its knowledge hits verbatim (``answer_in_kb``: how the next follow-up searches)."""
+    quoted = {ANSWER_IN_KB: True} if answer_was_hit(reply, r.kb, settings.gate_kb_said_containment) else {}
     if not settings.gate_cache_vectors:
-        return {"searched": r.searched}
-    return message_meta(embedder_id, r.searched, r.message_vector, r.vector if r.searched else None)
+        return {"searched": r.searched, **quoted}
+    return {**message_meta(embedder_id, r.searched, r.message_vector, r.vector if r.searched else None), **quoted}
 
 
 def next_turn_preparation(settings: Settings, t: TurnInput, plan: PersistPlan, meta: dict[str, Any],

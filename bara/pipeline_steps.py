@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -181,6 +181,27 @@ def drop_said(kb: RetrievalOutcome | None, said: Sequence[frozenset[str]], conta
     if not n and len(kb.hits) <= k:
         return kb
     return replace(kb, hits=kept[:k], reasons=kb.reasons + ((f"said_before:{n}",) if n else ()))
+
+
+#: The user message's meta key: the reply to it was one of that turn's knowledge hits (``answer_was_hit``).
+ANSWER_IN_KB = "answer_in_kb"
+
+
+def answer_was_hit(reply: str, kb: RetrievalOutcome | None, containment: float) -> bool:
+    """Whether ``reply`` is one of ``kb``'s hits (the two-way test of :func:`drop_said`): the assistant
+    answers with the knowledge base's passages themselves (an FAQ, extractive answers)."""
+    if kb is None or not kb.hits or not reply:
+        return False
+    terms = _terms(reply)
+    return bool(terms) and any(_contained(h.chunk.text, (terms,), containment) for h in kb.hits)
+
+
+def answers_are_passages(messages: Sequence[StoredMessage]) -> bool:
+    """Whether the latest searched user turn of the window was answered with one of its hits verbatim."""
+    for m in reversed(messages):
+        if m.role == "user" and not skipped(m):
+            return isinstance(m.meta, Mapping) and bool(m.meta.get(ANSWER_IN_KB))
+    return False
 
 
 def _contained(text: str, said: Sequence[frozenset[str]], containment: float) -> bool:
