@@ -13,7 +13,7 @@ from bara.app import Bara
 from bara.hooks import HookContext, PersistPlan
 from bara.memory.conversations import StoredMessage
 from bara.pipeline import Assistant
-from bara.pipeline_steps import drop_said, last_reply, said_terms
+from bara.pipeline_steps import ANSWER_IN_KB, answer_was_hit, answers_are_passages, drop_said, last_reply, said_terms
 from bara.settings import Settings
 from bara.types import SHARED, ArmScore, Hit, RetrievalOutcome, Status, StoredChunk
 from bara.understand.topic import compose_topic, search_vector
@@ -89,6 +89,20 @@ def test_a_hit_an_earlier_reply_was_gives_its_slot_to_the_next_one():
     assert out is not None and [h.chunk.source for h in out.hits] == ["wall-1", "wall-2"]
 
 
+def test_an_answer_that_is_one_of_its_hits_marks_the_conversation():
+    kb = RetrievalOutcome(Status.OK, "q", hits=(_hit("wall-1", WALL), _hit("taj", "The Taj Mahal is in Agra.")))
+    assert answer_was_hit(f"Sure. {WALL}", kb, 0.8)
+    assert not answer_was_hit(f"{WALL} Its watchtowers signalled with smoke by day and fire by night, and "
+                              "merchants on the Silk Road paid tolls at fortified passes.", kb, 0.8)  # written
+    assert not answer_was_hit(WALL, RetrievalOutcome(Status.EMPTY, "q"), 0.8) and not answer_was_hit("", kb, 0.8)
+    marked = [_message("user", "Which wonder?", {ANSWER_IN_KB: True}), _message("assistant", WALL)]
+    assert answers_are_passages(marked)
+    assert not answers_are_passages([_message("user", "Which wonder?"), _message("assistant", WALL)])
+    # small talk since is not the turn that counts
+    assert answers_are_passages([*marked, _message("user", "thanks!", {"searched": False}),
+                                 _message("assistant", "You're welcome!")])
+
+
 def test_the_last_reply_skips_small_talk_and_scaffolding():
     messages = [_message("user", "Which wonder was built as a defence?"),
                 _message("assistant", f"{WALL} [1]\nSources: wonders.pdf"),
@@ -143,7 +157,8 @@ def wonders(tmp_path_factory, embedder):
         yield bara
 
 
-def _follow_up(bara: Bara, user: str, **overrides) -> tuple[list[str], tuple[str, ...]]:
+def _follow_up(bara: Bara, user: str, turns: tuple[tuple[str, str], ...] = TURNS,
+               **overrides) -> tuple[list[str], tuple[str, ...]]:
     saved = bara.settings
     bara.settings = saved.override(**overrides) if overrides else saved
     try:
@@ -151,7 +166,7 @@ def _follow_up(bara: Bara, user: str, **overrides) -> tuple[list[str], tuple[str
         reply = _Reply()
         assistant.hooks.add("before_persist", reply)
         cid = None
-        for message, answer in TURNS:
+        for message, answer in turns:
             reply.next = answer
             result = assistant.turn(user, message, conversation_id=cid)
             cid = result.conversation_id
@@ -164,7 +179,8 @@ def _follow_up(bara: Bara, user: str, **overrides) -> tuple[list[str], tuple[str
 def test_a_follow_up_retrieves_the_new_passage_not_the_one_it_was_just_told(wonders, user):
     hits, reasons = _follow_up(wonders, user)
     assert "wall-2.txt" in hits and "wall-1.txt" not in hits, hits
-    assert "topic:with_reply" in reasons and any(r.startswith("kb:said_before:") for r in reasons)
+    assert "topic:answers_are_passages" in reasons and "topic:with_reply" in reasons
+    assert any(r.startswith("kb:said_before:") for r in reasons)
 
 
 def test_without_the_follow_up_rules_the_answer_already_given_takes_a_slot(wonders, user):
@@ -190,3 +206,12 @@ def test_the_reply_is_encoded_after_the_answer_for_the_next_turn():
     def broken(texts: list[str]) -> None:
         raise EmbedderError("model file missing")
     reply_preparation(Settings(), plan, broken)[0]()  # left for the next turn to report
+
+
+def test_a_written_answer_keeps_the_plain_follow_up_search(wonders, user):
+    """An answer that is not one of its turn's hits (a model wrote it) leaves the dense vector and the
+    fusion as they were; only a hit that the answer is would be dropped."""
+    written = "It is the Great Wall of China: it took centuries to build, and parts of it can be visited from Beijing."
+    hits, reasons = _follow_up(wonders, user, ((TURNS[0][0], written), TURNS[1]))
+    assert "topic:answers_are_passages" not in reasons and "topic:with_reply" not in reasons
+    assert hits
