@@ -403,7 +403,7 @@ class Assistant:
             if self.mode == "gated":  # the next turn's history, analysed after the answer too
                 self.bara.learning.prepare(next_turn_preparation(self.settings, t, plan, meta, self._rewrite_rules(),
                                                                  self._embedder_id),
-                                           *reply_preparation(self.settings, plan, self.bara.embedder.embed))
+                                           *reply_preparation(self.settings, plan, meta, self.bara.embedder.embed))
         rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
                    "persist:qa_added" if plan.add_qa else "")
         return stored

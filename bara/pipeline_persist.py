@@ -89,11 +89,14 @@ def next_turn_preparation(settings: Settings, t: TurnInput, plan: PersistPlan, m
     return prepare
 
 
-def reply_preparation(settings: Settings, plan: PersistPlan, embed: Callable[[list[str]], object]) -> tuple[Callable[[], object], ...]:
-    """The vector of the reply just stored, computed after the answer: a follow-up searches with it
-    (``gate_followup_reply_weight``, ``bara.pipeline_steps.last_reply`` reads the same text), and the
-    embedder's cache then serves the next turn. An embedder failure here is left for that turn to report."""
-    reply = strip_scaffolding(plan.assistant_text) if settings.gate_followup_reply_weight > 0 else ""
+def reply_preparation(settings: Settings, plan: PersistPlan, meta: dict[str, Any],
+                      embed: Callable[[list[str]], object]) -> tuple[Callable[[], object], ...]:
+    """The vector of the reply just stored, computed after the answer when that reply was one of the turn's
+    hits (``meta[ANSWER_IN_KB]``): a follow-up then searches with it (``gate_followup_reply_weight``;
+    ``bara.pipeline_steps.last_reply`` reads the same text), and the embedder's cache serves the next
+    turn. An embedder failure here is left for that turn to report."""
+    use = settings.gate_followup_reply_weight > 0 and bool(meta.get(ANSWER_IN_KB))
+    reply = strip_scaffolding(plan.assistant_text) if use else ""
     if not reply:
         return ()
 

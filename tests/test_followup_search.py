@@ -196,16 +196,18 @@ def test_the_reply_is_encoded_after_the_answer_for_the_next_turn():
 
     seen: list[list[str]] = []
     plan = PersistPlan("Which wonder was built as a defence?", f"{WALL} [1]\nSources: wonders.pdf")
-    tasks = reply_preparation(Settings(), plan, seen.append)
+    quoted = {ANSWER_IN_KB: True}
+    tasks = reply_preparation(Settings(), plan, quoted, seen.append)
     assert len(tasks) == 1 and not seen
     tasks[0]()
     assert seen == [[WALL]]  # the text the next turn's last_reply reads, scaffolding stripped
-    assert reply_preparation(Settings(gate_followup_reply_weight=0.0), plan, seen.append) == ()
-    assert reply_preparation(Settings(), replace(plan, assistant_text="Sources: a.pdf"), seen.append) == ()
+    assert reply_preparation(Settings(), plan, {}, seen.append) == ()  # a written answer: not searched with
+    assert reply_preparation(Settings(gate_followup_reply_weight=0.0), plan, quoted, seen.append) == ()
+    assert reply_preparation(Settings(), replace(plan, assistant_text="Sources: a.pdf"), quoted, seen.append) == ()
 
     def broken(texts: list[str]) -> None:
         raise EmbedderError("model file missing")
-    reply_preparation(Settings(), plan, broken)[0]()  # left for the next turn to report
+    reply_preparation(Settings(), plan, quoted, broken)[0]()  # left for the next turn to report
 
 
 def test_a_written_answer_keeps_the_plain_follow_up_search(wonders, user):
