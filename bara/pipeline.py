@@ -29,10 +29,12 @@ from bara.llm.offline import FALLBACK_REASON, Generator, ModelGenerator, Offline
 from bara.decide.policy import apply_episodic, capitalised_words
 from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
-from bara.pipeline_persist import TURN_STORED, learn_profile, learning_writes, next_turn_preparation, user_meta
+from bara.pipeline_persist import (TURN_STORED, learn_profile, learning_writes, next_turn_preparation, reply_preparation,
+                                   user_meta)
 from bara.pipeline_records import Retrieved, Seen, TurnInput, TurnResult
-from bara.pipeline_steps import (SEARCHING_INTENTS, LexicalGuess, learns_qa, lexical_guess, mark_rerank, per_message,
-                                 rewrite_for, within_gap)
+from bara.pipeline_steps import (SEARCHING_INTENTS, LexicalGuess, answers_are_passages, drop_said, last_reply,
+                                 learns_qa, lexical_guess,
+                                 mark_rerank, per_message, rewrite_for, said_terms, within_gap)
 import bara.prompts as PROMPTS
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, attribution_note, episode_items,
@@ -41,7 +43,7 @@ from bara.decide.record import gate_summary
 from bara.trace import (StoredRecord, TurnRecorder, TurnTrace, prompt_summary,
                         retrieval_summary, trace_fields)
 from bara.turn import TurnStart, empty_trace, run_turn
-from bara.types import PIPELINE_MODES, PipelineMode, Tier, Utterance
+from bara.types import PIPELINE_MODES, PipelineMode, RetrievalOutcome, Tier, Utterance
 from bara.understand.features import compute_features, normalize
 from bara.understand.forget import asks_to_forget
 from bara.understand.intent import apply_rules
@@ -49,7 +51,7 @@ from bara.understand.prototypes import prototypes_for
 from bara.understand.rewrite import RewriteRules
 from bara.understand.scaffold import topic_switch
 from bara.understand.state import ConversationState, note_ungated_turn
-from bara.understand.topic import compose_topic, topic_dependence
+from bara.understand.topic import compose_topic, search_vector, topic_dependence
 
 MODES = PIPELINE_MODES
 
@@ -146,6 +148,31 @@ class Assistant:
         rec.reason(*gate.reasons, topic.reason)
         return gate, Seen(vector, prior, topic, guess)
 
+    def _kb(self, t: TurnInput, policy: PolicyDecision, seen: Seen, query: str,
+            vectors: tuple[np.ndarray | None, np.ndarray | None], rec: TurnRecorder) -> RetrievalOutcome | None:
+        """The knowledge-base search. A follow-up (the message depends on the conversation) drops the hits an
+        earlier reply already is (``drop_said``); when the last answer was itself a passage of the knowledge
+        base (``answers_are_passages``), it also adds that reply's vector to its topic (``search_vector``) and
+        weighs its lexical arm by ``gate_followup_weight_lexical`` (reason ``topic:answers_are_passages``)."""
+        s, follow = self.settings, seen.topic.depends
+        (message_vector, vector), said = vectors, ()
+        passages = follow and answers_are_passages(t.messages)
+        rec.reason("topic:answers_are_passages" if passages else "")
+        if passages and message_vector is not None and s.gate_followup_reply_weight > 0:
+            reply = last_reply(t.messages)
+            reply_vector = self._embed(reply, rec) if reply else None
+            vector = search_vector(message_vector, seen.prior.topic, True, s.gate_topic_carry_weight,
+                                   reply_vector, s.gate_followup_reply_weight)
+            rec.reason("topic:with_reply" if reply_vector is not None else "")
+        if follow and s.gate_kb_said_spare:
+            said = said_terms(t.messages)
+        kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
+            query, k=policy.kb_k + (s.gate_kb_said_spare if said else 0), floor=policy.kb_floor, vector=vector,
+            prefetched=seen.guess.prefetched, spare_lexical=s.gate_kb_floor_spare_lexical,
+            spare_floor=policy.kb_floor - s.gate_kb_floor_spare_margin,
+            weight_lexical=s.gate_followup_weight_lexical if passages else None))
+        return drop_said(kb, said, s.gate_kb_said_containment, policy.kb_k)
+
     def _history_topic(self, t: TurnInput, rec: TurnRecorder) -> HistoryTopic:
         with rec.stage("load_vectors"):
             prior = history_topic(t.messages, self._embedder_id, lambda texts: self._embed_many(texts, rec),
@@ -217,10 +244,7 @@ class Assistant:
         message_vector = seen.vector if seen.vector is not None else self._embed(t.clean.query, rec)
         vector = None if message_vector is None else compose_topic(
             message_vector, seen.prior.topic, seen.topic.depends, self.settings.gate_topic_carry_weight)
-        kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
-            query, k=policy.kb_k, floor=policy.kb_floor, vector=vector,
-            prefetched=seen.guess.prefetched, spare_lexical=self.settings.gate_kb_floor_spare_lexical,
-            spare_floor=policy.kb_floor - self.settings.gate_kb_floor_spare_margin)) if policy.inject_kb else None
+        kb = self._kb(t, policy, seen, query, (message_vector, vector), rec) if policy.inject_kb else None
         mark_rerank(rec, kb, self.settings)
         kb = within_gap(kb, self.settings.gate_kb_relative_gap)
         notes = self._tier("retrieve_notes", rec, lambda: self.notes.search(  # the user's own words: a recap
@@ -361,7 +385,7 @@ class Assistant:
         journal = TURN_STORED.get()
         behind = self.settings.memory_write_behind and journal is None
         with rec.stage("persist"), self.bara.store.transaction():
-            meta = user_meta(self.settings, self._embedder_id, r)
+            meta = user_meta(self.settings, self._embedder_id, r, plan.assistant_text)
             self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
                                            state.to_dict() if state else {}, {"mode": self.mode}, meta)
             facts = learn_profile(self.profile, t, plan) if plan.learn_profile else []
@@ -378,7 +402,8 @@ class Assistant:
             self.bara.learning.defer(t.user_id, *writes)  # stored after the answer (bara.memory.writebehind)
             if self.mode == "gated":  # the next turn's history, analysed after the answer too
                 self.bara.learning.prepare(next_turn_preparation(self.settings, t, plan, meta, self._rewrite_rules(),
-                                                                 self._embedder_id))
+                                                                 self._embedder_id),
+                                           *reply_preparation(self.settings, plan, meta, self.bara.embedder.embed))
         rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
                    "persist:qa_added" if plan.add_qa else "")
         return stored

@@ -9,17 +9,19 @@ from contextvars import ContextVar
 from typing import Any, Callable
 
 from bara.app import Bara
+from bara.errors import EmbedderError
 from bara.hooks import PersistPlan
 from bara.memory.conversations import StoredMessage
 from bara.memory.notes import Note
 from bara.memory.profile import ProfileFact, ProfileMemory
 from bara.memory.vectors import TOPIC, decode_vector, message_meta
 from bara.pipeline_records import Retrieved, TurnInput
-from bara.pipeline_steps import topical_history
+from bara.pipeline_steps import ANSWER_IN_KB, answer_was_hit, topical_history
 from bara.settings import Settings
 from bara.trace import TurnTrace
 from bara.understand.names import has_content
 from bara.understand.rewrite import RewriteRules, prepare_history
+from bara.understand.scaffold import strip_scaffolding
 
 
 #: Set by a surface around one turn (``bara serve``: ``Runtime.run_turn``) to make the turn atomic with what
@@ -56,11 +58,13 @@ def learning_writes(bara: Bara, t: TurnInput, plan: PersistPlan, r: Retrieved,
     return writes
 
 
-def user_meta(settings: Settings, embedder_id: str, r: Retrieved) -> dict[str, Any]:
-    """Whether the turn searched, and (cache on) its vectors, so later turns need not re-encode."""
+def user_meta(settings: Settings, embedder_id: str, r: Retrieved, reply: str = "") -> dict[str, Any]:
+    """Whether the turn searched, and (cache on) its vectors, so later turns need not re-encode; and whether
+    ``reply`` was one of its knowledge hits verbatim (``answer_in_kb``: how the next follow-up searches)."""
+    quoted = {ANSWER_IN_KB: True} if answer_was_hit(reply, r.kb, settings.gate_kb_said_containment) else {}
     if not settings.gate_cache_vectors:
-        return {"searched": r.searched}
-    return message_meta(embedder_id, r.searched, r.message_vector, r.vector if r.searched else None)
+        return {"searched": r.searched, **quoted}
+    return {**message_meta(embedder_id, r.searched, r.message_vector, r.vector if r.searched else None), **quoted}
 
 
 def next_turn_preparation(settings: Settings, t: TurnInput, plan: PersistPlan, meta: dict[str, Any],
@@ -83,3 +87,22 @@ def next_turn_preparation(settings: Settings, t: TurnInput, plan: PersistPlan, m
         head = tuple(m for m in opening if m not in recent) if (t.head or (t.messages and t.messages[0].seq == 1)) else ()
         prepare_history(topical_history([*head, *recent]), rules)
     return prepare
+
+
+def reply_preparation(settings: Settings, plan: PersistPlan, meta: dict[str, Any],
+                      embed: Callable[[list[str]], object]) -> tuple[Callable[[], object], ...]:
+    """The vector of the reply just stored, computed after the answer when that reply was one of the turn's
+    hits (``meta[ANSWER_IN_KB]``): a follow-up then searches with it (``gate_followup_reply_weight``;
+    ``bara.pipeline_steps.last_reply`` reads the same text), and the embedder's cache serves the next
+    turn. An embedder failure here is left for that turn to report."""
+    use = settings.gate_followup_reply_weight > 0 and bool(meta.get(ANSWER_IN_KB))
+    reply = strip_scaffolding(plan.assistant_text) if use else ""
+    if not reply:
+        return ()
+
+    def prepare() -> None:
+        try:
+            embed([reply])
+        except EmbedderError:
+            pass
+    return (prepare,)

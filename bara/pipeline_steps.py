@@ -1,5 +1,6 @@
 """Helpers of the gated turn (``bara.pipeline``): which history the rewrite reads, which hits
-survive the relative gap, which turns are remembered as Q&A, per-message vectors for curation, and
+survive the relative gap, which hits a follow-up drops because an earlier reply already said them,
+which turns are remembered as Q&A, per-message vectors for curation, and
 the guessed knowledge-base query whose lexical arm starts before the message is encoded (the one
 helper here that is not pure: it starts the store's background search)."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -22,8 +23,10 @@ from bara.retrieval.hybrid import HybridRetriever
 from bara.settings import Settings
 from bara.store.base import LexicalPrefetch
 from bara.trace import TurnRecorder
+from bara.text.lexical import analyze
 from bara.types import RetrievalOutcome, Utterance
 from bara.understand.rewrite import RewriteResult, RewriteRules, rewrite_query
+from bara.understand.scaffold import strip_scaffolding
 
 SEARCHING_INTENTS = frozenset({"knowledge_base", "continuation", "general"})
 
@@ -50,14 +53,16 @@ def lexical_guess(query: str, messages: Sequence[StoredMessage], retriever: Hybr
     """Issue 16: the query the knowledge-base search will most likely use (the rewrite, when there is
     history to carry), its lexical arm started now so that it scores while the message is encoded.
     The rewrite is pure, so retrieval reuses it. The arm ranks enough rows for the largest k the gate
-    may choose, so a reduced or boosted search takes its leading rows (``bara.store.sqlite_lexical``);
-    a search for another query ignores the prefetch and runs its own lexical arm."""
+    may choose (plus the spare a follow-up searches when earlier replies may be dropped: :func:`drop_said`),
+    so a reduced or boosted search takes its leading rows (``bara.store.sqlite_lexical``); a search for
+    another query ignores the prefetch and runs its own lexical arm."""
     rewrite = None
     if messages:
         with rec.stage("rewrite"):
             rewrite = rewrite_for(query, messages, settings, rules, head)
     with rec.stage("gate"):  # not retrieve_kb: the gate may still close the knowledge base
-        prefetched = retriever.prefetch(rewrite.query if rewrite else query, k=largest_k(settings))
+        spare = settings.gate_kb_said_spare if any(m.role != "user" for m in messages) else 0
+        prefetched = retriever.prefetch(rewrite.query if rewrite else query, k=largest_k(settings) + spare)
     return LexicalGuess(rewrite, prefetched)
 
 
@@ -138,6 +143,70 @@ def within_gap(kb: RetrievalOutcome | None, gap: float) -> RetrievalOutcome | No
         return kb
     return replace(kb, hits=kept, n_dropped=kb.n_dropped + len(kb.hits) - len(kept),
                    reasons=kb.reasons + ("below_relative_gap",))
+
+
+def last_reply(messages: Sequence[StoredMessage]) -> str:
+    """The latest reply of the topical history (small talk and the replies to it left out), without its
+    scaffolding: what the answer a follow-up leans on was about ("" when there is none)."""
+    for utt in reversed(topical_history(messages)):
+        if utt.role != "user":
+            return strip_scaffolding(utt.text)
+    return ""
+
+
+@lru_cache(maxsize=1024)
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(analyze(text))
+
+
+def said_terms(messages: Sequence[StoredMessage]) -> tuple[frozenset[str], ...]:
+    """The analysed terms of each reply in the window (cached per text: the next turn reads them again)."""
+    return tuple(t for m in messages if m.role != "user" and (t := _terms(m.text)))
+
+
+def drop_said(kb: RetrievalOutcome | None, said: Sequence[frozenset[str]], containment: float,
+              k: int) -> RetrievalOutcome | None:
+    """The first ``k`` hits that no earlier reply already is: a hit is dropped when it and one reply
+    share at least ``containment`` of each one's distinct terms (reason ``said_before:N``).
+
+    When the assistant's answers are passages of the knowledge base (an FAQ, extractive answers), the
+    passage the last answer was is the best match for the follow-up's words too, and would take a
+    slot that a passage saying something new should have: the conversation already holds it. Both
+    ways, not one: a reply that quotes a short passage among other things leaves it a hit (on MTRAG-UN
+    dev the one-way test dropped two passages judged relevant to the follow-up, the two-way test none)."""
+    if kb is None or not kb.hits:
+        return kb
+    kept = tuple(h for h in kb.hits if not _contained(h.chunk.text, said, containment))
+    n = len(kb.hits) - len(kept)
+    if not n and len(kb.hits) <= k:
+        return kb
+    return replace(kb, hits=kept[:k], reasons=kb.reasons + ((f"said_before:{n}",) if n else ()))
+
+
+#: The user message's meta key: the reply to it was one of that turn's knowledge hits (``answer_was_hit``).
+ANSWER_IN_KB = "answer_in_kb"
+
+
+def answer_was_hit(reply: str, kb: RetrievalOutcome | None, containment: float) -> bool:
+    """Whether ``reply`` is one of ``kb``'s hits (the two-way test of :func:`drop_said`): the assistant
+    answers with the knowledge base's passages themselves (an FAQ, extractive answers)."""
+    if kb is None or not kb.hits or not reply:
+        return False
+    terms = _terms(reply)
+    return bool(terms) and any(_contained(h.chunk.text, (terms,), containment) for h in kb.hits)
+
+
+def answers_are_passages(messages: Sequence[StoredMessage]) -> bool:
+    """Whether the latest searched user turn of the window was answered with one of its hits verbatim."""
+    for m in reversed(messages):
+        if m.role == "user" and not skipped(m):
+            return isinstance(m.meta, Mapping) and bool(m.meta.get(ANSWER_IN_KB))
+    return False
+
+
+def _contained(text: str, said: Sequence[frozenset[str]], containment: float) -> bool:
+    terms = _terms(text)
+    return bool(terms) and any(len(terms & reply) >= containment * max(len(terms), len(reply)) for reply in said)
 
 
 def learns_qa(gate: GateResult) -> bool:

@@ -102,14 +102,16 @@ class HybridRetriever:
                owners: Sequence[str] = (SHARED,), collections: Sequence[str] = ("kb",),
                arms: Arms = Arms.HYBRID, rerank: bool | None = None,
                vector: np.ndarray | None = None, prefetched: LexicalPrefetch | None = None,
-               spare_lexical: int = 0, spare_floor: float = -1.0) -> RetrievalOutcome:
+               spare_lexical: int = 0, spare_floor: float = -1.0,
+               weight_lexical: float | None = None) -> RetrievalOutcome:
         """Return an ok / empty / degraded outcome; never raises on odd query text (InputError on a query
         that is not text, a k below 1 or a floor outside -1..1: :func:`search_limits`).
 
         ``floor`` is a cosine floor, so it judges a candidate by the dense arm alone; the full-text arm's
         first ``spare_lexical`` candidates are held to ``spare_floor`` instead, since a chunk that arm
         ranks at the top has evidence of its own (reason ``floor_spared_lexical:M``: M of the hits shown
-        are below ``floor``)."""
+        are below ``floor``). ``weight_lexical`` replaces the setting's RRF weight of the full-text arm for
+        this search (a caller that trusts its lexical query less, e.g. a rewrite of carried words)."""
         k, floor = search_limits(k, floor, self.settings)
         text, reasons = clean_query(query_text(query), self.settings.max_query_chars)
         if not text:
@@ -119,7 +121,7 @@ class HybridRetriever:
         if arms is not Arms.DENSE and not terms:
             reasons += ("lexical_no_terms",)
         vector = self._vector(text, vector, timings)
-        result = self._search(self._request(terms, vector, k, owners, collections, arms), prefetched)
+        result = self._search(self._request(terms, vector, k, owners, collections, arms, weight_lexical), prefetched)
         timings.update(result.timings_ms)
         if arms is Arms.HYBRID and terms and result.lexical_hits == 0:
             reasons += ("lexical_empty_dense_only",)
@@ -167,12 +169,13 @@ class HybridRetriever:
         return out
 
     def _request(self, terms: tuple[str, ...], vector: np.ndarray | None, k: int, owners: Sequence[str],
-                 collections: Sequence[str], arms: Arms) -> SearchRequest:
+                 collections: Sequence[str], arms: Arms, weight_lexical: float | None = None) -> SearchRequest:
         s = self.settings
         return SearchRequest(terms=terms, vector=vector, limit=s.candidate_multiplier * k,
                              owners=tuple(owners), collections=tuple(collections),
                              use_lexical=arms is not Arms.DENSE, use_dense=arms is not Arms.LEXICAL,
-                             weight_lexical=s.weight_lexical, weight_dense=s.weight_dense,
+                             weight_lexical=s.weight_lexical if weight_lexical is None else max(0.0, weight_lexical),
+                             weight_dense=s.weight_dense,
                              rrf_k=s.rrf_k, title_weight=s.lexical_title_weight,
                              skip_scope_test=s.lexical_skip_scope_test, in_memory_lexical=s.lexical_in_memory,
                              in_memory_min_chunks=s.lexical_in_memory_min_chunks,

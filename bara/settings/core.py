@@ -202,6 +202,24 @@ class CoreSettings(BaseModel):
     gate_rewrite_in_conversation: bool = Field(default=True, description=(
         "Rewrite every searched message that has history: on MTRAG-UN dev the rewrite lifts Recall@5 "
         "0.815 -> 0.922, and most dependent questions carry no pronoun the follow-up score could see."))
+    # Follow-ups whose earlier answers are themselves passages of the knowledge base (TREC CAsT 2022 dev half):
+    gate_followup_reply_weight: float = Field(default=0.5, ge=0.0, le=4.0, description=(
+        "Weight of the previous reply's vector in a dependent turn's search vector (beside the message and "
+        "gate_topic_carry_weight x the topic) when that reply was one of its turn's knowledge hits verbatim: "
+        "what the last answer was about is what a follow-up asks more of, and no user turn says it (CAsT 2022 "
+        "dev half +0.026 R@5; on MTRAG-UN, whose answers are written, it cost 0.010). 0 = the user turns alone."))
+    gate_followup_weight_lexical: float = Field(default=0.5, ge=0.0, description=(
+        "RRF weight of the full-text arm for a dependent turn whose last answer was one of its turn's knowledge "
+        "hits verbatim: the carried words are guesses, the dense arm reads the message and that passage (CAsT "
+        "2022 dev half +0.041 R@5; weight_lexical applies to every other search)."))
+    gate_kb_said_containment: float = Field(default=0.8, gt=0.0, le=1.0, description=(
+        "A knowledge hit that shares at least this share of its distinct terms, and of the reply's, with one "
+        "earlier reply of the window is that reply: it is dropped from a follow-up's hits, since the "
+        "conversation already holds it and the follow-up asks for more (CAsT 2022 dev half: 0.8 dropped the "
+        "earlier replies' own passages and nothing else; MTRAG-UN dev: no hit)."))
+    gate_kb_said_spare: int = Field(default=3, ge=0, le=20, description=(
+        "Knowledge hits searched beyond k when earlier replies could repeat some, so that k remain after they "
+        "are dropped (0 = never drop what the conversation said)."))
     gate_notes_k: int = Field(default=3, ge=1,
                               description="Decisions/open questions are few; three notes cover a recap.")
 

@@ -35,7 +35,7 @@ from bara.understand.features import ContextFeatures, clip_unit
 from bara.understand.rewrite import entities
 from bara.understand.scaffold import topic_switch
 
-__all__ = ["TopicDecision", "compose_topic", "topic_dependence", "topic_from_history"]
+__all__ = ["TopicDecision", "compose_topic", "search_vector", "topic_dependence", "topic_from_history"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,29 @@ def compose_topic(message_vector: np.ndarray, previous_topic: np.ndarray | None,
             vec = vec + np.float32(weight) * prev
     length = float(norm(vec))
     # Never the caller's array: a zero vector comes back as a copy (the division makes a new one).
+    return vec / length if length > 0 else vec.copy()
+
+
+def search_vector(message_vector: np.ndarray, previous_topic: np.ndarray | None, depends: bool, weight: float,
+                  reply_vector: np.ndarray | None = None, reply_weight: float = 0.0) -> np.ndarray:
+    """The dense arm's vector: ``normalise(v + weight * topic + reply_weight * r)`` for a dependent message,
+    where ``r`` is the (normalised) vector of the previous reply, else :func:`compose_topic`.
+
+    A follow-up ("How is it maintained nowadays?") asks about what the last answer was about, which the
+    user turns need not say (*the Great Wall*, named only in the answer). The stored topic stays the user
+    turns' (:func:`compose_topic`), so a reply weighs on the one turn after it and never compounds."""
+    if not depends or reply_vector is None or reply_weight <= 0.0:
+        return compose_topic(message_vector, previous_topic, depends, weight)
+    vec = as_f32(message_vector)
+    reply = as_f32(reply_vector)
+    if reply.shape != vec.shape or not np.all(np.isfinite(reply)) or float(norm(reply)) == 0.0:
+        return compose_topic(message_vector, previous_topic, depends, weight)
+    if previous_topic is not None:
+        prev = as_f32(previous_topic)
+        if prev.shape == vec.shape and np.all(np.isfinite(prev)):
+            vec = vec + np.float32(weight) * prev
+    vec = vec + np.float32(reply_weight) * (reply / np.float32(norm(reply)))
+    length = float(norm(vec))
     return vec / length if length > 0 else vec.copy()
 
 
