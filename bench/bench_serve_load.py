@@ -117,7 +117,7 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 180) -> None
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
         if proc.poll() is not None:
-            raise SystemExit(f"server exited: {proc.stderr.read()[-2000:]}")
+            raise SystemExit(f"server exited: {(proc.stderr.read() if proc.stderr else '')[-2000:]}")
         try:
             if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
                 return
@@ -171,7 +171,7 @@ def compare(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--db", help="the store to load (SQLite path or postgresql:// URL); not with --compare")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--compare", action="store_true",

@@ -244,9 +244,10 @@ class PostgresStore:
                              f"{vecs.shape[1]}: use the embedder the store was built with, or a new database")
         scope = (pg_sql.SET_SCOPE, (_write_scope(doc.owner),))
         with self.transaction():  # two round trips: the document's id, then its chunks
-            doc_id = self._send(*self._in_scope(scope), (pg_sql.DELETE_DOCUMENT, (doc.owner, doc.collection, doc.source)), (
-                pg_sql.INSERT_DOCUMENT, (doc.owner, doc.collection, doc.source, doc.title, doc.content_hash,
-                                         json.dumps(dict(doc.meta)), time.time()))).fetchone()[0]
+            doc_id = cast(tuple, self._send(*self._in_scope(scope), (pg_sql.DELETE_DOCUMENT, (
+                doc.owner, doc.collection, doc.source)), (pg_sql.INSERT_DOCUMENT, (
+                    doc.owner, doc.collection, doc.source, doc.title, doc.content_hash, json.dumps(dict(doc.meta)),
+                    time.time()))).fetchone())[0]  # INSERT ... RETURNING id: one row
             rows = [_chunk_row(doc_id, doc, c, v) for c, v in zip(doc.chunks, vecs, strict=False)]
             if rows:
                 self._send_many(pg_sql.INSERT_CHUNK, rows)
