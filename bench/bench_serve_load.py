@@ -3,6 +3,7 @@ every turn of every conversation is stored, in order (results go to docs/benchma
 
     python bench/bench_serve_load.py --db /tmp/load.db                       # SQLite, 1 worker
     python bench/bench_serve_load.py --db postgresql://... --workers 2       # after `bara db start`
+    python bench/bench_serve_load.py --compare --rounds 2                    # both, side by side, one run
 
 ``--think-ms N`` pauses N ms before each of a user's turns after the first (a person reading the answer):
 back to back (0, the default) a turn also waits for the previous turn's learning writes, which a
@@ -116,7 +117,7 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 180) -> None
     start = time.monotonic()
     while time.monotonic() - start < timeout_s:
         if proc.poll() is not None:
-            raise SystemExit(f"server exited: {proc.stderr.read()[-2000:]}")
+            raise SystemExit(f"server exited: {(proc.stderr.read() if proc.stderr else '')[-2000:]}")
         try:
             if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
                 return
@@ -126,22 +127,12 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 180) -> None
     raise SystemExit("server did not become ready")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--db", required=True)
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--users", type=int, default=32)
-    ap.add_argument("--turns", type=int, default=25)
-    ap.add_argument("--mode", default="gated")
-    ap.add_argument("--deadline", type=float, default=900, help="seconds for the whole load phase")
-    ap.add_argument("--think-ms", type=float, default=0.0, help="pause before each of a user's later turns")
-    ap.add_argument("--kb-files", nargs="*", default=[str(Path(os.environ.get("BARA_DATA", "../shared/data")) / "rfc" / f)
-                                                      for f in ("rfc2119.txt", "rfc2818.txt", "rfc6797.txt")])
-    args = ap.parse_args()
-    keys = prepare(args.db, args.users, args.kb_files)
+def run_one(db: str, workers: int, args: argparse.Namespace) -> dict:
+    """One load phase against a fresh `bara serve` on ``db``: the result as a JSON-ready dict."""
+    keys = prepare(db, args.users, args.kb_files)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = start_server(args.db, port, args.workers, args.mode)
+    proc = start_server(db, port, workers, args.mode)
     try:
         wait_ready(url, proc)
         result = asyncio.run(drive(url, keys, args.turns, args.deadline, args.think_ms / 1e3))
@@ -151,10 +142,56 @@ def main() -> None:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    backend = "postgresql" if args.db.startswith("postgres") else "sqlite"
-    print(json.dumps({"backend": backend, "workers": args.workers, "mode": args.mode, "think_ms": args.think_ms,
-                      "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-                      "load_avg": [round(x, 2) for x in os.getloadavg()], **result}))
+    backend = "postgresql" if db.startswith("postgres") else "sqlite"
+    return {"backend": backend, "workers": workers, "mode": args.mode, "think_ms": args.think_ms,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+            "load_avg": [round(x, 2) for x in os.getloadavg()], **result}
+
+
+def compare(args: argparse.Namespace) -> None:
+    """SQLite with one worker and PostgreSQL with --pg-workers, same knowledge base and client load,
+    alternately for --rounds rounds, in one run: a local PostgreSQL is started in a fresh directory."""
+    import tempfile
+
+    from bara.store import pg_server
+
+    work = Path(tempfile.mkdtemp(prefix="bara-load-cmp-", dir="/tmp"))
+    local = pg_server.start(work / "pg")
+    os.environ.update(BARA_PG_ADMIN_URL=local.owner_url, BARA_PG_APP_ROLE=pg_server.APP_ROLE)
+    sqlite_db, pg_db = str(work / "load.db"), local.app_url
+    try:
+        for r in range(args.rounds):
+            for db, workers in ((sqlite_db, 1), (pg_db, args.pg_workers))[:: 1 if r % 2 == 0 else -1]:
+                print(json.dumps({"round": r, **run_one(db, workers, args)}), flush=True)
+    finally:
+        pg_server.stop(work / "pg")
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--db", help="the store to load (SQLite path or postgresql:// URL); not with --compare")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--compare", action="store_true",
+                    help="SQLite 1 worker against a fresh local PostgreSQL with --pg-workers, side by side")
+    ap.add_argument("--pg-workers", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=1, help="with --compare: alternate the two this many times")
+    ap.add_argument("--users", type=int, default=32)
+    ap.add_argument("--turns", type=int, default=25)
+    ap.add_argument("--mode", default="gated")
+    ap.add_argument("--deadline", type=float, default=900, help="seconds for the whole load phase")
+    ap.add_argument("--think-ms", type=float, default=0.0, help="pause before each of a user's later turns")
+    ap.add_argument("--kb-files", nargs="*", default=[str(Path(os.environ.get("BARA_DATA", "../shared/data")) / "rfc" / f)
+                                                      for f in ("rfc2119.txt", "rfc2818.txt", "rfc6797.txt")])
+    args = ap.parse_args()
+    if args.compare == bool(args.db):
+        ap.error("give --db (one store) or --compare (both backends), not both or neither")
+    if args.compare:
+        compare(args)
+    else:
+        print(json.dumps(run_one(args.db, args.workers, args)))
 
 
 if __name__ == "__main__":

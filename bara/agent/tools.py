@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import pydantic
 
-from bara.errors import InputError
+from bara.errors import InputError, StoreFaultError
 from bara.llm.http import DuplicateKey, json_depth, loads_strict
 from bara.messages import ToolSpec
 from bara.memory.notes import NotesMemory
@@ -299,9 +299,16 @@ def _invoke(tool: Tool, args: pydantic.BaseModel, ctx: ToolContext) -> ToolResul
     except ToolError as exc:
         return ToolResult(ok=False, error=str(exc) or "ToolError", bad_input=isinstance(exc, ToolInputError),
                           code=exc.code)
+    except StoreFaultError as exc:  # the store, not the call, failed: its cause, so the caller can retry later
+        return store_fault_result(exc)
     except Exception as exc:  # noqa: BLE001 - any tool bug becomes a result the model can read
         return ToolResult(ok=False, error=f"{type(exc).__name__}: {exc}")
     return ToolResult(ok=True, data=data)
+
+
+def store_fault_result(exc: StoreFaultError) -> ToolResult:
+    """A store fault as a failed call whose ``code`` names the cause (``store_busy``, ``store_full``...)."""
+    return ToolResult(ok=False, error=f"{exc.code}: {exc}", code=exc.code)
 
 
 def _jsonable(data: Any) -> Any:

@@ -28,8 +28,9 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from bara.agent.tools import Tool, ToolContext, ToolServices, run_tool
+from bara.agent.tools import Tool, ToolContext, ToolServices, run_tool, store_fault_result
 from bara.app import Bara
+from bara.errors import StoreFaultError
 from bara.mcp.surrogates import clean_line
 from bara.prompts.mcp import DUPLICATE_KEY, INSTRUCTIONS, NO_EVENT_STREAM, NO_USER, SERVER_NAME, UNKNOWN_KEY
 from bara.types import SHARED
@@ -106,7 +107,10 @@ def build_server(bara: Bara, identity: Identity, tools: Mapping[str, Tool] | Non
 
 def call_as(bara: Bara, tools: Mapping[str, Tool], name: str, arguments: Any, user: str) -> dict[str, Any]:
     """Run one tool for ``user`` under the store's user scope; the ``{"ok", "data"|"error"}`` envelope."""
-    bara.flush()  # memory tools see what the last turns learned (bara.memory.writebehind)
+    try:
+        bara.flush()  # memory tools see what the last turns learned (bara.memory.writebehind)
+    except StoreFaultError as exc:
+        return store_fault_result(exc).envelope()
     ctx = ToolContext.start(user, bara.store, bara.settings, services(bara))
     with bara.store.scoped((SHARED, user)):
         return run_tool(tools, name, arguments, ctx).envelope()
@@ -124,16 +128,19 @@ def services(bara: Bara) -> ToolServices:
 def result_of(envelope: Mapping[str, Any]) -> types.CallToolResult:
     """A tool envelope as an MCP result: the JSON as text, the data as structured content."""
     if not envelope.get("ok"):
-        return error_result(str(envelope.get("error") or "tool failed"))
+        return error_result(str(envelope.get("error") or "tool failed"), envelope.get("code"))
     data = envelope.get("data")
     text = json.dumps(data, ensure_ascii=False, allow_nan=False)
     structured = data if isinstance(data, dict) else {"result": data}
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
 
 
-def error_result(message: str) -> types.CallToolResult:
-    """A failure the model reads and can act on (``isError``), not a protocol error."""
-    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+def error_result(message: str, code: str | None = None) -> types.CallToolResult:
+    """A failure the model reads and can act on (``isError``), not a protocol error; ``code`` (e.g.
+    ``store_busy``) also as structured content, for clients that branch on the cause."""
+    structured = {"code": code, "error": message} if code else None
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True,
+                                structured_content=structured)
 
 
 def _version() -> str:

@@ -187,7 +187,7 @@ class Runtime:
         if saved:  # the turn's trace is stored already: now its final form (the persist stage's time...)
             trace["trace_id"] = saved["trace_id"]
             self.traces.update(user_id, trace)
-        elif trace.get("stored", {}).get("turn"):  # an assistant without the journal (agent mode)
+        elif trace.get("stored", {}).get("turn"):  # no journal: learning is stored after the response
             self.traces.save(user_id, trace)
         return TurnOutcome(result.answer, result.conversation_id, trace)
 

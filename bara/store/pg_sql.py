@@ -17,6 +17,8 @@ may write, update or delete only rows of a non-empty owner in its scope. Only tr
 
 from __future__ import annotations
 
+import functools
+
 OWNERS_FUNCTION = """CREATE FUNCTION bara_owners() RETURNS text[] LANGUAGE sql STABLE AS $fn$
     SELECT CASE WHEN s IS NULL OR s IN ('', '*') THEN ARRAY[]::text[]
                 ELSE ARRAY(SELECT jsonb_array_elements_text(s::jsonb)) END
@@ -97,6 +99,8 @@ MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS bara_migrations (
     name TEXT NOT NULL UNIQUE,
     applied_at DOUBLE PRECISION NOT NULL)"""
 
+DELETE_DOCUMENT = "DELETE FROM documents WHERE owner=%s AND collection=%s AND source=%s"
+
 # Scope and search knobs for one transaction, sent in the same pipeline as the statement.
 SET_SCOPE = "SELECT set_config('bara.owners', %s, true)"
 SET_SEARCH = ("SELECT set_config('bara.owners', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
@@ -156,6 +160,7 @@ INSERT_CHUNK = """INSERT INTO chunks (doc_id, owner, collection, ordinal, text, 
     VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"""
 
 
+@functools.lru_cache(maxsize=4096)  # bara's SQL texts are few and reused every turn; the scan is pure Python
 def to_pyformat(sql: str) -> str:
     """Translate ``?`` placeholders to psycopg's ``%s`` and escape literal ``%``.
 

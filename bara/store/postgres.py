@@ -110,21 +110,16 @@ class PostgresStore:
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self.transaction():
-            conn = self._local.conn
-            conn.execute(pg_sql.SET_SCOPE, (_SCOPE.get(),))
-            with conn.cursor() as cur:
-                cur.executemany(pg_sql.to_pyformat(sql), [storable_params(r) for r in rows])
+            self._send_many(pg_sql.to_pyformat(sql), [storable_params(r) for r in rows],
+                            *self._in_scope((pg_sql.SET_SCOPE, (_SCOPE.get(),))))
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._run(pg_sql.to_pyformat(sql), storable_params(params), _SCOPE.get(), fetch=True)
 
     def _run(self, sql: str, params: Any, scope: str, fetch: bool, setup: tuple | None = None) -> Any:
         setup = setup or (pg_sql.SET_SCOPE, (scope,))
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            with conn.pipeline():
-                conn.execute(*setup)
-                cur = conn.execute(sql, params)
+        if getattr(self._local, "conn", None) is not None:
+            cur = self._send(*self._in_scope(setup), (sql, params))
             return cur.fetchall() if fetch else cur.rowcount
         with self._connection() as conn:
             try:
@@ -138,6 +133,11 @@ class PostgresStore:
                 raise
             return cur.fetchall() if fetch else cur.rowcount
 
+    # A transaction's BEGIN, SAVEPOINT and RELEASE wait in the thread's ``pending`` list and go out in the
+    # pipeline of its next statement (or with the COMMIT), so a nested write costs no round trips of its
+    # own, and a level whose block ran no statement sends nothing (a turn nests a dozen such levels: under
+    # load each round trip is a wait for the server process to be scheduled, docs/benchmarks.md).
+    # ``sent`` counts the pipelines sent in the transaction: a level is on the server once it changed.
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """BEGIN on a pooled connection at the outermost level (per thread), savepoints inside;
@@ -147,30 +147,78 @@ class PostgresStore:
             yield from self._savepoint(depth)
             return
         with self._connection() as conn:
-            conn.execute("BEGIN")
-            self._local.conn, self._local.depth = conn, 1
+            self._local.conn, self._local.depth, self._local.pending, self._local.sent = conn, 1, ["BEGIN"], 0
+            self._local.scope = None
             try:
                 yield
             except BaseException:
-                quiet_rollback(conn)
+                if self._local.sent:
+                    quiet_rollback(conn)
                 raise
             else:
-                conn.execute("COMMIT")
+                if self._local.sent:
+                    self._send(("COMMIT", None))
             finally:
-                self._local.conn, self._local.depth = None, 0
+                self._local.conn, self._local.depth, self._local.pending = None, 0, []
 
     def _savepoint(self, depth: int) -> Iterator[None]:
-        conn, name = self._local.conn, pgsql.Identifier(f"sp{depth}")
-        conn.execute(pgsql.SQL("SAVEPOINT {}").format(name))
-        self._local.depth = depth + 1
+        local, name = self._local, f"sp{depth}"
+        mark, sent = len(local.pending), local.sent
+        local.pending.append(f"SAVEPOINT {name}")
+        local.depth = depth + 1
         try:
             yield
         except BaseException:
-            conn.execute(pgsql.SQL("ROLLBACK TO SAVEPOINT {}").format(name))
+            if local.sent == sent:  # nothing of this level reached the server: forget its SAVEPOINT
+                del local.pending[mark:]
+            else:  # what is still pending are RELEASEs of inner levels, which the rollback undoes anyway
+                local.pending.clear()
+                local.scope = None  # the rollback undoes a scope set inside
+                local.conn.execute(pgsql.SQL("ROLLBACK TO SAVEPOINT {}").format(pgsql.Identifier(name)))
             raise
         finally:
-            self._local.depth = depth
-        conn.execute(pgsql.SQL("RELEASE SAVEPOINT {}").format(name))
+            local.depth = depth
+        if local.sent == sent:
+            del local.pending[mark:]
+        else:
+            local.pending.append(f"RELEASE SAVEPOINT {name}")
+
+    def _in_scope(self, setup: tuple) -> tuple[tuple[Any, Any], ...]:
+        """``setup``, unless it sets the scope the transaction is in already (set_config(..., true)
+        holds to the end of the transaction; a rolled-back savepoint forgets it)."""
+        if setup[0] is not pg_sql.SET_SCOPE:
+            self._local.scope = None
+            return (setup,)
+        if self._local.scope == setup[1][0]:
+            return ()
+        self._local.scope = setup[1][0]
+        return (setup,)
+
+    def _send(self, *statements: tuple[Any, Any]) -> psycopg.Cursor:
+        """The pending transaction control, then ``statements``, in one pipeline of the thread's
+        transaction: the last statement's cursor."""
+        conn, pending = self._local.conn, self._local.pending
+        self._local.sent += 1
+        with conn.pipeline():
+            for control in pending:
+                conn.execute(cast(LiteralString, control))
+            pending.clear()
+            for sql, params in statements:
+                cur = conn.execute(cast(LiteralString, sql), params)
+        return cur
+
+    def _send_many(self, sql: str, rows: list[Any], *setup: tuple[Any, Any]) -> None:
+        """Like :meth:`_send`, then one statement over many rows (psycopg pipelines them too)."""
+        conn, pending = self._local.conn, self._local.pending
+        self._local.sent += 1
+        with conn.pipeline():
+            for control in pending:
+                conn.execute(cast(LiteralString, control))
+            pending.clear()
+            for stmt, params in setup:
+                conn.execute(stmt, params)
+            with conn.cursor() as cur:
+                cur.executemany(cast(LiteralString, sql), rows)
 
     # ------------------------------------------------------------------ documents
     def document_hash(self, source: str, owner: str = SHARED, collection: str = "kb") -> str | None:
@@ -194,34 +242,28 @@ class PostgresStore:
         if len(vecs) and vecs.shape[1] != self.dim:
             raise StoreError(f"{self.location} stores {self.dim}-dimensional embeddings but the embedder gave "
                              f"{vecs.shape[1]}: use the embedder the store was built with, or a new database")
-        with self.transaction():
-            conn = self._local.conn
-            conn.execute(pg_sql.SET_SCOPE, (_write_scope(doc.owner),))
-            self._delete(conn, doc.source, doc.owner, doc.collection)
-            doc_id = conn.execute(pg_sql.INSERT_DOCUMENT, (
-                doc.owner, doc.collection, doc.source, doc.title, doc.content_hash,
-                json.dumps(dict(doc.meta)), time.time())).fetchone()[0]
-            with conn.cursor() as cur:
-                cur.executemany(pg_sql.INSERT_CHUNK, [_chunk_row(doc_id, doc, c, v) for c, v in zip(doc.chunks, vecs, strict=False)])
+        scope = (pg_sql.SET_SCOPE, (_write_scope(doc.owner),))
+        with self.transaction():  # two round trips: the document's id, then its chunks
+            doc_id = cast(tuple, self._send(*self._in_scope(scope), (pg_sql.DELETE_DOCUMENT, (
+                doc.owner, doc.collection, doc.source)), (pg_sql.INSERT_DOCUMENT, (
+                    doc.owner, doc.collection, doc.source, doc.title, doc.content_hash, json.dumps(dict(doc.meta)),
+                    time.time()))).fetchone())[0]  # INSERT ... RETURNING id: one row
+            rows = [_chunk_row(doc_id, doc, c, v) for c, v in zip(doc.chunks, vecs, strict=False)]
+            if rows:
+                self._send_many(pg_sql.INSERT_CHUNK, rows)
         return int(doc_id)
 
     def delete_document(self, source: str, owner: str = SHARED, collection: str = "kb") -> bool:
         with self.transaction():
-            conn = self._local.conn
-            conn.execute(pg_sql.SET_SCOPE, (_write_scope(owner),))
-            return self._delete(conn, source, owner, collection)
+            cur = self._send(*self._in_scope((pg_sql.SET_SCOPE, (_write_scope(owner),))),
+                             (pg_sql.DELETE_DOCUMENT, (owner, collection, source)))
+            return cur.rowcount > 0
 
     def delete_owner(self, owner: str, collection: str | None = None) -> int:
         sql, params = "DELETE FROM documents WHERE owner=%s", [owner]
         if collection is not None:
             sql, params = sql + " AND collection=%s", params + [collection]
         return self._run(sql, params, _write_scope(owner), fetch=False)
-
-    @staticmethod
-    def _delete(conn: psycopg.Connection, source: str, owner: str, collection: str) -> bool:
-        cur = conn.execute("DELETE FROM documents WHERE owner=%s AND collection=%s AND source=%s",
-                           (owner, collection, source))
-        return cur.rowcount > 0
 
     # --------------------------------------------------------------------- search
     def search(self, request: SearchRequest) -> StoreSearchResult:

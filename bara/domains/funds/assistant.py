@@ -17,6 +17,7 @@ scheme, idempotent by content hash.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from bara.llm.build import build_model
 from bara.messages import Message
 from bara.memory.knowledge import KnowledgeBase
 from bara.pipeline import TurnResult
+from bara.pipeline_persist import TURN_STORED
 from bara.turn import TurnStart, empty_trace, run_turn
 from bara.understand.prototypes import prototypes_for
 from bara.prompts import EMPTY_INPUT
@@ -119,9 +121,10 @@ class AgentAssistant:
         mark_run(rec, run, getattr(self.model, "name", "model"))
         answer = run.answer.strip() or NO_ANSWER.format(error=run.error or EMPTY_REPLY)
         rec.reason(*run_reasons(run, SEARCH))
-        stored = self._persist(user_id, cid, text, answer, gate, run, rec) if persist else StoredRecord(turn=False)
-        trace = self._trace(user_id, cid, number, gate, run, answer, tuple(offered), stored, rec)
-        return AgentTurn(TurnResult(answer, trace, cid), run, tuple(offered))
+        trace_of = functools.partial(self._trace, user_id, cid, number, gate, run, answer, tuple(offered))
+        stored = self._persist(user_id, cid, text, answer, gate, run, rec, trace_of) if persist else \
+            StoredRecord(turn=False)
+        return AgentTurn(TurnResult(answer, trace_of(stored, rec), cid), run, tuple(offered))
 
     def _gate(self, query: str, history: Sequence[tuple[str, str]], state: ConversationState | None) -> GateResult:
         vector = self.bara.embedder.embed([query])[0] if self._prototypes is not None else None
@@ -150,11 +153,17 @@ class AgentAssistant:
         return chat_messages(AGENT_SYSTEM.format(name=name, user_id=user_id), history, text)
 
     def _persist(self, user_id: str, cid: str, text: str, answer: str, gate: GateResult, run: AgentRun,
-                 rec: TurnRecorder) -> StoredRecord:
+                 rec: TurnRecorder, trace_of: Callable[[StoredRecord, TurnRecorder], TurnTrace]) -> StoredRecord:
+        """Store the turn; a surface's ``TURN_STORED`` journal gets its trace in the same transaction, so a
+        crash leaves the turn and its trace both, or neither."""
         meta = {"route": "agent", "status": run.status, "tools": [c.name for c in run.tool_calls]}
-        with rec.stage("persist"):
+        journal = TURN_STORED.get()
+        with rec.stage("persist"), self.bara.store.transaction():
             seqs = self.conversations.record_turn(user_id, cid, text, answer, gate.new_state.to_dict(), meta)
-        return StoredRecord(turn=True, seqs=tuple(seqs))
+            stored = StoredRecord(turn=True, seqs=tuple(seqs))
+            if journal is not None:
+                journal(trace_of(stored, rec))
+        return stored
 
     def _trace(self, user_id: str, cid: str, number: int, gate: GateResult, run: AgentRun, answer: str,
                offered: tuple[str, ...], stored: StoredRecord, rec: TurnRecorder) -> TurnTrace:
