@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bara.decide import GateResult
+from bara.decide import SEARCHING_INTENTS, GateResult
 from bara.decide.behavior import largest_k
 from bara.memory.conversations import StoredMessage
 from bara.memory.notes import Note, extract_notes
@@ -24,9 +24,6 @@ from bara.store.base import LexicalPrefetch
 from bara.trace import TurnRecorder
 from bara.types import RetrievalOutcome, Utterance
 from bara.understand.rewrite import RewriteResult, RewriteRules, rewrite_query
-
-SEARCHING_INTENTS = frozenset({"knowledge_base", "continuation", "general"})
-
 
 @dataclass(frozen=True)
 class LexicalGuess:

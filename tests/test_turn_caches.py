@@ -19,7 +19,6 @@ from bara.pipeline_steps import states_facts, topical_history
 from bara.settings import Settings
 from bara.types import Utterance
 from bara.understand.features import clip_unit, compute_features, topic_similarity
-from bara.understand.intent import apply_rules, classify_intent
 from bara.understand.rewrite import RewriteRules, _scanned, has_content, rewrite_query
 from bara.understand.topic import topic_dependence
 
@@ -58,17 +57,20 @@ def test_has_content_and_profile_statements_follow_the_text():
 
 
 @pytest.mark.parametrize("message", MESSAGES)
-def test_rules_passed_in_equal_rules_run_again(message):
+def test_the_two_phase_gate_equals_the_gate_in_one_call(message):
+    from bara.decide import Conversation, Gate
+
     history = (Utterance("user", "What is Cloudant?"), Utterance("assistant", "A database."))
-    features = compute_features(message, history, {}, settings=CFG)
-    ruled = apply_rules(features, CFG)
-    assert classify_intent(message, features, settings=CFG, ruled=(ruled,)) == classify_intent(
-        message, features, settings=CFG)
     vector = np.linspace(-1, 1, 8, dtype=np.float32)
-    assert decide(message, history, None, {}, CFG, message_vector=vector, history_vectors=[vector[::-1].copy()],
-                  features=features, ruled=(ruled,)) == decide(
-        message, history, None, {}, CFG, message_vector=vector, history_vectors=[vector[::-1].copy()],
-        features=features)
+    prior = vector[::-1].copy()
+    gate = Gate(CFG)
+    draft = gate.read(message, Conversation(history))
+    decision = gate.conclude(draft, vector, prior, None, has_context=True)
+    assert decision.result == decide(message, history, None, {}, CFG, message_vector=vector, history_vectors=[prior])
+    assert decision.topic == topic_dependence(message, decision.result.features, vector, prior, True, CFG)
+    assert decision.reasons == decision.result.reasons + (decision.topic.reason,)
+    unread = gate.conclude(draft, None, None, None)
+    assert unread.result == decide(message, history, None, {}, CFG) and unread.topic.reason == "topic:no_history"
 
 
 def test_gate_snapshots_equal_asdict():
@@ -316,3 +318,17 @@ def test_snapshot_of_small_and_enum_records_equals_asdict():
     for record in (Empty(), One(3), Mixed(Colour.RED, ("a", Colour.RED), None), Mixed(Colour.RED, (), 0.5)):
         assert snapshot(record) == dataclasses.asdict(record)
         assert type(snapshot(record)) is dict
+
+
+def test_the_gate_concludes_with_the_episodic_overlay_only_when_names_are_given():
+    from bara.decide import Conversation, Gate
+    from bara.decide.policy import apply_episodic
+
+    gate, message = Gate(CFG), "What did Caroline say about her trip?"
+    draft = gate.read(message, Conversation())
+    assert draft.capitalised == ("What", "Caroline")
+    plain, opened = gate.conclude(draft, None, None, None), gate.conclude(draft, None, None, frozenset({"caroline"}))
+    assert not plain.result.policy.inject_episodic and opened.result.policy.inject_episodic
+    assert opened.result.policy == apply_episodic(plain.result.policy, message, {"caroline"}, CFG)
+    added = opened.result.reasons[len(plain.result.reasons):]
+    assert added and opened.reasons == plain.reasons + added
