@@ -7,13 +7,16 @@ Parts are built lazily, so a command that only reads the store never loads a mod
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
 from typing import Any, Callable
 
+from bara.memory.admin import Forgotten, UserMemory
 from bara.memory.conversations import Conversations
 from bara.memory.episodic import EpisodicMemory
 from bara.memory.knowledge import KnowledgeBase
 from bara.memory.notes import NotesMemory
+from bara.memory.owner_keys import forget_service_records
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
 from bara.memory.writebehind import WriteBehind
@@ -103,6 +106,32 @@ class Bara:
     def flush(self) -> int:
         """Store every pending learning write now (a no-op when nothing is pending)."""
         return self.learning.flush() if "learning" in self.__dict__ else 0
+
+    # ------------------------------------------------------------ use cases of a user's memory
+    def memory(self, user: str) -> UserMemory:
+        """Everything stored about ``user``: profile, notes, Q&A, episodic memory, conversations
+        (what earlier turns learned is stored first, so it is shown)."""
+        self.flush()
+        with self.store.scoped((user,)):
+            return UserMemory(user, tuple(self.profile.entries(user)), tuple(self.notes.list(user)),
+                              tuple(self.qa.list(user)), self.episodic.overview(user),
+                              tuple(self.conversations.list(user)))
+
+    def forget(self, user: str, *, fact: str | None = None, conversations: bool = False) -> Forgotten:
+        """Delete one profile fact (``fact``), or the user's profile, notes, Q&A and episodic memory (and,
+        with ``conversations``, every conversation with the HTTP service's traces and thread links of it),
+        in one transaction under the user's scope. What earlier turns learned is stored first, or it
+        would land after the delete."""
+        self.flush()
+        with self.store.scoped((user,)), self.store.transaction():
+            if fact is not None:
+                return Forgotten(profile=self.profile.forget(user, fact))
+            gone = Forgotten(self.profile.forget(user), self.notes.forget(user), self.qa.forget(user),
+                             self.episodic.forget(user))
+            if conversations:  # the traces before the conversations, whose delete would take them along
+                gone = replace(gone, traces=forget_service_records(self.store, user),
+                               conversations=self.conversations.delete(user))
+            return gone
 
     def check_vectors(self, write: bool, say: Callable[[str], None] | None = None) -> int:
         """Before a command touches vectors: a writer re-embeds a store whose vectors another embedder

@@ -24,7 +24,7 @@ from bara.cli_common import (fail, free_text, id_callback, k_option, new_sqlite,
 from bara.datafiles import check_file, json_value, read_lines
 from bara.errors import BaraError
 from bara.llm.build import build_model
-from bara.memory.admin import TIERS, forget_user, inspect_report, query_tier
+from bara.memory.admin import TIERS, inspect_report, query_tier
 from bara.observe import build_observer
 from bara.pipeline import MODES, Assistant, pipeline_mode
 from bara.text.locator import locator
@@ -357,19 +357,19 @@ def memory_forget(user: str = typer.Option(..., "--user", help="User whose memor
             known = bara.profile.get(user)
             if key is not None and key not in known:
                 fail(_unknown_key(user, key, sorted(known)))
-            deleted = forget_user(bara, user, key)
+            deleted = bara.forget(user, fact=key, conversations=True).to_json()
         except BaraError as exc:
             fail(exc)
     if json_out:
         _print_json({"user": user, "deleted": deleted})
         return
-    console.print(Text(f"deleted for user {user}: " + ", ".join(f"{v} {_ONE.get(k, k) if v == 1 else k}"
-                                                                for k, v in deleted.items())))
+    console.print(Text(f"deleted for user {user}: " + ", ".join(f"{v} {_NOUNS[k][v != 1]}" for k, v in deleted.items())))
 
 
-#: The JSON keys of ``memory forget`` (fixed, plural) in the singular, for "1 conversation" in its text output.
-_ONE = {"profile facts": "profile fact", "notes": "note", "episodes": "episode", "turn traces": "turn trace",
-        "conversations": "conversation"}
+#: What ``memory forget`` says of each JSON key, in the singular and the plural ("1 conversation").
+_NOUNS = {"profile": ("profile fact", "profile facts"), "notes": ("note", "notes"), "qa": ("q&a", "q&a"),
+          "episodic": ("episode", "episodes"), "traces": ("turn trace", "turn traces"),
+          "conversations": ("conversation", "conversations")}
 
 
 def _unknown_key(user: str, key: str, known: list[str]) -> str:

@@ -260,14 +260,13 @@ class Assistant:
         deleting, not negated, not deferred) deletes the user's profile, notes, Q&A and episodic memory."""
         if not policy.privacy_mode or not asks_to_forget(t.clean.query):
             return ""
-        with rec.stage("persist"), self.bara.store.transaction():
-            counts = (self.profile.forget(t.user_id), self.notes.forget(t.user_id), self.qa.forget(t.user_id),
-                      self.episodic.forget(t.user_id))
+        with rec.stage("persist"):
+            gone = self.bara.forget(t.user_id)
         rec.reason("privacy:memory_forgotten")
-        return PROMPTS.PRIVACY_FORGOTTEN_WHAT.format(profile=PROMPTS.counted(counts[0], "profile"),
-                                                     notes=PROMPTS.counted(counts[1], "notes_short"),
-                                                     qa=PROMPTS.counted(counts[2], "qa_short"),
-                                                     episodes=PROMPTS.counted(counts[3], "episodes"))
+        return PROMPTS.PRIVACY_FORGOTTEN_WHAT.format(profile=PROMPTS.counted(gone.profile, "profile"),
+                                                     notes=PROMPTS.counted(gone.notes or 0, "notes_short"),
+                                                     qa=PROMPTS.counted(gone.qa or 0, "qa_short"),
+                                                     episodes=PROMPTS.counted(gone.episodic or 0, "episodes"))
 
     # ----------------------------------------------------------------------- assembly
     def _inputs(self, t: TurnInput, gate: GateResult, policy: PolicyDecision, r: Retrieved, forgotten: str,

@@ -78,7 +78,7 @@ def test_memory_forget_cli_leaves_no_trace_of_the_users_words(tmp_path):
         store.close()
     out = CliRunner().invoke(app, ["memory", "forget", "--db", str(db), "--user", "alice", "--json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.stdout)["deleted"]["turn traces"] == 2
+    assert json.loads(out.stdout)["deleted"]["traces"] == 2
     store = SQLiteStore(db)
     try:
         assert _left(store, "alice") == ([], [])

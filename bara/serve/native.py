@@ -11,11 +11,8 @@ from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Depends, File, Query, Request, Response, UploadFile
 
-from bara.memory.admin import episodic_report
+from bara.memory.admin import episodic_json
 from bara.memory.readers.base import Unreadable
-from bara.memory.notes import NotesMemory
-from bara.memory.profile import ProfileMemory
-from bara.memory.qa import QAMemory
 from bara.serve.auth import admin_caller, caller
 from bara.serve.errors import ApiError, documented_operations, not_found
 from bara.serve.keys import ApiKey
@@ -177,26 +174,17 @@ def search(request: Request, q: str = Query(..., max_length=2000, description="q
                      latency_ms={k_: round(float(v), 3) for k_, v in outcome.timings_ms.items()})
 
 
-def _memories(rt: Any) -> tuple[ProfileMemory, NotesMemory, QAMemory]:
-    b = rt.bara
-    b.flush()  # what the caller's last turn learned is stored before it is shown or deleted
-    return b.profile, b.notes, b.qa
-
-
 @router.get("/memory", response_model=MemoryOut, tags=["memory"])
 def get_memory(request: Request, key: ApiKey = Depends(caller)) -> MemoryOut:
     """The caller's profile facts, research notes, remembered Q&A and episodic memory (what they said in
     earlier conversations, per conversation; bounded by the ``memory_inspect_episodic_*`` settings)."""
-    rt = runtime(request)
-    profile, notes, qa = _memories(rt)
-    user = key.user_id
-    with rt.store.scoped((user,)):
-        note_rows = [{k: v for k, v in asdict(n).items() if k != "user_id"} for n in notes.list(user)]
-        qa_rows = [{"source": h.source, "conversation_id": h.conversation_id, "question": h.question,
-                    "answer": h.answer, "created_at": h.created_at} for h in qa.list(user)]
-        return MemoryOut(user=user, profile=profile.get(user), notes=note_rows, qa=qa_rows,
-                         episodic=EpisodicOut.model_validate(episodic_report(rt.bara, user)),
-                         conversations=len(rt.conversations.list(user)))
+    seen = runtime(request).bara.memory(key.user_id)
+    note_rows = [{k: v for k, v in asdict(n).items() if k != "user_id"} for n in seen.notes]
+    qa_rows = [{"source": h.source, "conversation_id": h.conversation_id, "question": h.question,
+                "answer": h.answer, "created_at": h.created_at} for h in seen.qa]
+    return MemoryOut(user=seen.user, profile=seen.facts, notes=note_rows, qa=qa_rows,
+                     episodic=EpisodicOut.model_validate(episodic_json(seen.episodic)),
+                     conversations=len(seen.conversations))
 
 
 @router.delete("/memory", response_model=ForgetOut, tags=["memory"])
@@ -204,25 +192,13 @@ def delete_memory(request: Request, conversations: bool = Query(False, descripti
                   "conversation and its traces"), key: ApiKey = Depends(caller)) -> ForgetOut:
     """Forget the caller's profile, notes, Q&A and episodic memory (and, with ``conversations=true``,
     conversations and their traces)."""
-    rt = runtime(request)
-    profile, notes, qa = _memories(rt)
-    user = key.user_id
-    with rt.store.scoped((user,)), rt.store.transaction():
-        deleted = {"profile": profile.forget(user), "notes": notes.forget(user), "qa": qa.forget(user),
-                   "episodic": rt.bara.episodic.forget(user)}
-        if conversations:
-            deleted["traces"] = rt.traces.forget(user)  # before the conversations, which would take them along
-            deleted["conversations"] = rt.conversations.delete(user)
-    return ForgetOut(deleted=deleted)
+    return ForgetOut(deleted=runtime(request).bara.forget(key.user_id, conversations=conversations).to_json())
 
 
 @router.delete("/memory/profile/{fact}", response_model=ForgetOut, tags=["memory"])
 def delete_profile_fact(fact: str, request: Request, key: ApiKey = Depends(caller)) -> ForgetOut:
     """Forget one profile fact of the caller (e.g. ``name``); 404 when the caller has no such fact."""
-    rt = runtime(request)
-    profile = rt.bara.profile
-    with rt.store.scoped((key.user_id,)), rt.store.transaction():
-        deleted = profile.forget(key.user_id, fact)
+    deleted = runtime(request).bara.forget(key.user_id, fact=fact).profile
     if not deleted:
         raise not_found("profile fact")
     return ForgetOut(deleted={"profile": deleted})
