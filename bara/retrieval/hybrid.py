@@ -22,10 +22,10 @@ from bara.retrieval.rerank import PassthroughReranker, Reranker
 from bara.settings import Settings
 from bara.store.base import LexicalPrefetch, LexicalPrefetcher, Store
 from bara.text.lexical import analyze
+from bara.text.surrogates import no_surrogates
 from bara.types import SHARED, Candidate, Hit, RetrievalOutcome, SearchRequest, Status, StoreSearchResult
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")  # undecodable input bytes: cannot be stored or embedded
 
 
 class Arms(str, Enum):
@@ -38,7 +38,7 @@ class Arms(str, Enum):
 
 def clean_query(text: str, max_chars: int) -> tuple[str, tuple[str, ...]]:
     """Strip control characters, replace undecodable bytes, cap the length; returns the query and reason codes."""
-    cleaned = _SURROGATE.sub("\ufffd", _CONTROL.sub(" ", text)).strip()
+    cleaned = no_surrogates(_CONTROL.sub(" ", text)).strip()  # undecodable input: cannot be stored or embedded
     if len(cleaned) > max_chars:
         return cleaned[:max_chars], ("query_truncated",)
     return cleaned, ()
