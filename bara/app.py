@@ -16,7 +16,7 @@ from bara.memory.conversations import Conversations
 from bara.memory.episodic import EpisodicMemory
 from bara.memory.knowledge import KnowledgeBase
 from bara.memory.notes import NotesMemory
-from bara.memory.owner_keys import forget_service_records
+from bara.memory.service_records import forget_service_records
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
 from bara.memory.writebehind import WriteBehind

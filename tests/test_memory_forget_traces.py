@@ -9,7 +9,7 @@ import json
 from typer.testing import CliRunner
 
 from bara.memory.conversations import Conversations
-from bara.serve.runtime import TraceStore
+from bara.memory.service_records import TraceRecords
 
 
 def _trace(cid: str, words: str) -> dict:
@@ -19,7 +19,7 @@ def _trace(cid: str, words: str) -> dict:
 
 def _seed(store) -> dict[str, list[str]]:
     """Two conversations of alice, one of bob, each with a trace and a thread link."""
-    convs, traces, made = Conversations(store), TraceStore(store), {"alice": [], "bob": []}
+    convs, traces, made = Conversations(store), TraceRecords(store), {"alice": [], "bob": []}
     for user, n in (("alice", 2), ("bob", 1)):
         with store.scoped([user]):
             for i in range(n):

@@ -15,7 +15,7 @@ from bara.memory.admin import episodic_json
 from bara.memory.readers.base import Unreadable
 from bara.serve.auth import admin_caller, caller
 from bara.serve.errors import ApiError, documented_operations, not_found
-from bara.serve.keys import ApiKey
+from bara.memory.api_keys import ApiKey
 from bara.serve.runtime import can_exist, storable
 from bara.text.blank import blank
 from bara.serve.schemas import (ConversationList, ConversationOut, EpisodicOut, ForgetOut, HealthOut, IngestOut,
