@@ -78,7 +78,9 @@ def build_mcp_tools(store: Any) -> dict[str, Tool]:
 
 def funds_loaded(store: Any) -> bool:
     """True when the store holds fund users (``bara funds load`` ran against it)."""
-    return bool(store.query("SELECT 1 FROM funds_users LIMIT 1"))
+    from bara.domains.funds import FundsRepo
+
+    return FundsRepo(store).has_users()
 
 
 # ------------------------------------------------------------------------ tools

@@ -144,7 +144,7 @@ class AgentAssistant:
 
     def _people(self) -> list[str]:
         """Names of the store's users: naming one of them (not oneself) asks about someone else."""
-        return [r[0] for r in self.bara.store.query("SELECT name FROM funds_users ORDER BY id")]
+        return self.repo.user_names()
 
     def messages(self, user_id: str, name: str, history: Sequence[tuple[str, str]], text: str) -> list[Message]:
         return chat_messages(AGENT_SYSTEM.format(name=name, user_id=user_id), history, text)

@@ -41,6 +41,7 @@ import numpy as np
 
 from bara.domains.funds import router_intent as I
 from bara.domains.funds import router_text as T
+from bara.domains.funds.repo import FundsRepo
 from bara.domains.funds.router_dates import date_range, read_dates
 from bara.domains.funds.router_named import named_fund
 from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, spec_text
@@ -82,7 +83,7 @@ class RuleRouter:
         """A router that knows the store's scheme names (fuzzy matching) and its users' names (refusals)."""
         s = settings or Settings()
         catalogue = SchemeCatalogue.from_store(store, s.router_scheme_min_score, s.router_scheme_token_score)
-        people = [r[0] for r in store.query("SELECT name FROM funds_users ORDER BY id")]
+        people = FundsRepo(store).user_names()
         return cls(embedder, s, schemes=catalogue, people=people)
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = (), *,
