@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 
 from bara.agent.tools import Tool, ToolContext, ToolServices, run_tool
 from bara.app import Bara
+from bara.domain import services_of
 from bara.mcp.surrogates import clean_line
 from bara.prompts.mcp import DUPLICATE_KEY, INSTRUCTIONS, NO_EVENT_STREAM, NO_USER, SERVER_NAME, UNKNOWN_KEY
 from bara.types import SHARED
@@ -114,11 +115,9 @@ def call_as(bara: Bara, tools: Mapping[str, Tool], name: str, arguments: Any, us
 
 def services(bara: Bara) -> ToolServices:
     """What the tools may use besides the store: the retriever, the embedder, the memory tiers the
-    program's Bara owns (profile, notes, Q&A) and the fund repository."""
-    from bara.domains.funds import FundsRepo
-
+    program's Bara owns (profile, notes, Q&A) and each domain plug-in's services (the fund repository)."""
     return ToolServices(retriever=bara.retriever, embedder=bara.embedder, profile=bara.profile, notes=bara.notes,
-                        qa=bara.qa, domain={"funds": FundsRepo(bara.store)})
+                        qa=bara.qa, domain=services_of(bara.store))
 
 
 def result_of(envelope: Mapping[str, Any]) -> types.CallToolResult:

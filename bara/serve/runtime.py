@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from bara.app import Bara
+from bara.domain import TurnAssistant, agent_assistant, agent_domain
 from bara.llm.build import build_model
 from bara.pipeline import Assistant, pipeline_mode
 from bara.pipeline_persist import TURN_STORED
@@ -74,26 +75,22 @@ class Runtime:
         self.traces = TraceRecords(self.store)
         self.threads = ThreadLinks(self.store)
         self.conversations = self.bara.conversations  # the turn lock every mode's assistant takes
-        self._assistants: dict[str, Any] = {}
+        self._assistants: dict[str, TurnAssistant] = {}
         self._lock = threading.Lock()
         self.observer: Any = None  # bara.observe.export.Observer when OpenTelemetry export is on
         self._fault: tuple[str, float] | None = None  # the last store fault: (code, monotonic time)
 
-    def assistant(self, mode: str) -> Any:
+    def assistant(self, mode: str) -> TurnAssistant:
         with self._lock:
             if mode not in self._assistants:
                 self._assistants[mode] = self._build(mode)
             return self._assistants[mode]
 
-    def _build(self, mode: str) -> Any:
-        if mode == "agent":
-            from bara.domains.funds.assistant import AgentAssistant
-
-            built: Any = AgentAssistant(self.bara)
-        else:
-            built = Assistant(self.bara, model=build_model(self.settings), mode=pipeline_mode(mode),
-                              fallback_offline=False)
-        return built
+    def _build(self, mode: str) -> TurnAssistant:
+        if mode == "agent":  # the domain plug-in's own assistant (bara.domain)
+            return agent_assistant(self.bara)
+        return Assistant(self.bara, model=build_model(self.settings), mode=pipeline_mode(mode),
+                         fallback_offline=False)
 
     def warm(self) -> None:
         """Before the first request: build the default assistant, load the embedder, and fill the shared
@@ -151,7 +148,7 @@ class Runtime:
         from bara.serve.errors import ApiError
 
         try:
-            self.assistant("agent").user_name(user_id)
+            agent_domain().check_user(self.store, user_id)
         except InputError:
             raise ApiError(400, "no_funds_account", f"agent mode answers from a funds account, and this API key's "
                            f"user {user_id!r} has none: use model bara-gated or bara-always (mode gated or "

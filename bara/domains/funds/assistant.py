@@ -62,6 +62,8 @@ class AgentTurn:
 class AgentAssistant:
     """``bara chat --mode agent``: one instance per session; ``turn`` is safe to call repeatedly."""
 
+    mode = "agent"
+
     def __init__(self, bara: Bara, model: Model | None = None, gate_tools: bool | None = None) -> None:
         self.bara, self.settings = bara, bara.settings
         self.model: Model = model or build_model(self.settings) or RuleRouter.for_store(bara.store, bara.embedder,
