@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pyxirr
 
+from bara.store.base import SqlRunner
 from bara.domains.funds.assistant import AgentAssistant
 from bara.domains.funds.golden_cases import CASES, CATEGORIES
 from bara.domains.funds.golden_rows import GoldenRows
@@ -117,7 +118,7 @@ class Facts:
     """Expected values straight from the raw tables (:mod:`bara.domains.funds.golden_rows`, pyxirr), never
     through the tools."""
 
-    store: Any
+    store: SqlRunner
 
     @property
     def rows(self) -> GoldenRows:

@@ -30,6 +30,7 @@ from typing import Any, Iterable, Sequence
 
 from rapidfuzz import fuzz, process
 
+from bara.store.base import SqlRunner
 from bara.domains.funds.repo import FundsRepo
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -105,7 +106,7 @@ class SchemeCatalogue:
         self.min_score, self.token_score = min_score, token_score
 
     @classmethod
-    def from_store(cls, store: Any, min_score: float = 85.0, token_score: float = 85.0) -> "SchemeCatalogue":
+    def from_store(cls, store: SqlRunner, min_score: float = 85.0, token_score: float = 85.0) -> "SchemeCatalogue":
         """Schemes with NAV history in ``store``; held codes read per user from the transactions table."""
         repo = FundsRepo(store)
         return cls(repo.schemes_with_navs(), repo.user_scheme_codes, min_score, token_score)
