@@ -166,7 +166,7 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
         cid, create = _continue(request, user, prior), False
     out = run_turn(request, user, message, cid, mode, background, create=create)
     answer, finish = apply_output(out.answer, form)
-    if x_bara_conversation is None and out.trace.get("stored", {}).get("turn"):
+    if x_bara_conversation is None and out.stored.turn:
         # the client sends back the answer it got: that is the history its next request continues
         _remember(request, user, [*prior, ("user", message), ("assistant", answer)], out.conversation_id)
     headers = {"X-Bara-Trace-Id": out.trace["trace_id"], "X-Bara-Conversation": out.conversation_id}

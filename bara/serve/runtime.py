@@ -24,7 +24,7 @@ from bara.memory.api_keys import KeyStore
 from bara.memory.service_records import ThreadLinks, TraceRecords
 from bara.settings import Settings
 from bara.text.surrogates import no_surrogates
-from bara.trace import TurnTrace
+from bara.trace import StoredRecord, TurnTrace
 from bara.types import ASSISTANT_MODES
 
 MODES = ASSISTANT_MODES
@@ -35,6 +35,7 @@ class TurnOutcome:
     answer: str
     conversation_id: str
     trace: dict[str, Any]  # TurnTrace.to_json() plus trace_id, message, degraded, errors
+    stored: StoredRecord = StoredRecord()  # what the turn stored (the trace's ``stored``, typed)
 
 
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
@@ -111,7 +112,7 @@ class Runtime:
             self.conversations.open(user_id, conversation_id, create=True)
         saved: dict[str, Any] = {}
 
-        def journal(trace: TurnTrace) -> None:  # inside the transaction that stores the turn (issue 33, D5)
+        def journal(trace: TurnTrace) -> None:  # inside the transaction that stores the turn
             saved.update(trace_json(trace, message))
             self.traces.save(user_id, saved)
 
@@ -131,9 +132,9 @@ class Runtime:
         if saved:  # the turn's trace is stored already: now its final form (the persist stage's time...)
             trace["trace_id"] = saved["trace_id"]
             self.traces.update(user_id, trace)
-        elif trace.get("stored", {}).get("turn"):  # an assistant without the journal (agent mode)
+        elif result.trace.stored.turn:  # an assistant without the journal (agent mode)
             self.traces.save(user_id, trace)
-        return TurnOutcome(result.answer, result.conversation_id, trace)
+        return TurnOutcome(result.answer, result.conversation_id, trace, result.trace.stored)
 
     def learn_later(self, background: Any) -> None:
         """Queue the flush of what the turn learned on ``background`` (FastAPI's ``BackgroundTasks``,
