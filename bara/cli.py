@@ -239,7 +239,7 @@ register_funds(app)
 from bara.cli_eval import register as register_eval  # noqa: E402 - eval ab/gate/tools/report
 register_eval(eval_app)
 
-from bara.cli_eval_rewrite import register as register_eval_rewrite  # noqa: E402 - eval rewrite (issue 31)
+from bara.cli_eval_rewrite import register as register_eval_rewrite  # noqa: E402 - eval rewrite
 register_eval_rewrite(eval_app)
 
 from bara.cli_db import register as register_db  # noqa: E402 - db start/stop/migrate
@@ -251,7 +251,7 @@ register_mcp(app)
 from bara.cli_serve import register as register_serve  # noqa: E402 - serve and keys
 register_serve(app)
 
-from bara.cli_llm import register as register_llm  # noqa: E402 - llm serve-local (issue 35)
+from bara.cli_llm import register as register_llm  # noqa: E402 - llm serve-local
 register_llm(app)
 
 

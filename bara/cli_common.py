@@ -55,7 +55,7 @@ def fail(message: str | BaraError) -> NoReturn:
 
 def exit_code(message: str | BaseException) -> int:
     """2, unless the failure is a store fault (the one passed, or the one being handled): then 3, since
-    the input was fine and the same command works once the store does (issue 33)."""
+    the input was fine and the same command works once the store does."""
     handled = sys.exc_info()[1]
     return STORE_FAULT if isinstance(message, StoreFaultError) or isinstance(handled, StoreFaultError) else BAD_INPUT
 

@@ -162,7 +162,7 @@ class Assistant:
         return self._tier("embed", rec, lambda: self.bara.embedder.embed(texts))
 
     def _rewrite_rules(self) -> RewriteRules:
-        """The rewrite's rules, built once per settings object (issue 16), not every turn."""
+        """The rewrite's rules, built once per settings object, not every turn."""
         made, rules = self._rules
         if made is not self.settings or rules is None:
             rules = RewriteRules.from_settings(self.settings)
@@ -176,7 +176,7 @@ class Assistant:
                            behavior_mode=gate.behavior.mode if gate else "", reasons=gate.reasons if gate else ())
 
     def _hook(self, point: str, value: Any, ctx: HookContext, rec: TurnRecorder) -> Any:
-        if not self.hooks.registered(point):  # nothing to run: no context to build (issue 16)
+        if not self.hooks.registered(point):  # nothing to run: no context to build
             return value
         run = self.hooks.run(point, value, replace(ctx, point=point), strict=self.strict)
         for error in run.errors:
@@ -373,7 +373,7 @@ class Assistant:
     # ------------------------------------------------------------------ always (baseline)
     def _always(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
         """Sliding-window RAG: embed, take k chunks (floor 0), last N messages; no tiers, no gates."""
-        with rec.stage("retrieve_kb"):  # the lexical arm scores while the message is encoded (issue 16)
+        with rec.stage("retrieve_kb"):  # the lexical arm scores while the message is encoded
             prefetched = self.bara.retriever.prefetch(t.clean.query, k=self.settings.k)
         vector = self._embed(t.clean.query, rec)
         kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(

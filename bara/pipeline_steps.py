@@ -27,8 +27,8 @@ from bara.understand.rewrite import RewriteResult, RewriteRules, rewrite_query
 
 @dataclass(frozen=True)
 class LexicalGuess:
-    """The knowledge-base query a turn expects to search, started before its message is encoded
-    (issue 16): the rewrite when there is history to carry (``rewrite`` None otherwise) and the
+    """The knowledge-base query a turn expects to search, started before its message is encoded:
+    the rewrite when there is history to carry (``rewrite`` None otherwise) and the
     lexical arm running on the store's second connection (None when the store cannot)."""
 
     rewrite: RewriteResult | None = None
@@ -116,8 +116,8 @@ def topical_history(messages: Sequence[StoredMessage | Utterance]) -> list[Utter
 
 @lru_cache(maxsize=4096)
 def states_facts(text: str) -> bool:
-    """Whether the user states a fact about themselves in ``text``: pure, cached per message text
-    (issue 16), since every turn's rewrite re-reads the same recent history."""
+    """Whether the user states a fact about themselves in ``text``: pure, cached per message text,
+    since every turn's rewrite re-reads the same recent history."""
     return bool(extract_profile_facts(text))
 
 

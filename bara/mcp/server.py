@@ -195,7 +195,7 @@ class RequireKey:
             if scope.get("method") == "POST":
                 receive = await _surrogates_replaced(receive)
             if self.admit is not None:
-                with self.admit(key) as refused:  # one concurrency limit per key with /v1 and /api (issue 33)
+                with self.admit(key) as refused:  # one concurrency limit per key with /v1 and /api
                     if refused:
                         await _refuse(send, 429, "too_many_concurrent_requests", refused, (b"retry-after", b"1"))
                         return

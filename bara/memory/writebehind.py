@@ -1,4 +1,4 @@
-"""Write-behind for what a turn learned: its notes, Q&A pair and episodic record (issue 16).
+"""Write-behind for what a turn learned: its notes, Q&A pair and episodic record.
 
 A gated turn stores its conversation record (messages, state, cached vectors) and the profile
 facts before it answers, in one transaction. The other learning writes (notes, Q&A, episodic

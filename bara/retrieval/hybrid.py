@@ -68,7 +68,7 @@ def query_text(query: object) -> str:
 @lru_cache(maxsize=1024)
 def query_terms(text: str) -> tuple[str, ...]:
     """The lexical terms of a cleaned query, analysed once per text: a turn's prefetch and its search
-    read the same query (issue 16)."""
+    read the same query."""
     return tuple(analyze(text))
 
 
@@ -84,7 +84,7 @@ class HybridRetriever:
     def prefetch(self, query: str, *, k: int | None = None, owners: Sequence[str] = (SHARED,),
                  collections: Sequence[str] = ("kb",)) -> LexicalPrefetch | None:
         """Start the lexical arm of the hybrid search ``search(query, k=k, ...)`` will run, so it scores
-        while the caller encodes the query (issue 16); pass the result to ``search(prefetched=...)``.
+        while the caller encodes the query; pass the result to ``search(prefetched=...)``.
         None when the store cannot (PostgreSQL, an in-memory SQLite), the setting is off, or the query
         has no terms. A search with other terms, k or scopes ignores it, so a wrong guess costs only
         the background work."""

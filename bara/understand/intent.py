@@ -57,7 +57,7 @@ _KNOWLEDGE = re.compile(
     r"summari[sz]e|tell me about|is there|are there|does|do|is|are|can|could|should|"
     r"what'?s|how'?s|difference between)\b")
 #: A request to learn about a named topic ("I'd love to learn something interesting about the wonders of the
-#: world"): an information request whatever greeting opens it (issue 31); not about the assistant or the
+#: world"): an information request whatever greeting opens it; not about the assistant or the
 #: user ("what do you know about me"). "Fun facts about X" stays small talk (CLINC150's fun_fact intent).
 _LEARN_ABOUT = re.compile(r"\b(learn|know|hear|read)\b[^.?!]{0,40}?\babout (?!(you|yourself|me|myself|"
                           r"us|it|that|this|them)\b)(the |a |an |some )?[a-z]{3,}")
@@ -142,7 +142,7 @@ def _pattern_rule(pattern: re.Pattern[str], kind: ChitchatKind) -> Rule:
 
 
 def _rule_meta(f: ContextFeatures):
-    if _LEARN_ABOUT.search(f.normalized):  # "learn something interesting about X" names a topic (issue 31)
+    if _LEARN_ABOUT.search(f.normalized):  # "learn something interesting about X" names a topic
         return None
     return ("chitchat", "meta") if f.word_count <= 12 and _META.search(f.normalized) else None
 
