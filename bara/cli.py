@@ -99,7 +99,7 @@ def _ingest_with_progress(bara: Bara, paths: List[Path], prune: bool, quiet: boo
             if outcome.status != "pruned":
                 bar.update(task, advance=1, name=printable(Path(outcome.path).name))
 
-        return bara.knowledge.ingest(paths, prune=prune, progress=step, select=select)
+        return bara.ingest(paths, prune=prune, progress=step, select=select)
 
 
 def _print_ingest(report: IngestReport, json_out: bool) -> None:
@@ -139,7 +139,7 @@ def search(query: str = typer.Argument(..., help="What to look for.", callback=f
     try:
         with _open(db) as bara:
             bara.check_vectors(write=False)
-            outcome = bara.retriever.search(query, k=k, floor=floor, rerank=rerank)
+            outcome = bara.search(query, k=k, floor=floor, rerank=rerank)
     except BaraError as exc:
         fail(exc)
     if json_out:

@@ -165,7 +165,7 @@ def search(request: Request, q: str = Query(..., max_length=2000, description="q
     limit = rt.settings.serve_max_k
     if k > limit:
         raise ApiError(422, "k_too_large", f"k={k} is above the limit {limit}: ask for at most {limit} hits")
-    outcome = rt.bara.retriever.search(q, k=k, floor=floor)
+    outcome = rt.bara.search(q, k=k, floor=floor)
     hits = [SearchHit(id=h.id, source=h.chunk.source.rsplit("/", 1)[-1], section=h.chunk.section,
                       title=h.chunk.title, text=h.chunk.text, similarity=round(float(h.similarity), 4),
                       fused=round(float(h.fused), 6), lexical_rank=h.lexical.rank, lexical_score=h.lexical.score,
@@ -225,7 +225,7 @@ def ingest(request: Request, file: UploadFile = File(..., description="a PDF, HT
                        "bytes: split the file")
     name = upload_name(file.filename)
     try:  # read as `bara ingest` reads a file of that name: PDF, HTML, Word, Markdown, RST, else UTF-8 text
-        outcome = rt.bara.knowledge.add_upload(f"upload/{name}", raw)
+        outcome = rt.bara.upload(f"upload/{name}", raw)
     except Unreadable as exc:
         raise _unreadable_upload(exc) from None
     return IngestOut(source=outcome.path, status=outcome.status, chunks=outcome.chunks, reason=outcome.reason)
