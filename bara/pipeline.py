@@ -77,7 +77,7 @@ class Assistant:
         prototypes, self._prototype_reason = prototypes_for(bara.embedder)
         self.gate = Gate(bara.settings, prototypes)
         self._embedder_id = str(getattr(bara.embedder, "model_id", ""))
-        self._rules: tuple[object, RewriteRules | None] = (None, None)
+        self.rewrite_rules = RewriteRules.from_settings(bara.settings)
 
     def open_conversation(self, user_id: str, conversation_id: str | None = None, create: bool = False) -> str:
         """An existing conversation of ``user_id``, or a new one (``None``, or ``create=True``)."""
@@ -162,12 +162,8 @@ class Assistant:
         return self._tier("embed", rec, lambda: self.bara.embedder.embed(texts))
 
     def _rewrite_rules(self) -> RewriteRules:
-        """The rewrite's rules, built once per settings object, not every turn."""
-        made, rules = self._rules
-        if made is not self.settings or rules is None:
-            rules = RewriteRules.from_settings(self.settings)
-            self._rules = (self.settings, rules)
-        return rules
+        """The rewrite's rules, built from the settings once, when the assistant is (not every turn)."""
+        return self.rewrite_rules
 
     def _context(self, t: TurnInput, gate: GateResult | None) -> HookContext:
         return HookContext(point="", user_id=t.user_id, conversation_id=t.conversation_id, message=t.clean.text,

@@ -140,14 +140,13 @@ def bara(rfc_kb, embedder):
         yield b
 
 
-def test_rewrite_rules_object_is_reused_per_settings(bara):
+def test_rewrite_rules_are_built_from_the_assistants_settings(bara):
+    from bara.app import Bara
     from bara.pipeline import Assistant
 
-    assistant = Assistant(bara)
-    rules = assistant._rewrite_rules()
-    assert rules is assistant._rewrite_rules() and rules == RewriteRules.from_settings(assistant.settings)
-    assistant.settings = assistant.settings.override(rewrite_lookback=2)
-    assert assistant._rewrite_rules().lookback == 2
+    assert Assistant(bara).rewrite_rules == RewriteRules.from_settings(bara.settings)
+    other = Bara(bara.settings.override(rewrite_lookback=2), store=bara.store, embedder=bara.embedder)
+    assert bara.settings.rewrite_lookback != 2 and Assistant(other).rewrite_rules.lookback == 2
 
 
 def test_hooks_still_run_at_every_point_when_registered(bara):
