@@ -7,13 +7,17 @@ Parts are built lazily, so a command that only reads the store never loads a mod
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cached_property
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
+from bara.memory.admin import Forgotten, UserMemory
 from bara.memory.conversations import Conversations
 from bara.memory.episodic import EpisodicMemory
-from bara.memory.knowledge import KnowledgeBase
+from bara.memory.knowledge import FileOutcome, IngestReport, KnowledgeBase, Selection
 from bara.memory.notes import NotesMemory
+from bara.memory.service_records import forget_service_records
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
 from bara.memory.writebehind import WriteBehind
@@ -24,6 +28,7 @@ from bara.retrieval.protocol import Embedder
 from bara.retrieval.rerank import Reranker, build_reranker
 from bara.settings import Settings, load_settings
 from bara.store import Store, open_store
+from bara.types import RetrievalOutcome
 
 
 class Bara:
@@ -103,6 +108,49 @@ class Bara:
     def flush(self) -> int:
         """Store every pending learning write now (a no-op when nothing is pending)."""
         return self.learning.flush() if "learning" in self.__dict__ else 0
+
+    # ------------------------------------------------------------ the shared knowledge base
+    def search(self, query: str, *, k: int | None = None, floor: float | None = None,
+               rerank: bool | None = None) -> RetrievalOutcome:
+        """Hybrid search of the shared knowledge base (``bara search``, ``GET /api/search``); ``k`` and
+        ``floor`` None: the settings' defaults."""
+        return self.retriever.search(query, k=k, floor=floor, rerank=rerank)
+
+    def ingest(self, paths: Sequence[str | Path] | str | Path, *, prune: bool = False,
+               progress: Callable[[FileOutcome], None] | None = None,
+               select: Selection | None = None) -> IngestReport:
+        """Index every file under ``paths`` that ``select`` takes into the shared knowledge base."""
+        return self.knowledge.ingest(paths, prune=prune, progress=progress, select=select)
+
+    def upload(self, source: str, data: bytes) -> FileOutcome:
+        """Index one uploaded file's bytes under ``source`` (raises Unreadable with nothing stored)."""
+        return self.knowledge.add_upload(source, data)
+
+    # ------------------------------------------------------------ use cases of a user's memory
+    def memory(self, user: str) -> UserMemory:
+        """Everything stored about ``user``: profile, notes, Q&A, episodic memory, conversations
+        (what earlier turns learned is stored first, so it is shown)."""
+        self.flush()
+        with self.store.scoped((user,)):
+            return UserMemory(user, tuple(self.profile.entries(user)), tuple(self.notes.list(user)),
+                              tuple(self.qa.list(user)), self.episodic.overview(user),
+                              tuple(self.conversations.list(user)))
+
+    def forget(self, user: str, *, fact: str | None = None, conversations: bool = False) -> Forgotten:
+        """Delete one profile fact (``fact``), or the user's profile, notes, Q&A and episodic memory (and,
+        with ``conversations``, every conversation with the HTTP service's traces and thread links of it),
+        in one transaction under the user's scope. What earlier turns learned is stored first, or it
+        would land after the delete."""
+        self.flush()
+        with self.store.scoped((user,)), self.store.transaction():
+            if fact is not None:
+                return Forgotten(profile=self.profile.forget(user, fact))
+            gone = Forgotten(self.profile.forget(user), self.notes.forget(user), self.qa.forget(user),
+                             self.episodic.forget(user))
+            if conversations:  # the traces before the conversations, whose delete would take them along
+                gone = replace(gone, traces=forget_service_records(self.store, user),
+                               conversations=self.conversations.delete(user))
+            return gone
 
     def check_vectors(self, write: bool, say: Callable[[str], None] | None = None) -> int:
         """Before a command touches vectors: a writer re-embeds a store whose vectors another embedder

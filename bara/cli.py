@@ -101,7 +101,7 @@ def _ingest_with_progress(bara: Bara, paths: List[Path], prune: bool, quiet: boo
             if outcome.status != "pruned":
                 bar.update(task, advance=1, name=printable(Path(outcome.path).name))
 
-        return bara.knowledge.ingest(paths, prune=prune, progress=step, select=select)
+        return bara.ingest(paths, prune=prune, progress=step, select=select)
 
 
 def _print_ingest(report: IngestReport, json_out: bool) -> None:
@@ -141,7 +141,7 @@ def search(query: str = typer.Argument(..., help="What to look for.", callback=f
     try:
         with _open(db) as bara:
             bara.check_vectors(write=False)
-            outcome = bara.retriever.search(query, k=k, floor=floor, rerank=rerank)
+            outcome = bara.search(query, k=k, floor=floor, rerank=rerank)
     except BaraError as exc:
         fail(exc)
     if json_out:
@@ -241,7 +241,7 @@ register_funds(app)
 from bara.cli_eval import register as register_eval  # noqa: E402 - eval ab/gate/tools/report
 register_eval(eval_app)
 
-from bara.cli_eval_rewrite import register as register_eval_rewrite  # noqa: E402 - eval rewrite (issue 31)
+from bara.cli_eval_rewrite import register as register_eval_rewrite  # noqa: E402 - eval rewrite
 register_eval_rewrite(eval_app)
 
 from bara.cli_db import register as register_db  # noqa: E402 - db start/stop/migrate
@@ -253,7 +253,7 @@ register_mcp(app)
 from bara.cli_serve import register as register_serve  # noqa: E402 - serve and keys
 register_serve(app)
 
-from bara.cli_llm import register as register_llm  # noqa: E402 - llm serve-local (issue 35)
+from bara.cli_llm import register as register_llm  # noqa: E402 - llm serve-local
 register_llm(app)
 
 

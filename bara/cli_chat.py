@@ -24,8 +24,9 @@ from bara.cli_common import (fail, free_text, id_callback, k_option, new_sqlite,
 from bara.datafiles import check_file, json_value, read_lines
 from bara.errors import BaraError
 from bara.llm.build import build_model
-from bara.memory.admin import TIERS, forget_user, inspect_report, query_tier
+from bara.memory.admin import TIERS, inspect_report, query_tier
 from bara.observe import build_observer
+from bara.domain import TurnAssistant, agent_assistant
 from bara.pipeline import MODES, Assistant, pipeline_mode
 from bara.text.locator import locator
 from bara.settings import load_settings
@@ -117,23 +118,22 @@ def _scripted(path: Path, json_out: bool) -> Iterator[str]:
         yield line.text
 
 
-def _conversation(assistant: Assistant, user: str, conversation: Optional[str], new: bool,
+def _conversation(bara: Bara, assistant: TurnAssistant, user: str, conversation: Optional[str], new: bool,
                   notices: Console) -> str:
     if conversation is not None and not new:
         return assistant.open_conversation(user, conversation)
-    known = conversation is not None and assistant.bara.conversations.get(user, conversation) is not None
+    known = conversation is not None and bara.conversations.get(user, conversation) is not None
     cid = assistant.open_conversation(user, conversation, create=True)
     notices.print(Text(f"{'resuming' if known else 'new'} conversation {cid} (user {user}); resume it with "
                        f"--conversation {cid}", style="dim"))
     return cid
 
 
-def _assistant(bara: Bara, mode: str) -> Assistant:
-    """The gated pipeline, the always-retrieve baseline, or the tool-using portfolio agent."""
+def _assistant(bara: Bara, mode: str) -> TurnAssistant:
+    """The gated pipeline, the always-retrieve baseline, or the domain plug-in's own assistant (the
+    tool-using portfolio agent)."""
     if mode == "agent":
-        from bara.domains.funds.assistant import AgentAssistant
-
-        return AgentAssistant(bara)  # type: ignore[return-value] - same turn()/TurnResult contract
+        return agent_assistant(bara)
     return Assistant(bara, model=build_model(bara.settings), mode=pipeline_mode(mode))
 
 
@@ -166,13 +166,13 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
             note_knowledge(bara, created)
         bara.check_vectors(write=True, say=say)
         assistant = _assistant(bara, mode)
-        cid = _conversation(assistant, user, conversation, new, err if json_out else console)
+        cid = _conversation(bara, assistant, user, conversation, new, err if json_out else console)
         messages = _scripted(script, json_out) if script else _interactive(err if json_out else console)
         warming = None if script else _warm_while_typing(bara)
         for message in messages:
             if warming is not None:  # the first turn starts once the warm-up is done (one store user at a time)
                 warming.join()
-            cid = _one_turn(assistant, user, message, cid, json_out, observer)
+            cid = _one_turn(bara, assistant, user, message, cid, json_out, observer)
     except BaraError as exc:
         fail(str(exc))
     finally:
@@ -202,7 +202,8 @@ def _warm_while_typing(bara: Bara) -> threading.Thread:
     return thread
 
 
-def _one_turn(assistant: Assistant, user: str, message: str, cid: str, json_out: bool, observer: Any = None) -> str:
+def _one_turn(bara: Bara, assistant: TurnAssistant, user: str, message: str, cid: str, json_out: bool,
+              observer: Any = None) -> str:
     result = assistant.turn(user, message, cid)
     if observer is not None:
         observer.turn(result.trace, message)
@@ -211,7 +212,7 @@ def _one_turn(assistant: Assistant, user: str, message: str, cid: str, json_out:
     else:
         console.print(Text("bara> ", style="bold green") + Text(result.answer))
         console.print(timeline(result.trace))
-    assistant.bara.flush()  # the answer is out: store what the turn learned while the user reads it
+    bara.flush()  # the answer is out: store what the turn learned while the user reads it
     return result.conversation_id or cid
 
 
@@ -357,19 +358,19 @@ def memory_forget(user: str = typer.Option(..., "--user", help="User whose memor
             known = bara.profile.get(user)
             if key is not None and key not in known:
                 fail(_unknown_key(user, key, sorted(known)))
-            deleted = forget_user(bara, user, key)
+            deleted = bara.forget(user, fact=key, conversations=True).to_json()
         except BaraError as exc:
             fail(exc)
     if json_out:
         _print_json({"user": user, "deleted": deleted})
         return
-    console.print(Text(f"deleted for user {user}: " + ", ".join(f"{v} {_ONE.get(k, k) if v == 1 else k}"
-                                                                for k, v in deleted.items())))
+    console.print(Text(f"deleted for user {user}: " + ", ".join(f"{v} {_NOUNS[k][v != 1]}" for k, v in deleted.items())))
 
 
-#: The JSON keys of ``memory forget`` (fixed, plural) in the singular, for "1 conversation" in its text output.
-_ONE = {"profile facts": "profile fact", "notes": "note", "episodes": "episode", "turn traces": "turn trace",
-        "conversations": "conversation"}
+#: What ``memory forget`` says of each JSON key, in the singular and the plural ("1 conversation").
+_NOUNS = {"profile": ("profile fact", "profile facts"), "notes": ("note", "notes"), "qa": ("q&a", "q&a"),
+          "episodic": ("episode", "episodes"), "traces": ("turn trace", "turn traces"),
+          "conversations": ("conversation", "conversations")}
 
 
 def _unknown_key(user: str, key: str, known: list[str]) -> str:

@@ -15,7 +15,6 @@ conversations) with such bytes are refused; free text (queries, messages) has th
 from __future__ import annotations
 
 import math
-import re
 import sys
 from typing import Any, Callable, NoReturn, Optional
 
@@ -27,9 +26,9 @@ from rich.text import Text
 from bara.app import Bara
 from bara.errors import BaraError, EmbedderError, MissingStoreError, StoreFaultError
 from bara.settings import Settings, load_settings
+from bara.text.surrogates import has_surrogates, no_surrogates
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def _bound(field: str, kind: str) -> Any:
@@ -56,7 +55,7 @@ def fail(message: str | BaraError) -> NoReturn:
 
 def exit_code(message: str | BaseException) -> int:
     """2, unless the failure is a store fault (the one passed, or the one being handled): then 3, since
-    the input was fine and the same command works once the store does (issue 33)."""
+    the input was fine and the same command works once the store does."""
     handled = sys.exc_info()[1]
     return STORE_FAULT if isinstance(message, StoreFaultError) or isinstance(handled, StoreFaultError) else BAD_INPUT
 
@@ -183,7 +182,7 @@ def identifier(value: Optional[str], name: str = "id") -> Optional[str]:
     """An id from the command line: valid UTF-8, not blank, no control characters."""
     if value is None:
         return None
-    if _SURROGATE.search(value):
+    if has_surrogates(value):
         raise typer.BadParameter(f"{printable(value)!r} contains bytes that are not UTF-8: "
                                  f"pass the {name} as UTF-8 text")
     if not value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):
@@ -199,7 +198,7 @@ def utf8_callback(name: str) -> Any:
     """For ids whose other checks live elsewhere (``check_user_id``): refuse only bytes that are not UTF-8
     (they cannot be stored, hashed or sent: a UnicodeEncodeError deep inside)."""
     def check(value: Optional[str]) -> Optional[str]:
-        if value is not None and _SURROGATE.search(value):
+        if value is not None and has_surrogates(value):
             raise typer.BadParameter(f"{printable(value)!r} contains bytes that are not UTF-8: "
                                      f"pass the {name} as UTF-8 text")
         return value
@@ -208,4 +207,4 @@ def utf8_callback(name: str) -> Any:
 
 def free_text(value: Optional[str]) -> Optional[str]:
     """Query or message text: undecodable bytes become U+FFFD (search never fails on odd text)."""
-    return None if value is None else _SURROGATE.sub("\ufffd", value)
+    return None if value is None else no_surrogates(value)

@@ -258,7 +258,7 @@ def eval_report(folder: Path = typer.Argument(..., help="Folder of saved runs (a
     print(path)
 
 
-# ---------------------------------------------------------------------- memory (issue 14)
+# ---------------------------------------------------------------------- memory
 def eval_memory(locomo: List[Path] = typer.Option(..., "--locomo", help="LoCoMo files: one conversation each (conv-*.json) or the released list (locomo10.json)."),
                 more: Optional[List[Path]] = typer.Argument(None, help="More LoCoMo files after --locomo."),
                 modes: str = typer.Option("turns,gated,full", "--modes", help="Comma-separated: turns,gated,full."),

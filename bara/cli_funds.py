@@ -115,8 +115,9 @@ def _index(bara: Bara, data: Path, sheets: str | bool, bar: Progress, amfi: dict
     """The funds_docs index; a failure exits 2 naming what is stored (AMFI data, users, some documents)."""
     from bara.domains.funds.assistant import index_fund_documents
 
-    codes = None if sheets == "all" else {r[0] for r in bara.store.query(
-        "SELECT DISTINCT scheme_code FROM funds_transactions")}
+    from bara.domains.funds import FundsRepo
+
+    codes = None if sheets == "all" else FundsRepo(bara.store).held_codes()
     seen = {"total": 0, "done": 0}
     try:
         return index_fund_documents(bara, data, codes=codes, progress=_doc_progress(bar, seen))
@@ -153,10 +154,11 @@ def _doc_progress(bar: Progress, seen: dict[str, int]):  # noqa: ANN202 - return
 # ----------------------------------------------------------------------- users
 def users(json_out: bool = JsonOption, db: Optional[str] = DbOption) -> None:
     """List the demo users' ids (JSON: a list of strings)."""
+    from bara.domains.funds import FundsRepo
+
     try:
         with _open(db) as bara:
-            rows = bara.store.query("SELECT u.id, u.name, (SELECT COUNT(*) FROM funds_transactions t"
-                                    " WHERE t.user_id = u.id) FROM funds_users u ORDER BY u.id")
+            rows = FundsRepo(bara.store).users()
     except BaraError as exc:
         fail(exc)
     if not rows:

@@ -33,7 +33,7 @@ def mcp(user: str = typer.Option(..., "--user", help="The user every tool acts f
     from bara.settings import load_settings
 
     from bara.cli_serve import require_store
-    from bara.serve.keys import check_user_id
+    from bara.memory.api_keys import check_user_id
 
     if not user.strip():
         err.print(f"[red]error:[/red] {EMPTY_USER}")

@@ -124,7 +124,7 @@ def _keys(db: Optional[str], existing: bool = False):
     """A Bara over the store and its KeyStore; ``existing``: refuse (exit 2) a SQLite file that does
     not exist yet instead of creating an empty store (list and revoke only read or change keys)."""
     from bara.app import Bara
-    from bara.serve.keys import KeyStore
+    from bara.memory.api_keys import KeyStore
     from bara.settings import load_settings
 
     settings = load_settings(db=db)
@@ -153,7 +153,7 @@ def create(user: str = typer.Option(..., "--user", help="The user this key acts 
            db: Optional[str] = DbOption,
            json_out: bool = typer.Option(False, "--json", help='Print {"user": ..., "key": ...}.')) -> None:
     """Create an API key and print it once (only its hash is stored)."""
-    from bara.serve.keys import check_user_id
+    from bara.memory.api_keys import check_user_id
 
     try:
         check_user_id(user)
@@ -176,7 +176,7 @@ def list_keys(user: Optional[str] = typer.Option(None, "--user", help="Only this
               db: Optional[str] = DbOption,
               json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List keys (ids, users, admin flag, created/revoked times; never the secrets)."""
-    from bara.serve.keys import check_user_id
+    from bara.memory.api_keys import check_user_id
 
     try:
         if user is not None:
@@ -218,7 +218,7 @@ def revoke(key_id: str = typer.Argument(..., help="A key id from `bara keys list
 
 def _key_id(given: str) -> str:
     """The key id of a whole key (``bara_<key_id>_<secret>``), or ``given`` when it is already an id."""
-    from bara.serve.keys import PREFIX
+    from bara.memory.api_keys import PREFIX
 
     if given.startswith(PREFIX) and given.count("_") >= 2:
         return given[len(PREFIX):].split("_", 1)[0]

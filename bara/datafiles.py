@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Mapping, Sized
 
 from bara.errors import InputError
+from bara.text.surrogates import json_without_surrogates
 
 #: A JSON escape of a UTF-16 surrogate: a line without one (nearly all) is decoded as it is.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 #: What a damaged gzip stream raises while it is read (BadGzipFile is an OSError).
 _GZIP_ERRORS = (OSError, EOFError, zlib.error)
 
@@ -92,14 +92,4 @@ def json_value(text: str) -> Any:
     """``json.loads(text)`` with every lone surrogate in its strings (keys too) as U+FFFD; an escaped pair
     that makes one character (``"\\ud83d\\ude00"``) is that character. Raises what json.loads raises."""
     value = json.loads(text)
-    return _without_surrogates(value) if _SURROGATE_ESCAPE.search(text) else value
-
-
-def _without_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_without_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
-    return value
+    return json_without_surrogates(value) if _SURROGATE_ESCAPE.search(text) else value

@@ -35,13 +35,3 @@ def require_user_id(user_id: Any) -> str:
     if problem is not None:
         raise InputError(f"{problem}; pass the signed-in user's id, e.g. --user alice")
     return user_id
-
-
-def user_option(value: Any) -> Any:
-    """Typer callback for ``--user``: a clear usage error (exit 2) instead of a stored empty owner."""
-    problem = user_id_problem(value)
-    if problem is not None:
-        import typer
-
-        raise typer.BadParameter(f"{problem}; e.g. --user alice")
-    return value

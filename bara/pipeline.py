@@ -20,21 +20,20 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from bara.app import Bara
-from bara.decide import GateResult, PolicyDecision, decide
+from bara.decide import Conversation, Gate, GateResult, PolicyDecision
 from bara.errors import BaraError, InputError
 from bara.hooks import HookContext, Hooks, PersistPlan
 from bara.llm.base import Model
 from bara.llm.errors import LLMError
 from bara.llm.offline import FALLBACK_REASON, Generator, ModelGenerator, OfflineGenerator, answered_by
-from bara.decide.policy import apply_episodic, capitalised_words
 from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
 from bara.pipeline_persist import (TURN_STORED, learn_profile, learning_writes, next_turn_preparation, reply_preparation,
                                    user_meta)
 from bara.pipeline_records import Retrieved, Seen, TurnInput, TurnResult
-from bara.pipeline_steps import (SEARCHING_INTENTS, LexicalGuess, answers_are_passages, drop_said, last_reply,
-                                 learns_qa, lexical_guess,
-                                 mark_rerank, per_message, rewrite_for, said_terms, within_gap)
+from bara.pipeline_steps import (LexicalGuess, answers_are_passages, drop_said, last_reply,
+                                 learns_qa, lexical_guess, mark_rerank, per_message, rewrite_for, said_terms,
+                                 within_gap)
 import bara.prompts as PROMPTS
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, attribution_note, episode_items,
@@ -44,14 +43,13 @@ from bara.trace import (StoredRecord, TurnRecorder, TurnTrace, prompt_summary,
                         retrieval_summary, trace_fields)
 from bara.turn import TurnStart, empty_trace, run_turn
 from bara.types import PIPELINE_MODES, PipelineMode, RetrievalOutcome, Tier, Utterance
-from bara.understand.features import compute_features, normalize
+from bara.understand.features import normalize
 from bara.understand.forget import asks_to_forget
-from bara.understand.intent import apply_rules
 from bara.understand.prototypes import prototypes_for
 from bara.understand.rewrite import RewriteRules
 from bara.understand.scaffold import topic_switch
 from bara.understand.state import ConversationState, note_ungated_turn
-from bara.understand.topic import compose_topic, search_vector, topic_dependence
+from bara.understand.topic import compose_topic, search_vector
 
 MODES = PIPELINE_MODES
 
@@ -78,9 +76,10 @@ class Assistant:
         self.generator: Generator = ModelGenerator(model, bara.settings.gated_deadline_s) if model is not None else self.offline
         self.conversations, self.profile, self.notes = bara.conversations, bara.profile, bara.notes
         self.qa, self.episodic = bara.qa, bara.episodic
-        self._prototypes, self._prototype_reason = prototypes_for(bara.embedder)
+        prototypes, self._prototype_reason = prototypes_for(bara.embedder)
+        self.gate = Gate(bara.settings, prototypes)
         self._embedder_id = str(getattr(bara.embedder, "model_id", ""))
-        self._rules: tuple[object, RewriteRules | None] = (None, None)
+        self.rewrite_rules = RewriteRules.from_settings(bara.settings)
 
     def open_conversation(self, user_id: str, conversation_id: str | None = None, create: bool = False) -> str:
         """An existing conversation of ``user_id``, or a new one (``None``, or ``create=True``)."""
@@ -109,7 +108,6 @@ class Assistant:
     # --------------------------------------------------------------------------- gated
     def _gated(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
         gate, seen = self._gate(t, rec)
-        gate = self._episodic_gate(t, gate, rec)
         ctx = self._context(t, gate)
         policy = self._hook("policy_override", gate.policy, ctx, rec)
         rec.reason("hook:policy_overridden" if policy != gate.policy else "")
@@ -129,24 +127,27 @@ class Assistant:
 
     def _gate(self, t: TurnInput, rec: TurnRecorder) -> tuple[GateResult, Seen]:
         """Rules first. The message is embedded (once) when the turn may search or no rule is
-        conclusive; then the topic before this turn is read from the conversation's vector cache."""
+        conclusive; then the topic before this turn is read from the conversation's vector cache and
+        the episodic names the message may mention from the store, and the gate concludes."""
         with rec.stage("gate"):
-            features = compute_features(t.clean.query, t.history, t.profile, settings=self.settings)
-            ruled = apply_rules(features, self.settings)
-        may_search = ruled is None or ruled.intent in SEARCHING_INTENTS
+            draft = self.gate.read(t.clean.query, Conversation(t.history, t.state, t.profile))
         guess = lexical_guess(t.clean.query, t.messages, self.bara.retriever, self.settings, self._rewrite_rules(),
-                              rec, t.head) if may_search else LexicalGuess()
-        vector = self._embed(t.clean.query, rec) if may_search else None
-        rec.reason("" if ruled is not None else self._prototype_reason)
+                              rec, t.head) if draft.may_search else LexicalGuess()
+        vector = self._embed(t.clean.query, rec) if draft.may_search else None
+        rec.reason("" if draft.ruled is not None else self._prototype_reason)
         prior = self._history_topic(t, rec) if vector is not None else HistoryTopic(None, False)
         with rec.stage("gate"):
-            gate = decide(t.clean.query, t.history, t.state, t.profile, self.settings, self._prototypes,
-                          message_vector=vector, history_vectors=None if prior.topic is None else [prior.topic],
-                          features=features, ruled=(ruled,))
-            topic = topic_dependence(t.clean.query, gate.features, vector, prior.topic, prior.has_context,
-                                     self.settings, cosine=(gate.features.topic_similarity,))
-        rec.reason(*gate.reasons, topic.reason)
-        return gate, Seen(vector, prior, topic, guess)
+            known = self._known_names(t, draft.capitalised)
+            decision = self.gate.conclude(draft, vector, prior.topic, known, has_context=prior.has_context)
+        rec.reason(*decision.reasons)
+        return decision.result, Seen(vector, prior, decision.topic, guess)
+
+    def _known_names(self, t: TurnInput, words: tuple[str, ...]) -> frozenset[str] | None:
+        """The stored names of the user's other conversations that ``words`` may name; None when there
+        is no other conversation (this conversation is its own history, so no episodic overlay)."""
+        if not self.episodic.holds_other(t.user_id, t.conversation_id):
+            return None
+        return self.episodic.known_names(t.user_id, t.conversation_id, words)
 
     def _kb(self, t: TurnInput, policy: PolicyDecision, seen: Seen, query: str,
             vectors: tuple[np.ndarray | None, np.ndarray | None], rec: TurnRecorder) -> RetrievalOutcome | None:
@@ -180,19 +181,6 @@ class Assistant:
         rec.reason(f"topic:history_encoded:{prior.encoded}" if prior.encoded else "")
         return prior
 
-    def _episodic_gate(self, t: TurnInput, gate: GateResult, rec: TurnRecorder) -> GateResult:
-        """Issue 14: open the episodic tier for personal / "when did" questions (see ``apply_episodic``)."""
-        if not self.episodic.holds_other(t.user_id, t.conversation_id):  # this conversation is its history
-            return gate
-        with rec.stage("gate"):  # only the stored names the message's capitalised words may name
-            known = self.episodic.known_names(t.user_id, t.conversation_id, capitalised_words(t.clean.query))
-            policy = apply_episodic(gate.policy, t.clean.query, known, self.settings)
-        if policy is gate.policy:
-            return gate
-        added = policy.reasons[len(gate.policy.reasons):]
-        rec.reason(*added)
-        return replace(gate, policy=policy, reasons=gate.reasons + added)
-
     def _embed(self, text: str, rec: TurnRecorder) -> np.ndarray | None:
         vectors = self._embed_many([text], rec)
         return None if vectors is None else vectors[0]
@@ -201,12 +189,8 @@ class Assistant:
         return self._tier("embed", rec, lambda: self.bara.embedder.embed(texts))
 
     def _rewrite_rules(self) -> RewriteRules:
-        """The rewrite's rules, built once per settings object (issue 16), not every turn."""
-        made, rules = self._rules
-        if made is not self.settings or rules is None:
-            rules = RewriteRules.from_settings(self.settings)
-            self._rules = (self.settings, rules)
-        return rules
+        """The rewrite's rules, built from the settings once, when the assistant is (not every turn)."""
+        return self.rewrite_rules
 
     def _context(self, t: TurnInput, gate: GateResult | None) -> HookContext:
         return HookContext(point="", user_id=t.user_id, conversation_id=t.conversation_id, message=t.clean.text,
@@ -215,7 +199,7 @@ class Assistant:
                            behavior_mode=gate.behavior.mode if gate else "", reasons=gate.reasons if gate else ())
 
     def _hook(self, point: str, value: Any, ctx: HookContext, rec: TurnRecorder) -> Any:
-        if not self.hooks.registered(point):  # nothing to run: no context to build (issue 16)
+        if not self.hooks.registered(point):  # nothing to run: no context to build
             return value
         run = self.hooks.run(point, value, replace(ctx, point=point), strict=self.strict)
         for error in run.errors:
@@ -296,14 +280,13 @@ class Assistant:
         deleting, not negated, not deferred) deletes the user's profile, notes, Q&A and episodic memory."""
         if not policy.privacy_mode or not asks_to_forget(t.clean.query):
             return ""
-        with rec.stage("persist"), self.bara.store.transaction():
-            counts = (self.profile.forget(t.user_id), self.notes.forget(t.user_id), self.qa.forget(t.user_id),
-                      self.episodic.forget(t.user_id))
+        with rec.stage("persist"):
+            gone = self.bara.forget(t.user_id)
         rec.reason("privacy:memory_forgotten")
-        return PROMPTS.PRIVACY_FORGOTTEN_WHAT.format(profile=PROMPTS.counted(counts[0], "profile"),
-                                                     notes=PROMPTS.counted(counts[1], "notes_short"),
-                                                     qa=PROMPTS.counted(counts[2], "qa_short"),
-                                                     episodes=PROMPTS.counted(counts[3], "episodes"))
+        return PROMPTS.PRIVACY_FORGOTTEN_WHAT.format(profile=PROMPTS.counted(gone.profile, "profile"),
+                                                     notes=PROMPTS.counted(gone.notes or 0, "notes_short"),
+                                                     qa=PROMPTS.counted(gone.qa or 0, "qa_short"),
+                                                     episodes=PROMPTS.counted(gone.episodic or 0, "episodes"))
 
     # ----------------------------------------------------------------------- assembly
     def _inputs(self, t: TurnInput, gate: GateResult, policy: PolicyDecision, r: Retrieved, forgotten: str,
@@ -411,7 +394,7 @@ class Assistant:
     # ------------------------------------------------------------------ always (baseline)
     def _always(self, t: TurnInput, rec: TurnRecorder) -> TurnResult:
         """Sliding-window RAG: embed, take k chunks (floor 0), last N messages; no tiers, no gates."""
-        with rec.stage("retrieve_kb"):  # the lexical arm scores while the message is encoded (issue 16)
+        with rec.stage("retrieve_kb"):  # the lexical arm scores while the message is encoded
             prefetched = self.bara.retriever.prefetch(t.clean.query, k=self.settings.k)
         vector = self._embed(t.clean.query, rec)
         kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(

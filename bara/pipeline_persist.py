@@ -25,7 +25,7 @@ from bara.understand.scaffold import strip_scaffolding
 
 
 #: Set by a surface around one turn (``bara serve``: ``Runtime.run_turn``) to make the turn atomic with what
-#: it learned and its trace (issue 33, D5): the persist transaction then runs the turn's learning writes
+#: it learned and its trace: the persist transaction then runs the turn's learning writes
 #: itself (no write-behind) and calls this with the turn's trace before it commits, so the surface stores
 #: the trace in the same transaction. A crash leaves the turn, its learning and its trace all, or none.
 TURN_STORED: ContextVar[Callable[[TurnTrace], None] | None] = ContextVar("bara_turn_stored", default=None)
@@ -48,7 +48,7 @@ def learning_writes(bara: Bara, t: TurnInput, plan: PersistPlan, r: Retrieved,
     now = time.time()  # items are dated when the turn learned them, not when stored
     if notes:
         writes.append(lambda: bara.notes.add(t.user_id, t.conversation_id, notes, now=now))
-    if bara.settings.memory_episodic_record_turns and plan.learn_profile:  # issue 14
+    if bara.settings.memory_episodic_record_turns and plan.learn_profile:  # what was said, for later conversations
         name = str(t.profile.get("name") or "User")
         writes.append(lambda: bara.episodic.remember(t.user_id, t.conversation_id, t.turn, name, plan.user_text,
                                                      r.message_vector if r.query else None))
@@ -69,7 +69,7 @@ def user_meta(settings: Settings, embedder_id: str, r: Retrieved, reply: str = "
 
 def next_turn_preparation(settings: Settings, t: TurnInput, plan: PersistPlan, meta: dict[str, Any],
                           rules: RewriteRules, embedder_id: str) -> Callable[[], object]:
-    """Work for the conversation's next turn, done after this answer (issue 16): analyse the history
+    """Work for the conversation's next turn, done after this answer: analyse the history
     that turn will load (this turn's window plus the two messages just stored) the way its rewrite
     reads it, and decode the topic vector it will start from, so the next turn computes only what its
     new message needs. Pure: it fills caches."""

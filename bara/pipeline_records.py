@@ -46,7 +46,7 @@ class TurnInput:
 
     @cached_property
     def history(self) -> tuple[Utterance, ...]:
-        """The loaded messages as utterances, built once per turn (issue 16: the gate, the rules and
+        """The loaded messages as utterances, built once per turn (the gate, the rules and
         the prompt all read them)."""
         return tuple(Utterance(m.role, m.text) for m in self.messages)
 
@@ -64,7 +64,7 @@ class Retrieved:
     message_vector: np.ndarray | None = None  # of the user's own words, when the turn embedded them
     searched: bool = False  # any tier was searched this turn
     episodes: tuple[EpisodeHit, ...] = ()
-    attribution: Attribution | None = None  # whose event the best episodes tell (issue 38)
+    attribution: Attribution | None = None  # whose event the best episodes tell
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from bara.decide import GateResult
+from bara.decide import SEARCHING_INTENTS, GateResult
 from bara.decide.behavior import largest_k
 from bara.memory.conversations import StoredMessage
 from bara.memory.notes import Note, extract_notes
@@ -28,13 +28,10 @@ from bara.types import RetrievalOutcome, Utterance
 from bara.understand.rewrite import RewriteResult, RewriteRules, rewrite_query
 from bara.understand.scaffold import strip_scaffolding
 
-SEARCHING_INTENTS = frozenset({"knowledge_base", "continuation", "general"})
-
-
 @dataclass(frozen=True)
 class LexicalGuess:
-    """The knowledge-base query a turn expects to search, started before its message is encoded
-    (issue 16): the rewrite when there is history to carry (``rewrite`` None otherwise) and the
+    """The knowledge-base query a turn expects to search, started before its message is encoded:
+    the rewrite when there is history to carry (``rewrite`` None otherwise) and the
     lexical arm running on the store's second connection (None when the store cannot)."""
 
     rewrite: RewriteResult | None = None
@@ -124,8 +121,8 @@ def topical_history(messages: Sequence[StoredMessage | Utterance]) -> list[Utter
 
 @lru_cache(maxsize=4096)
 def states_facts(text: str) -> bool:
-    """Whether the user states a fact about themselves in ``text``: pure, cached per message text
-    (issue 16), since every turn's rewrite re-reads the same recent history."""
+    """Whether the user states a fact about themselves in ``text``: pure, cached per message text,
+    since every turn's rewrite re-reads the same recent history."""
     return bool(extract_profile_facts(text))
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 import threading
 from importlib import metadata
-from typing import Callable
+from typing import Any, Callable
 
 GROUP = "bara.plugins"
 
@@ -32,6 +32,13 @@ GROUP = "bara.plugins"
 BUILTIN: dict[str, str] = {
     "memory": "bara.memory.schema:register",
     "funds": "bara.domains.funds.schema:register",
+}
+
+#: Domain plug-ins (:class:`bara.domain.Domain` objects, named ``module:attribute``): the same pairs as
+#: pyproject's ``bara.domains`` entry points. Surfaces find domains here, never by importing them.
+DOMAIN_GROUP = "bara.domains"
+BUILTIN_DOMAINS: dict[str, str] = {
+    "funds": "bara.domains.funds.plugin:DOMAIN",
 }
 
 _loaded: set[str] = set()
@@ -65,3 +72,15 @@ def load_all() -> None:
             if register is not None:
                 register()
             _loaded.add(name)
+
+
+def declared_domains() -> dict[str, str]:
+    """Every domain plug-in: the built-ins, then installed entry points (which may not rename a built-in)."""
+    found = {ep.name: ep.value for ep in metadata.entry_points(group=DOMAIN_GROUP)}
+    return {**found, **BUILTIN_DOMAINS}
+
+
+def load_domain(target: str) -> Any:
+    """The domain object named by ``module:attribute`` (imported on first use)."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr or "DOMAIN")

@@ -16,9 +16,10 @@ from typing import Any, Iterator, Mapping, NamedTuple, Protocol, Sequence
 from bara.types import Hit, RetrievalOutcome, source_name
 
 #: Stages timed on every turn, in pipeline order (absent stages report 0.0).
-STAGES = ("sanitize", "load", "gate", "embed", "rewrite", "retrieve_kb", "retrieve_notes", "retrieve_qa",
-          "retrieve_history", "assemble", "generate", "persist", "total")
-TIERS = ("kb", "profile", "notes", "qa")
+STAGES = ("sanitize", "load", "gate", "embed", "load_vectors", "rewrite", "retrieve_kb", "retrieve_notes",
+          "retrieve_qa", "retrieve_episodic", "retrieve_history", "agent", "assemble", "generate", "persist", "total")
+#: Memory tiers whose items a prompt may carry (``tiers``: how many of each reached it).
+TIERS = ("kb", "profile", "notes", "qa", "episodic")
 
 #: Keys ``bara chat --json`` guarantees (more may follow).
 JSON_KEYS = ("turn", "user", "mode", "intent", "intent_source", "behavior_mode", "route", "retrieved",
@@ -324,6 +325,8 @@ class _PromptInputs(Protocol):
     def notes(self) -> Sequence[Any]: ...
     @property
     def qa(self) -> Sequence[Any]: ...
+    @property
+    def episodes(self) -> Sequence[Any]: ...
 
 
 class PromptLike(Protocol):
@@ -409,5 +412,5 @@ def prompt_summary(prompt: PromptLike) -> PromptSummary:
     """Items injected per tier (after the token budget) and the token counts of a Prompt."""
     i = prompt.inputs
     return PromptSummary(tiers={"kb": len(i.knowledge), "profile": len(i.profile), "notes": len(i.notes),
-                                "qa": len(i.qa)},
+                                "qa": len(i.qa), "episodic": len(i.episodes)},
                          context_tokens=prompt.context_tokens, prompt_tokens=prompt.tokens)

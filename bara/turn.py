@@ -63,7 +63,7 @@ def load_conversation(conversations: Conversations, settings: Settings, user_id:
     turn = (info.turn_count if info else 0) + 1
     state = ConversationState.from_dict(conversations.load_state(user_id, cid), settings) if turn > 1 else None
     first = messages[0].seq if messages else 1
-    n_head = min(settings.rewrite_head_messages, first - 1)  # issue 31: the topic anchor the window lost
+    n_head = min(settings.rewrite_head_messages, first - 1)  # the topic anchor the window lost
     head = tuple(conversations.history_head(user_id, cid, n_head)) if n_head > 0 else ()
     return Loaded(cid, turn, messages, state, head)
 

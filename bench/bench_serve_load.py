@@ -46,7 +46,7 @@ def _free_port() -> int:
 
 def prepare(db: str, users: int, kb_files: list[str]) -> list[str]:
     from bara.app import Bara
-    from bara.serve.keys import KeyStore
+    from bara.memory.api_keys import KeyStore
     from bara.settings import load_settings
 
     with Bara(load_settings(db=db)) as bara:

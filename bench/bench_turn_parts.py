@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_turn as bt  # noqa: E402 - the sibling bench's task replay
 
+import bara.decide.gate as gate  # noqa: E402
 import bara.pipeline as pipeline  # noqa: E402
 import bara.pipeline_steps as pipeline_steps  # noqa: E402
 from bara.memory.conversations import Conversations  # noqa: E402
@@ -56,11 +57,11 @@ from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_params, lexical_rows 
 
 #: (owner, attribute, label): what ``--parts`` times inside a turn.
 PARTS: tuple[tuple[Any, str, str], ...] = (
-    (pipeline, "compute_features", "features"), (pipeline, "apply_rules", "rules"),
+    (gate, "compute_features", "features"), (gate, "apply_rules", "rules"),
     (pipeline, "lexical_guess", "rewrite + prefetch"), (HybridRetriever, "prefetch", "prefetch"),
     (pipeline.Assistant, "_embed", "encoding"), (pipeline, "history_topic", "history topic"),
-    (pipeline, "decide", "decision"), (pipeline, "topic_dependence", "topic dependence"),
-    (pipeline.Assistant, "_episodic_gate", "episodic check"), (pipeline, "compose_topic", "compose topic"),
+    (gate.Gate, "conclude", "decision"), (gate, "topic_decision", "topic dependence"),
+    (pipeline.Assistant, "_known_names", "episodic check"), (pipeline, "compose_topic", "compose topic"),
     (HybridRetriever, "search", "search"), (pipeline.Assistant, "_inputs", "prompt inputs"),
     (pipeline.Assistant, "_persist", "persist"), (Conversations, "record_turn", "record turn"),
     (pipeline, "user_meta", "message meta"), (pipeline.Assistant, "_trace", "trace"),
@@ -115,8 +116,8 @@ def free_lexical() -> None:
 
 #: (module, function): the gate's pure steps that ``--free-gate`` answers from memory.
 GATE_STEPS: tuple[tuple[Any, str], ...] = (
-    (pipeline, "compute_features"), (pipeline, "apply_rules"), (pipeline_steps, "rewrite_for"),
-    (pipeline, "decide"), (pipeline, "topic_dependence"), (pipeline, "history_topic"),
+    (gate, "compute_features"), (gate, "apply_rules"), (pipeline_steps, "rewrite_for"),
+    (gate.Gate, "conclude"), (pipeline, "history_topic"),
 )
 
 

@@ -139,9 +139,9 @@ def test_memory_inspect_query_and_forget(db, tmp_path):
     assert absent.exit_code == 2 and "pass --key with one of 'name'" in absent.stderr  # bad input: exit 2
     everything = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--json"])
     assert json.loads(everything.stdout)["deleted"]["conversations"] == 1
-    assert json.loads(everything.stdout)["deleted"]["episodes"] >= 1  # what the chat said, remembered
+    assert json.loads(everything.stdout)["deleted"]["episodic"] >= 1  # what the chat said, remembered
     again = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-mem", "--json"])
-    assert json.loads(again.stdout)["deleted"]["episodes"] == 0  # nothing of it is left
+    assert json.loads(again.stdout)["deleted"]["episodic"] == 0  # nothing of it is left
     empty = json.loads(runner.invoke(app, ["memory", "inspect", "--db", db, "--user", "cli-mem", "--json"]).stdout)
     assert empty["profile"] == empty["notes"] == empty["qa"] == empty["conversations"] == []
 
@@ -179,7 +179,7 @@ def test_memory_inspect_shows_the_users_episodic_memory_and_no_one_elses(db, tmp
     monkeypatch.delenv("BARA_MEMORY_INSPECT_EPISODIC_TURNS")
 
     forgot = runner.invoke(app, ["memory", "forget", "--db", db, "--user", "cli-ep-a", "--json"])
-    assert json.loads(forgot.stdout)["deleted"]["episodes"] == 2
+    assert json.loads(forgot.stdout)["deleted"]["episodic"] == 2
     assert json.loads(inspect("cli-ep-a", "--json"))["episodic"] == {"turns": 0, "conversations_left_out": 0,
                                                                     "conversations": []}
     assert "episodic memory (0 conversations, 0 turns) (none)" in " ".join(inspect("cli-ep-a").split())

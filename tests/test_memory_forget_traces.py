@@ -9,7 +9,7 @@ import json
 from typer.testing import CliRunner
 
 from bara.memory.conversations import Conversations
-from bara.serve.runtime import TraceStore
+from bara.memory.service_records import TraceRecords
 
 
 def _trace(cid: str, words: str) -> dict:
@@ -19,7 +19,7 @@ def _trace(cid: str, words: str) -> dict:
 
 def _seed(store) -> dict[str, list[str]]:
     """Two conversations of alice, one of bob, each with a trace and a thread link."""
-    convs, traces, made = Conversations(store), TraceStore(store), {"alice": [], "bob": []}
+    convs, traces, made = Conversations(store), TraceRecords(store), {"alice": [], "bob": []}
     for user, n in (("alice", 2), ("bob", 1)):
         with store.scoped([user]):
             for i in range(n):
@@ -78,7 +78,7 @@ def test_memory_forget_cli_leaves_no_trace_of_the_users_words(tmp_path):
         store.close()
     out = CliRunner().invoke(app, ["memory", "forget", "--db", str(db), "--user", "alice", "--json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.stdout)["deleted"]["turn traces"] == 2
+    assert json.loads(out.stdout)["deleted"]["traces"] == 2
     store = SQLiteStore(db)
     try:
         assert _left(store, "alice") == ([], [])

@@ -155,7 +155,7 @@ def test_every_json_key_is_present_with_its_type(assistant, user):
     assert set(JSON_TYPES) == set(JSON_KEYS)
     for key, kind in JSON_TYPES.items():
         assert isinstance(data[key], kind), key
-    assert set(data["tiers"]) == {"kb", "profile", "notes", "qa"} and all(isinstance(v, int)
+    assert set(data["tiers"]) == {"kb", "profile", "notes", "qa", "episodic"} and all(isinstance(v, int)
                                                                           for v in data["tiers"].values())
     assert data["hits"] and set(data["hits"][0]) >= {"id", "source", "section", "score"}
     assert isinstance(data["hits"][0]["id"], int) and isinstance(data["hits"][0]["score"], float)
@@ -365,7 +365,7 @@ def test_always_mode_retrieves_every_turn(bara, user, spy):
     s = bara.settings
     assert all(r.trace.retrieved and r.trace.route == "always_rag" for r in results)
     assert [c["k"] for c in spy.calls] == [s.k] * 4 and all(c["floor"] == 0.0 for c in spy.calls)
-    assert all(r.trace.tiers == {"kb": s.k, "profile": 0, "notes": 0, "qa": 0} for r in results)
+    assert all(r.trace.tiers == {"kb": s.k, "profile": 0, "notes": 0, "qa": 0, "episodic": 0} for r in results)
     assert always.profile.get(user) == {} and results[-1].trace.stored.turn is True
 
 

@@ -19,7 +19,6 @@ from bara.pipeline_steps import states_facts, topical_history
 from bara.settings import Settings
 from bara.types import Utterance
 from bara.understand.features import clip_unit, compute_features, topic_similarity
-from bara.understand.intent import apply_rules, classify_intent
 from bara.understand.rewrite import HistoryView, RewriteRules, has_content, history_view, rewrite_query
 from bara.understand.topic import topic_dependence
 
@@ -62,17 +61,20 @@ def test_has_content_and_profile_statements_follow_the_text():
 
 
 @pytest.mark.parametrize("message", MESSAGES)
-def test_rules_passed_in_equal_rules_run_again(message):
+def test_the_two_phase_gate_equals_the_gate_in_one_call(message):
+    from bara.decide import Conversation, Gate
+
     history = (Utterance("user", "What is Cloudant?"), Utterance("assistant", "A database."))
-    features = compute_features(message, history, {}, settings=CFG)
-    ruled = apply_rules(features, CFG)
-    assert classify_intent(message, features, settings=CFG, ruled=(ruled,)) == classify_intent(
-        message, features, settings=CFG)
     vector = np.linspace(-1, 1, 8, dtype=np.float32)
-    assert decide(message, history, None, {}, CFG, message_vector=vector, history_vectors=[vector[::-1].copy()],
-                  features=features, ruled=(ruled,)) == decide(
-        message, history, None, {}, CFG, message_vector=vector, history_vectors=[vector[::-1].copy()],
-        features=features)
+    prior = vector[::-1].copy()
+    gate = Gate(CFG)
+    draft = gate.read(message, Conversation(history))
+    decision = gate.conclude(draft, vector, prior, None, has_context=True)
+    assert decision.result == decide(message, history, None, {}, CFG, message_vector=vector, history_vectors=[prior])
+    assert decision.topic == topic_dependence(message, decision.result.features, vector, prior, True, CFG)
+    assert decision.reasons == decision.result.reasons + (decision.topic.reason,)
+    unread = gate.conclude(draft, None, None, None)
+    assert unread.result == decide(message, history, None, {}, CFG) and unread.topic.reason == "topic:no_history"
 
 
 def test_gate_snapshots_equal_asdict():
@@ -143,6 +145,7 @@ def bara(rfc_kb, embedder):
 
 
 def test_the_rewrite_follows_the_assistants_settings(bara):
+    from bara.app import Bara
     from bara.pipeline import Assistant
 
     def follow_up(assistant, user: str) -> str:
@@ -153,9 +156,18 @@ def test_the_rewrite_follows_the_assistants_settings(bara):
     query = follow_up(assistant, "caches-rules-1")
     assert query.startswith("and how is it preloaded? ") and "Strict Transport Security" in query
     assert follow_up(assistant, "caches-rules-2") == query  # the same settings rewrite alike
-    assistant.settings = assistant.settings.override(rewrite_max_terms=1)
-    fewer = follow_up(assistant, "caches-rules-3")  # a settings change is seen by the next turn
+    other = Bara(bara.settings.override(rewrite_max_terms=1), store=bara.store, embedder=bara.embedder)
+    fewer = follow_up(Assistant(other), "caches-rules-3")  # an assistant over other settings rewrites by them
     assert fewer.startswith("and how is it preloaded? ") and len(fewer.split()) == len("and how is it preloaded?".split()) + 1
+
+
+def test_rewrite_rules_are_built_from_the_assistants_settings(bara):
+    from bara.app import Bara
+    from bara.pipeline import Assistant
+
+    assert Assistant(bara).rewrite_rules == RewriteRules.from_settings(bara.settings)
+    other = Bara(bara.settings.override(rewrite_lookback=2), store=bara.store, embedder=bara.embedder)
+    assert bara.settings.rewrite_lookback != 2 and Assistant(other).rewrite_rules.lookback == 2
 
 
 def test_hooks_still_run_at_every_point_when_registered(bara):
@@ -326,3 +338,17 @@ def test_snapshot_of_small_and_enum_records_equals_asdict():
     for record in (Empty(), One(3), Mixed(Colour.RED, ("a", Colour.RED), None), Mixed(Colour.RED, (), 0.5)):
         assert snapshot(record) == dataclasses.asdict(record)
         assert type(snapshot(record)) is dict
+
+
+def test_the_gate_concludes_with_the_episodic_overlay_only_when_names_are_given():
+    from bara.decide import Conversation, Gate
+    from bara.decide.policy import apply_episodic
+
+    gate, message = Gate(CFG), "What did Caroline say about her trip?"
+    draft = gate.read(message, Conversation())
+    assert draft.capitalised == ("What", "Caroline")
+    plain, opened = gate.conclude(draft, None, None, None), gate.conclude(draft, None, None, frozenset({"caroline"}))
+    assert not plain.result.policy.inject_episodic and opened.result.policy.inject_episodic
+    assert opened.result.policy == apply_episodic(plain.result.policy, message, {"caroline"}, CFG)
+    added = opened.result.reasons[len(plain.result.reasons):]
+    assert added and opened.reasons == plain.reasons + added

@@ -128,7 +128,7 @@ def _retrieval_numbers(effect: str, settings: Settings) -> tuple[int, float]:
 
 def largest_k(settings: Settings) -> int:
     """The most knowledge-base chunks any mode asks for: what a search started before the gate has
-    decided must cover (issue 16: a turn's lexical arm runs ahead while its message is encoded)."""
+    decided must cover (a turn's lexical arm runs ahead while its message is encoded)."""
     return max(_retrieval_numbers(spec.effect, settings)[0] for spec in _SPECS.values())
 
 

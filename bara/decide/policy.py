@@ -43,7 +43,7 @@ class PolicyDecision:
     greeting_name: str | None = None
     needs_rewrite: bool = False
     reasons: tuple[str, ...] = ()
-    inject_episodic: bool = False  # issue 14: what was said in earlier conversations
+    inject_episodic: bool = False  # what was said in earlier conversations
     episodic_k: int = 0
 
     @property
@@ -58,7 +58,7 @@ class PolicyDecision:
 
 
 def _with(d: PolicyDecision, reason: str, **changes) -> PolicyDecision:
-    # ``dataclasses.replace`` without its per-call field walk and frozen __init__ (issue 16: the gate
+    # ``dataclasses.replace`` without its per-call field walk and frozen __init__ (the gate
     # takes this step ~8 times a turn; see ``bara.types.evolve``).
     return evolve(d, **changes, reasons=d.reasons + (reason,))
 
@@ -196,7 +196,7 @@ def resolve_policy(intent: IntentResult, features: ContextFeatures, behavior: Be
     return _rewrite(d, intent, features, settings)
 
 
-# --- episodic memory (issue 14) ----------------------------------------------------
+# --- episodic memory ----------------------------------------------------
 _RECALL_CUE = re.compile(
     r"\b(do you remember|did (?:i|we) (?:tell|mention|say|talk)|have (?:i|we) (?:told|mentioned)|"
     r"remind me (?:what|when|where|who|how)|last time (?:i|we)|"

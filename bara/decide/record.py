@@ -19,7 +19,7 @@ _READERS: dict[type, tuple[tuple[str, ...], Callable[[Any], Any]]] = {}
 def snapshot(record: Any) -> dict[str, Any]:
     """``dataclasses.asdict`` of a frozen record, equal value for value; a flat record (scalars and
     tuples of scalars, as every gate record is) is read in one ``attrgetter`` call without asdict's
-    deep copy (issue 16: the gate's trace costs a turn ~0.1 ms otherwise); anything nested goes
+    deep copy (the gate's trace costs a turn ~0.1 ms otherwise); anything nested goes
     through asdict."""
     reader = _READERS.get(type(record))
     if reader is None:

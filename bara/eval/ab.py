@@ -36,6 +36,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from bara.retrieval.protocol import Embedder
+from bara.store.base import Store
 from bara.app import Bara
 from bara.datafiles import check_file, require_some
 from bara.errors import BaraError, InputError
@@ -80,7 +82,7 @@ def check_contexts(tasks: Sequence[Task], docs: Sequence[BeirDoc], problems: Cou
             problems["context passage not in corpus"] += missing
 
 
-def cached_index(corpus: Path, docs: Sequence[BeirDoc], settings: Settings, embedder: Any,
+def cached_index(corpus: Path, docs: Sequence[BeirDoc], settings: Settings, embedder: Embedder,
                  progress: Callable[[int], None] | None = None) -> Path:
     """The corpus index under ``cache_dir/eval`` (built once; later runs only open it)."""
     path = prepared_index(corpus, embedder, settings)
@@ -106,7 +108,7 @@ def code_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def settings_hash(settings: Settings, corpus_sha: str, embedder: Any, run: Mapping[str, Any] | None = None) -> str:
+def settings_hash(settings: Settings, corpus_sha: str, embedder: Embedder, run: Mapping[str, Any] | None = None) -> str:
     """What a row's numbers depend on besides the task: settings (paths aside), corpus, embedder, code,
     and for whole-conversation runs the turn scope and mixing (``run``; absent for ``--turns last``)."""
     public = {k: v for k, v in settings.model_dump(mode="json").items() if k not in PATH_SETTINGS}
@@ -118,7 +120,7 @@ def settings_hash(settings: Settings, corpus_sha: str, embedder: Any, run: Mappi
 
 
 # ----------------------------------------------------------------------- replay
-def replay(convs: Conversations, store: Any, user: str, cid: str, task: Task, gate: GateReplay) -> None:
+def replay(convs: Conversations, store: Store, user: str, cid: str, task: Task, gate: GateReplay) -> None:
     """Store the earlier turns (no generation) and the gate state they lead to, in one transaction."""
     state, window = None, []
     with store.transaction():
@@ -242,7 +244,7 @@ def prepare(tasks_path: Path, corpus_path: Path, limit: int | None) -> Prepared:
                     file_sha256(corpus_path))
 
 
-def run_ab(prep: Prepared, corpus_path: Path, config: RunConfig, settings: Settings, embedder: Any,
+def run_ab(prep: Prepared, corpus_path: Path, config: RunConfig, settings: Settings, embedder: Embedder,
            progress: Callable[[str, int, int], None] | None = None) -> tuple[list[dict], ResultLog, bool]:
     """Index (cached), then run every mode; returns this run's rows, the log and completeness.
 
@@ -298,7 +300,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-def manifest(tasks_path: Path, corpus_path: Path, prep: Prepared, settings: Settings, embedder: Any,
+def manifest(tasks_path: Path, corpus_path: Path, prep: Prepared, settings: Settings, embedder: Embedder,
              prereg: Prereg, shash: str) -> dict[str, Any]:
     public = {k: v for k, v in settings.model_dump(mode="json").items() if k not in PATH_SETTINGS}
     return {"versions": {**versions(), "bara_source_sha256": code_fingerprint()}, "settings": public,
@@ -324,7 +326,7 @@ def judge_rows(model: Any, rows: Sequence[Mapping[str, Any]], docs: Sequence[Bei
     return {"status": "judged", "model": getattr(model, "name", "model"), **judge_agreement(judged)}
 
 
-def evaluate_ab(tasks_path: Path, corpus_path: Path, config: RunConfig, settings: Settings, embedder: Any,
+def evaluate_ab(tasks_path: Path, corpus_path: Path, config: RunConfig, settings: Settings, embedder: Embedder,
                 prereg_path: Path, model: Any = None, judge_sample: int = 40,
                 progress: Callable[[str, int, int], None] | None = None) -> ABReport:
     """The report of `bara eval ab` (its JSON also written to ``report_dir/ab.json`` when given)."""

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from bara.retrieval.protocol import Embedder
 from bara.app import Bara
 from bara.decide.policy import PolicyDecision
 from bara.errors import BaraError
@@ -233,7 +234,7 @@ def _recall(probes: Sequence[Probe], floors: Mapping[str, float] | None) -> floa
     return round(sum(v["recall@5"] for v in scores.values()) / len(scores), 4) if scores else None
 
 
-def calibrate(prep: Prepared, corpus_path: Path, tasks_path: Path, settings: Settings, embedder: Any, k: int,
+def calibrate(prep: Prepared, corpus_path: Path, tasks_path: Path, settings: Settings, embedder: Embedder, k: int,
               max_drop: float = 0.05, min_hits: int = 30,
               progress: Callable[[str, int, int], None] | None = None) -> Calibration:
     """Probe every judged task, pick floors on the tune half, report them on the other half."""

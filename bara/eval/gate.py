@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from bara.retrieval.protocol import Embedder
 from bara.datafiles import check_file, json_value, read_lines, require_some
 from bara.decide import GateResult, decide
 from bara.eval.stats import percentiles
@@ -151,7 +152,7 @@ class GateReplay:
 
     settings: Settings
     prototypes: Any = None
-    embedder: Any = None
+    embedder: Embedder | None = None
 
     def result(self, text: str, window: Sequence[Utterance], state: ConversationState | None) -> GateResult:
         """Rules first; the message is embedded when the turn may search (as the pipeline does)."""
@@ -177,7 +178,7 @@ class GateReplay:
         return state, window
 
 
-def gate_prototypes(embedder: Any) -> Any:
+def gate_prototypes(embedder: Embedder) -> Any:
     """The gate's shipped prototypes when they match ``embedder`` (the pipeline's one loader), else None."""
     return prototypes_for(embedder)[0]
 
@@ -364,7 +365,7 @@ def _group_stats(pairs: Sequence[tuple[bool, bool]]) -> GroupStats:
                       retrieve_rate=_ratio(sum(got for _, got in pairs), len(pairs)))
 
 
-def evaluate_gate(path: Path, domains: Path | None, settings: Settings, embedder: Any) -> GateReport:
+def evaluate_gate(path: Path, domains: Path | None, settings: Settings, embedder: Embedder) -> GateReport:
     """The JSON report of `bara eval gate`: full gate and rules-only figures on one labelled file."""
     check_file(path, "labelled data")
     problems: Counter = Counter()

@@ -311,7 +311,7 @@ class ModeMetrics:
     latency_p95: float | None
     abstain_adversarial: float | None
     n: int
-    abstention: dict[str, Any] = field(default_factory=dict)  # bara.eval.locomo_abstain.abstention (issue 38)
+    abstention: dict[str, Any] = field(default_factory=dict)  # bara.eval.locomo_abstain.abstention
 
     def as_dict(self) -> dict[str, Any]:
         return {"evidence_recall@5": self.recall5, "evidence_recall@10": self.recall10,

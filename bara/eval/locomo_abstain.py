@@ -1,4 +1,4 @@
-"""Abstention figures of `bara eval memory` (issue 38): how often a mode says "the memory does not say so",
+"""Abstention figures of `bara eval memory`: how often a mode says "the memory does not say so",
 on the questions it should (LoCoMo category 5, adversarial) and on those it should not (1-4).
 
 A question is *flagged* (``QuestionRow.abstained``) in ``gated`` mode when no memory item reached the

@@ -40,6 +40,7 @@ from typing import Any, Callable, Sequence
 import ir_measures
 from ir_measures import R
 
+from bara.retrieval.protocol import Embedder
 from bara.app import Bara
 from bara.decide.policy import PolicyDecision
 from bara.eval.ab import cached_index, working_copy
@@ -201,7 +202,7 @@ class _Run:
         return {"n_turns": n, "n_searched_turns": len(searched), "systems": systems}
 
 
-def evaluate_rewrite(path: Path, corpus: Path | None, k: int, split: str, settings: Settings, embedder: Any,
+def evaluate_rewrite(path: Path, corpus: Path | None, k: int, split: str, settings: Settings, embedder: Embedder,
                      progress: Progress | None = None) -> dict[str, Any]:
     """The JSON report of `bara eval rewrite` (see the module docstring)."""
     conversations = select(read_conversations(path), split)

@@ -122,7 +122,7 @@ def _prefixed(i: PromptInputs, text: str) -> str:
 
 
 def knowledge_or_memory_answer(i: PromptInputs) -> str:
-    if i.attribution is not None and i.episodes:  # issue 38: the memory records this of someone else
+    if i.attribution is not None and i.episodes:  # the memory records this of someone else
         a = i.attribution
         return P.ATTRIBUTION_ANSWER.format(person=a.person, other=a.other, text=a.text)
     if i.knowledge:

@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from bara.agent.tools import Tool, ToolContext, ToolServices, run_tool, store_fault_result
 from bara.app import Bara
 from bara.errors import StoreFaultError
+from bara.domain import services_of
 from bara.mcp.surrogates import clean_line
 from bara.prompts.mcp import DUPLICATE_KEY, INSTRUCTIONS, NO_EVENT_STREAM, NO_USER, SERVER_NAME, UNKNOWN_KEY
 from bara.types import SHARED
@@ -118,11 +119,9 @@ def call_as(bara: Bara, tools: Mapping[str, Tool], name: str, arguments: Any, us
 
 def services(bara: Bara) -> ToolServices:
     """What the tools may use besides the store: the retriever, the embedder, the memory tiers the
-    program's Bara owns (profile, notes, Q&A) and the fund repository."""
-    from bara.domains.funds import FundsRepo
-
+    program's Bara owns (profile, notes, Q&A) and each domain plug-in's services (the fund repository)."""
     return ToolServices(retriever=bara.retriever, embedder=bara.embedder, profile=bara.profile, notes=bara.notes,
-                        qa=bara.qa, domain={"funds": FundsRepo(bara.store)})
+                        qa=bara.qa, domain=services_of(bara.store))
 
 
 def result_of(envelope: Mapping[str, Any]) -> types.CallToolResult:
@@ -203,7 +202,7 @@ class RequireKey:
             if scope.get("method") == "POST":
                 receive = await _surrogates_replaced(receive)
             if self.admit is not None:
-                with self.admit(key) as refused:  # one concurrency limit per key with /v1 and /api (issue 33)
+                with self.admit(key) as refused:  # one concurrency limit per key with /v1 and /api
                     if refused:
                         await _refuse(send, 429, "too_many_concurrent_requests", refused, (b"retry-after", b"1"))
                         return

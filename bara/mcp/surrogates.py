@@ -4,7 +4,8 @@ which the MCP SDK's parser rejects: re-encoded with U+FFFD in their place, on st
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from bara.text.surrogates import json_without_surrogates
 
 
 def clean_line(line: str) -> str:
@@ -17,14 +18,4 @@ def clean_line(line: str) -> str:
         message = json.loads(line)
     except (ValueError, RecursionError):  # not JSON, or nested past Python's parser: refused later
         return line
-    return json.dumps(_replace_surrogates(message), ensure_ascii=False) + ("\n" if line.endswith("\n") else "")
-
-
-def _replace_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
-    if isinstance(value, list):
-        return [_replace_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
-    return value
+    return json.dumps(json_without_surrogates(message), ensure_ascii=False) + ("\n" if line.endswith("\n") else "")

@@ -15,7 +15,9 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from bara.agent.tools import Tool, ToolContext, ToolError
+from bara.domain import tools_of
 from bara.memory.notes import KINDS, Note, extract_concepts
+from bara.store.base import SqlRunner
 from bara.retrieval.protocol import Embedder
 from bara.text.blank import blank
 from bara.prompts.mcp import (INVISIBLE_TEXT, RECALL_DESC, REMEMBER_DESC, SEARCH_KNOWLEDGE_DESC, NO_STORE, NO_USER)
@@ -66,19 +68,10 @@ def build_memory_tools() -> dict[str, Tool]:
     return {t.name: t for t in tools}
 
 
-def build_mcp_tools(store: Any) -> dict[str, Tool]:
-    """The memory tools, plus the six fund tools when fund data is loaded in ``store``."""
-    tools = build_memory_tools()
-    if funds_loaded(store):
-        from bara.domains.funds import build_fund_tools
-
-        tools.update(build_fund_tools())
-    return tools
-
-
-def funds_loaded(store: Any) -> bool:
-    """True when the store holds fund users (``bara funds load`` ran against it)."""
-    return bool(store.query("SELECT 1 FROM funds_users LIMIT 1"))
+def build_mcp_tools(store: SqlRunner) -> dict[str, Tool]:
+    """The memory tools, plus the tools of every domain plug-in whose data ``store`` holds (the six fund
+    tools once ``bara funds load`` ran against it)."""
+    return {**build_memory_tools(), **tools_of(store)}
 
 
 # ------------------------------------------------------------------------ tools

@@ -1,18 +1,59 @@
 """What ``bara memory inspect|query|forget`` (and any other surface) asks of a user's memory.
 
-Each function takes the program's :class:`~bara.app.Bara` (typed here by the parts it reads, so this
-layer does not import ``bara.app``): its store, retriever, settings and memory tiers.
+The records :class:`UserMemory` and :class:`Forgotten` are what :meth:`bara.app.Bara.memory` and
+:meth:`bara.app.Bara.forget` return to every surface (CLI, HTTP, the privacy route of a turn); the
+functions here shape them for the CLI. The searching ones take the program's :class:`~bara.app.Bara`
+(typed here by the parts it reads, so this layer does not import ``bara.app``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Optional
 
 from bara.errors import InputError
-from bara.memory.owner_keys import forget_service_records
+from bara.memory.conversations import ConversationInfo
+from bara.memory.episodic_audit import EpisodicOverview
+from bara.memory.notes import StoredNote
+from bara.memory.profile import ProfileEntry
+from bara.memory.qa import QAHit
 
 TIERS = ("kb", "profile", "notes", "qa")
+
+
+@dataclass(frozen=True)
+class UserMemory:
+    """Everything stored about one user, read after the pending learning writes are stored."""
+
+    user: str
+    profile: tuple[ProfileEntry, ...]
+    notes: tuple[StoredNote, ...]
+    qa: tuple[QAHit, ...]
+    episodic: EpisodicOverview
+    conversations: tuple[ConversationInfo, ...]
+
+    @property
+    def facts(self) -> dict[str, str]:
+        """The profile as key -> value (what a turn reads)."""
+        return {e.key: e.value for e in self.profile}
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """How many rows of each kind one forget deleted; None: that kind was not asked to go."""
+
+    profile: int = 0
+    notes: int | None = None
+    qa: int | None = None
+    episodic: int | None = None
+    traces: int | None = None  # the HTTP service's turn traces (and thread links) of the user's conversations
+    conversations: int | None = None
+
+    def to_json(self) -> dict[str, int]:
+        """The counts by tier name (``profile``, ``notes``, ``qa``, ``episodic``, ``traces``,
+        ``conversations``), only the kinds asked for: the one set of keys every surface reports."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
 #: The program's :class:`~bara.app.Bara` (``store``, ``retriever``, ``settings``, the memory tiers and
@@ -24,15 +65,15 @@ MemoryOwner = Any
 def inspect_report(bara: MemoryOwner, user: str, conversation: Optional[str]) -> dict[str, Any]:
     """A user's profile facts, notes, remembered Q&A, episodic memory and conversations (and one
     conversation's messages)."""
-    bara.flush()
+    seen: UserMemory = bara.memory(user)
     convs = bara.conversations
     report: dict[str, Any] = {
         "user": user,
-        "profile": [{"key": e.key, "value": e.value, "from": e.source_text} for e in bara.profile.entries(user)],
-        "notes": [{"kind": n.kind, "text": n.text, "conversation": n.conversation_id} for n in bara.notes.list(user)],
-        "qa": [{"question": q.question, "conversation": q.conversation_id} for q in bara.qa.list(user)],
-        "episodic": episodic_report(bara, user),
-        "conversations": [{"id": c.id, "turns": c.turn_count, "messages": c.message_count} for c in convs.list(user)],
+        "profile": [{"key": e.key, "value": e.value, "from": e.source_text} for e in seen.profile],
+        "notes": [{"kind": n.kind, "text": n.text, "conversation": n.conversation_id} for n in seen.notes],
+        "qa": [{"question": q.question, "conversation": q.conversation_id} for q in seen.qa],
+        "episodic": episodic_json(seen.episodic),
+        "conversations": [{"id": c.id, "turns": c.turn_count, "messages": c.message_count} for c in seen.conversations],
     }
     if conversation is not None:
         if convs.get(user, conversation) is None:
@@ -44,12 +85,11 @@ def inspect_report(bara: MemoryOwner, user: str, conversation: Optional[str]) ->
     return report
 
 
-def episodic_report(bara: MemoryOwner, user: str) -> dict[str, Any]:
+def episodic_json(seen: EpisodicOverview) -> dict[str, Any]:
     """The user's episodic memory as ``inspect_report`` and ``GET /api/memory`` show it (key ``"episodic"``,
     the tier's name, as ``DELETE /api/memory`` reports it): per conversation, most recently said first,
     its sessions, turns, dates, indexed names and latest remembered turns; what the
     ``memory_inspect_episodic_*`` bounds leave out is counted (``*_left_out``)."""
-    seen = bara.episodic.overview(user)
     return {"turns": seen.turns, "conversations_left_out": seen.conversations_left_out, "conversations": [
         {"conversation_id": c.conversation_id, "sessions": c.sessions, "turns": c.turns,
          "first_date": c.first_date, "last_date": c.last_date,
@@ -81,16 +121,3 @@ def query_tier(bara: MemoryOwner, tier: str, text: str, user: str, k: int) -> li
     words = set(text.lower().split())
     return [{"key": key, "value": value} for key, value in bara.profile.get(user).items()
             if words & set(f"{key} {value}".lower().replace("_", " ").split()) or text.strip() in ("", "*")]
-
-
-def forget_user(bara: MemoryOwner, user: str, key: Optional[str]) -> dict[str, int]:
-    """Delete one profile fact (``key``) or everything about the user (with the HTTP service's traces of their
-    turns); counts of what went, in one transaction."""
-    bara.flush()
-    with bara.store.transaction():
-        if key is not None:
-            return {"profile facts": bara.profile.forget(user, key)}
-        return {"profile facts": bara.profile.forget(user), "notes": bara.notes.forget(user),
-                "q&a": bara.qa.forget(user), "episodes": bara.episodic.forget(user),
-                "turn traces": forget_service_records(bara.store, user),
-                "conversations": bara.conversations.delete(user)}

@@ -26,7 +26,7 @@ from weakref import WeakValueDictionary
 
 from bara.errors import InputError, UnknownConversationError
 from bara.identity import require_user_id
-from bara.memory.owner_keys import forget_service_records
+from bara.memory.service_records import forget_service_records
 from bara.store.base import SqlRunner
 
 ROLES = frozenset({"user", "assistant", "system"})

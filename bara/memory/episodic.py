@@ -90,7 +90,7 @@ class EpisodicResult:
     hits: tuple[EpisodeHit, ...]
     hop_queries: tuple[str, ...] = ()  # second-round queries that ran (empty = one round)
     reasons: tuple[str, ...] = ()
-    attribution: attribution.Attribution | None = None  # whose event the best turns tell (issue 38)
+    attribution: attribution.Attribution | None = None  # whose event the best turns tell
 
 
 def episode_text(speaker: str, text: str, when: datetime | None) -> str:
@@ -287,7 +287,7 @@ class EpisodicMemory:
 
     def _attributed(self, user_id: str, query: str, result: EpisodicResult, k: int, floor: float,
                     skip: tuple[str, int] | None) -> EpisodicResult:
-        """``result`` with the attribution check of :mod:`bara.memory.episodic_attribution` (issue 38): the
+        """``result`` with the attribution check of :mod:`bara.memory.episodic_attribution`: the
         items stay; ``attribution`` and a reason code say whether the memory records this of someone else."""
         s, names = self.settings, question_names(query)
         if not s.memory_episodic_attribution or not result.hits or not names:

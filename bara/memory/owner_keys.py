@@ -3,6 +3,8 @@ message-history threads, and the step that re-keys the older per-user tables by 
 
 They live with memory, not with the HTTP service, because every store needs them whichever surface
 opened it (CLI, MCP, serve, tests); :func:`bara.memory.schema.register` registers them with the store.
+Each table's statement lives with the repository that owns its SQL (:mod:`bara.memory.api_keys`,
+:mod:`bara.memory.service_records`).
 Portable SQL (SQLite and PostgreSQL). Every table is per-user: its primary key and every unique
 constraint start with ``user_id``, so a Citus cluster can distribute it by owner (docs/scaling.md).
 API keys are looked up by hash before the user is known, through a plain (non-unique) index.
@@ -18,33 +20,9 @@ aliasing, and Citus (the reason for the rule) is a PostgreSQL plan.
 
 from __future__ import annotations
 
-from typing import Any
-
-_KEYS = """CREATE TABLE serve_keys (
-    user_id TEXT NOT NULL,
-    key_id TEXT NOT NULL,
-    key_hash TEXT NOT NULL,
-    admin INTEGER NOT NULL DEFAULT 0,
-    created_at DOUBLE PRECISION NOT NULL,
-    revoked_at DOUBLE PRECISION,
-    PRIMARY KEY (user_id, key_id))"""
-
-_TRACES = """CREATE TABLE serve_traces (
-    user_id TEXT NOT NULL,
-    trace_id TEXT NOT NULL,
-    conversation_id TEXT NOT NULL,
-    turn INTEGER NOT NULL,
-    mode TEXT NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    trace TEXT NOT NULL,
-    PRIMARY KEY (user_id, trace_id))"""
-
-_THREADS = """CREATE TABLE serve_threads (
-    user_id TEXT NOT NULL,
-    thread_hash TEXT NOT NULL,
-    conversation_id TEXT NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (user_id, thread_hash))"""
+from bara.memory.api_keys import KEYS_TABLE as _KEYS
+from bara.memory.service_records import THREADS_TABLE as _THREADS
+from bara.memory.service_records import TRACES_TABLE as _TRACES
 
 SERVE_TABLES = ("serve_keys", "serve_traces", "serve_threads")
 
@@ -104,15 +82,3 @@ STEP = "0005_owner_keys"
 #: Tables of the HTTP service that carry row-level security (keys are found by hash before any scope
 #: is set, under the trusted ``*`` scope, so they carry no policy).
 RLS_TABLES = ("serve_traces", "serve_threads")
-
-
-def forget_service_records(runner: Any, user_id: str, conversation_id: str | None = None) -> int:
-    """Delete the HTTP service's records of one conversation of the user (or of all of them): its turn traces
-    (each holds the message, the answer and what was retrieved) and its OpenAI thread links. Whatever deletes
-    a conversation calls this, so no surface leaves the user's words behind in ``serve_traces``. Returns how
-    many traces went."""
-    where, params = "user_id=?", (user_id,)
-    if conversation_id is not None:
-        where, params = where + " AND conversation_id=?", (user_id, conversation_id)
-    runner.execute(f"DELETE FROM serve_threads WHERE {where}", params)
-    return int(runner.execute(f"DELETE FROM serve_traces WHERE {where}", params))

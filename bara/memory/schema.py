@@ -70,9 +70,9 @@ MEMORY_MIGRATIONS: list[tuple[str, list[str]]] = [
 
 #: ``(table, owner column)`` under PostgreSQL row-level security.
 _MEMORY_TABLES = (("conversations", "user_id"), ("messages", "user_id"), ("profile", "user_id"))
-# Episodic sessions (issue 14): per-user dates and speakers of remembered dialogue.
+# Episodic sessions: per-user dates and speakers of remembered dialogue.
 _EPISODIC_TABLES = (("episodic_sessions", "user_id"),)
-# The episodic name index (issue 16): which names a user's other conversations hold.
+# The episodic name index: which names a user's other conversations hold.
 _EPISODIC_NAME_TABLES = (("episodic_names", "user_id"),)
 
 

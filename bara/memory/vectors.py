@@ -46,7 +46,7 @@ def decode_vector(meta: Mapping[str, Any], key: str, embedder_id: str) -> np.nda
 
 @lru_cache(maxsize=1024)
 def _decoded(raw: str) -> np.ndarray | None:
-    """A pure function of the stored text, cached (issue 16): every turn reads the topic its
+    """A pure function of the stored text, cached: every turn reads the topic its
     predecessor stored, and that turn's preparation decodes it after the answer. The array is
     shared, hence read-only."""
     try:

@@ -1,4 +1,4 @@
-"""Write-behind for what a turn learned: its notes, Q&A pair and episodic record (issue 16).
+"""Write-behind for what a turn learned: its notes, Q&A pair and episodic record.
 
 A gated turn stores its conversation record (messages, state, cached vectors) and the profile
 facts before it answers, in one transaction. The other learning writes (notes, Q&A, episodic
@@ -28,15 +28,16 @@ same result itself.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Callable
 
+from bara.store.base import Store
 from bara.types import SHARED
 
 
 class WriteBehind:
     """Queued writes, each bound to the user whose scope it needs; thread-safe."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: Store):
         self.store = store
         self._pending: list[tuple[str, Callable[[], object]]] = []
         self._prepared: list[Callable[[], object]] = []

@@ -1,5 +1,5 @@
 """OpenTelemetry export of every turn: GenAI semantic-convention spans with OpenInference attributes,
-and turn metrics (issue 39; docs/observability.md).
+and turn metrics (docs/observability.md).
 
 Off costs nothing: :func:`build_observer` returns None unless an OTLP endpoint is named (``--otlp``
 or the standard ``OTEL_EXPORTER_OTLP_*`` variables), and only then imports the SDK (the ``otel``

@@ -126,7 +126,7 @@ class PromptInputs:
     # stored): profile facts as (key, value), and decisions / open questions as notes.
     learned: tuple[tuple[str, str], ...] = ()
     noted: tuple[NoteItem, ...] = ()
-    attribution: AttributionNote | None = None  # the episodes tell another person's event (issue 38)
+    attribution: AttributionNote | None = None  # the episodes tell another person's event
 
     @property
     def history_summary(self) -> str:

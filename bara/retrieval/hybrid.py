@@ -22,10 +22,10 @@ from bara.retrieval.rerank import PassthroughReranker, Reranker
 from bara.settings import Settings
 from bara.store.base import LexicalPrefetch, LexicalPrefetcher, Store
 from bara.text.lexical import analyze
+from bara.text.surrogates import no_surrogates
 from bara.types import SHARED, Candidate, Hit, RetrievalOutcome, SearchRequest, Status, StoreSearchResult
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")  # undecodable input bytes: cannot be stored or embedded
 
 
 class Arms(str, Enum):
@@ -38,7 +38,7 @@ class Arms(str, Enum):
 
 def clean_query(text: str, max_chars: int) -> tuple[str, tuple[str, ...]]:
     """Strip control characters, replace undecodable bytes, cap the length; returns the query and reason codes."""
-    cleaned = _SURROGATE.sub("\ufffd", _CONTROL.sub(" ", text)).strip()
+    cleaned = no_surrogates(_CONTROL.sub(" ", text)).strip()  # undecodable input: cannot be stored or embedded
     if len(cleaned) > max_chars:
         return cleaned[:max_chars], ("query_truncated",)
     return cleaned, ()
@@ -68,7 +68,7 @@ def query_text(query: object) -> str:
 @lru_cache(maxsize=1024)
 def query_terms(text: str) -> tuple[str, ...]:
     """The lexical terms of a cleaned query, analysed once per text: a turn's prefetch and its search
-    read the same query (issue 16)."""
+    read the same query."""
     return tuple(analyze(text))
 
 
@@ -84,7 +84,7 @@ class HybridRetriever:
     def prefetch(self, query: str, *, k: int | None = None, owners: Sequence[str] = (SHARED,),
                  collections: Sequence[str] = ("kb",)) -> LexicalPrefetch | None:
         """Start the lexical arm of the hybrid search ``search(query, k=k, ...)`` will run, so it scores
-        while the caller encodes the query (issue 16); pass the result to ``search(prefetched=...)``.
+        while the caller encodes the query; pass the result to ``search(prefetched=...)``.
         None when the store cannot (PostgreSQL, an in-memory SQLite), the setting is off, or the query
         has no terms. A search with other terms, k or scopes ignores it, so a wrong guess costs only
         the background work."""

@@ -25,7 +25,7 @@ from starlette.routing import Match, Mount
 from starlette.staticfiles import StaticFiles
 
 from bara.serve import errors, metrics, native, openai_compat
-from bara.serve.keys import ApiKey
+from bara.memory.api_keys import ApiKey
 from bara.serve.limits import BodyLimit
 from bara.serve.runtime import MODES, Runtime
 from bara.serve.auth import Slots

@@ -14,7 +14,7 @@ from typing import Iterator
 from fastapi import Request
 
 from bara.serve.errors import ApiError
-from bara.serve.keys import ApiKey
+from bara.memory.api_keys import ApiKey
 
 _BEARER = {"WWW-Authenticate": "Bearer"}
 

@@ -1,5 +1,5 @@
 """Prometheus metrics: requests, per-stage latencies, retrievals skipped vs run, errors; per turn also
-(issue 39, the same counts as the OpenTelemetry metrics of ``bara.observe``) turns by route, each
+(the same counts as the OpenTelemetry metrics of ``bara.observe``) turns by route, each
 tier's search time, and the retrieved context's tokens and items per tier.
 
 One registry per app (tests build many apps in one process). With several uvicorn workers each

@@ -11,14 +11,11 @@ from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Depends, File, Query, Request, Response, UploadFile
 
-from bara.memory.admin import episodic_report
+from bara.memory.admin import episodic_json
 from bara.memory.readers.base import Unreadable
-from bara.memory.notes import NotesMemory
-from bara.memory.profile import ProfileMemory
-from bara.memory.qa import QAMemory
 from bara.serve.auth import admin_caller, caller
 from bara.serve.errors import ApiError, documented_operations, not_found
-from bara.serve.keys import ApiKey
+from bara.memory.api_keys import ApiKey
 from bara.serve.runtime import can_exist, storable
 from bara.text.blank import blank
 from bara.serve.schemas import (ConversationList, ConversationOut, EpisodicOut, ForgetOut, HealthOut, IngestOut,
@@ -168,7 +165,7 @@ def search(request: Request, q: str = Query(..., max_length=2000, description="q
     limit = rt.settings.serve_max_k
     if k > limit:
         raise ApiError(422, "k_too_large", f"k={k} is above the limit {limit}: ask for at most {limit} hits")
-    outcome = rt.bara.retriever.search(q, k=k, floor=floor)
+    outcome = rt.bara.search(q, k=k, floor=floor)
     hits = [SearchHit(id=h.id, source=h.chunk.source.rsplit("/", 1)[-1], section=h.chunk.section,
                       title=h.chunk.title, text=h.chunk.text, similarity=round(float(h.similarity), 4),
                       fused=round(float(h.fused), 6), lexical_rank=h.lexical.rank, lexical_score=h.lexical.score,
@@ -177,26 +174,17 @@ def search(request: Request, q: str = Query(..., max_length=2000, description="q
                      latency_ms={k_: round(float(v), 3) for k_, v in outcome.timings_ms.items()})
 
 
-def _memories(rt: Any) -> tuple[ProfileMemory, NotesMemory, QAMemory]:
-    b = rt.bara
-    b.flush()  # what the caller's last turn learned is stored before it is shown or deleted
-    return b.profile, b.notes, b.qa
-
-
 @router.get("/memory", response_model=MemoryOut, tags=["memory"])
 def get_memory(request: Request, key: ApiKey = Depends(caller)) -> MemoryOut:
     """The caller's profile facts, research notes, remembered Q&A and episodic memory (what they said in
     earlier conversations, per conversation; bounded by the ``memory_inspect_episodic_*`` settings)."""
-    rt = runtime(request)
-    profile, notes, qa = _memories(rt)
-    user = key.user_id
-    with rt.store.scoped((user,)):
-        note_rows = [{k: v for k, v in asdict(n).items() if k != "user_id"} for n in notes.list(user)]
-        qa_rows = [{"source": h.source, "conversation_id": h.conversation_id, "question": h.question,
-                    "answer": h.answer, "created_at": h.created_at} for h in qa.list(user)]
-        return MemoryOut(user=user, profile=profile.get(user), notes=note_rows, qa=qa_rows,
-                         episodic=EpisodicOut.model_validate(episodic_report(rt.bara, user)),
-                         conversations=len(rt.conversations.list(user)))
+    seen = runtime(request).bara.memory(key.user_id)
+    note_rows = [{k: v for k, v in asdict(n).items() if k != "user_id"} for n in seen.notes]
+    qa_rows = [{"source": h.source, "conversation_id": h.conversation_id, "question": h.question,
+                "answer": h.answer, "created_at": h.created_at} for h in seen.qa]
+    return MemoryOut(user=seen.user, profile=seen.facts, notes=note_rows, qa=qa_rows,
+                     episodic=EpisodicOut.model_validate(episodic_json(seen.episodic)),
+                     conversations=len(seen.conversations))
 
 
 @router.delete("/memory", response_model=ForgetOut, tags=["memory"])
@@ -204,25 +192,13 @@ def delete_memory(request: Request, conversations: bool = Query(False, descripti
                   "conversation and its traces"), key: ApiKey = Depends(caller)) -> ForgetOut:
     """Forget the caller's profile, notes, Q&A and episodic memory (and, with ``conversations=true``,
     conversations and their traces)."""
-    rt = runtime(request)
-    profile, notes, qa = _memories(rt)
-    user = key.user_id
-    with rt.store.scoped((user,)), rt.store.transaction():
-        deleted = {"profile": profile.forget(user), "notes": notes.forget(user), "qa": qa.forget(user),
-                   "episodic": rt.bara.episodic.forget(user)}
-        if conversations:
-            deleted["traces"] = rt.traces.forget(user)  # before the conversations, which would take them along
-            deleted["conversations"] = rt.conversations.delete(user)
-    return ForgetOut(deleted=deleted)
+    return ForgetOut(deleted=runtime(request).bara.forget(key.user_id, conversations=conversations).to_json())
 
 
 @router.delete("/memory/profile/{fact}", response_model=ForgetOut, tags=["memory"])
 def delete_profile_fact(fact: str, request: Request, key: ApiKey = Depends(caller)) -> ForgetOut:
     """Forget one profile fact of the caller (e.g. ``name``); 404 when the caller has no such fact."""
-    rt = runtime(request)
-    profile = rt.bara.profile
-    with rt.store.scoped((key.user_id,)), rt.store.transaction():
-        deleted = profile.forget(key.user_id, fact)
+    deleted = runtime(request).bara.forget(key.user_id, fact=fact).profile
     if not deleted:
         raise not_found("profile fact")
     return ForgetOut(deleted={"profile": deleted})
@@ -249,7 +225,7 @@ def ingest(request: Request, file: UploadFile = File(..., description="a PDF, HT
                        "bytes: split the file")
     name = upload_name(file.filename)
     try:  # read as `bara ingest` reads a file of that name: PDF, HTML, Word, Markdown, RST, else UTF-8 text
-        outcome = rt.bara.knowledge.add_upload(f"upload/{name}", raw)
+        outcome = rt.bara.upload(f"upload/{name}", raw)
     except Unreadable as exc:
         raise _unreadable_upload(exc) from None
     return IngestOut(source=outcome.path, status=outcome.status, chunks=outcome.chunks, reason=outcome.reason)

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bara.serve.auth import caller
 from bara.serve.errors import ApiError
-from bara.serve.keys import ApiKey
+from bara.memory.api_keys import ApiKey
 from bara.serve.native import check_message, run_turn
 from bara.prompts.frames import estimate_tokens
 from bara.serve.openai_params import apply_output, output_params, refuse_unsupported
@@ -166,7 +166,7 @@ def chat_completions(body: ChatRequest, request: Request, background: Background
         cid, create = _continue(request, user, prior), False
     out = run_turn(request, user, message, cid, mode, background, create=create)
     answer, finish = apply_output(out.answer, form)
-    if x_bara_conversation is None and out.trace.get("stored", {}).get("turn"):
+    if x_bara_conversation is None and out.stored.turn:
         # the client sends back the answer it got: that is the history its next request continues
         _remember(request, user, [*prior, ("user", message), ("assistant", answer)], out.conversation_id)
     headers = {"X-Bara-Trace-Id": out.trace["trace_id"], "X-Bara-Conversation": out.conversation_id}
@@ -211,10 +211,9 @@ def _continue(request: Request, user: str, prior: list[tuple[str, str]]) -> str 
     if not prior:
         return None
     rt = request.app.state.runtime
-    rows = rt.store.query("SELECT conversation_id FROM serve_threads WHERE user_id=? AND thread_hash=?",
-                          (user, thread_hash(prior)))
-    if rows and rt.conversations.get(user, rows[0][0]) is not None:
-        return str(rows[0][0])
+    linked = rt.threads.find(user, thread_hash(prior))
+    if linked is not None and rt.conversations.get(user, linked) is not None:
+        return linked
     cid = rt.conversations.create(user)
     with rt.store.transaction():
         for role, text in prior:
@@ -223,11 +222,7 @@ def _continue(request: Request, user: str, prior: list[tuple[str, str]]) -> str 
 
 
 def _remember(request: Request, user: str, turns: list[tuple[str, str]], cid: str) -> None:
-    store = request.app.state.runtime.store
-    with store.transaction():
-        store.execute("INSERT INTO serve_threads (user_id, thread_hash, conversation_id, created_at) VALUES (?,?,?,?)"
-                      " ON CONFLICT (user_id, thread_hash) DO UPDATE SET conversation_id=excluded.conversation_id",
-                      (user, thread_hash(turns), cid, time.time()))
+    request.app.state.runtime.threads.link(user, thread_hash(turns), cid)
 
 
 def _chunks(cmpl_id: str, created: int, model: str, delivered: tuple[str, str], extra: dict[str, Any],

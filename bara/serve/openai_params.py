@@ -99,7 +99,7 @@ def output_params(fields: dict[str, Any]) -> OutputParams:
 
 
 def _include_usage(options: Any) -> bool:
-    """``stream_options.include_usage`` as sent: a JSON boolean ("no" is a 400, not true; issue 33, D7)."""
+    """``stream_options.include_usage`` as sent: a JSON boolean ("no" is a 400, not true)."""
     value = options.get("include_usage") if isinstance(options, dict) else None
     if value is not None and type(value) is not bool:
         raise _invalid("invalid_type", "stream_options.include_usage", f"stream_options.include_usage="

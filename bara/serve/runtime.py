@@ -8,7 +8,6 @@ any number of processes over one PostgreSQL serve the same users (docs/scaling.m
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -17,12 +16,15 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from bara.app import Bara
+from bara.domain import TurnAssistant, agent_assistant, agent_domain
 from bara.llm.build import build_model
 from bara.pipeline import Assistant, pipeline_mode
 from bara.pipeline_persist import TURN_STORED
-from bara.serve.keys import KeyStore
+from bara.memory.api_keys import KeyStore
+from bara.memory.service_records import ThreadLinks, TraceRecords
 from bara.settings import Settings
-from bara.trace import TurnTrace
+from bara.text.surrogates import no_surrogates
+from bara.trace import StoredRecord, TurnTrace
 from bara.types import ASSISTANT_MODES
 
 MODES = ASSISTANT_MODES
@@ -33,15 +35,10 @@ class TurnOutcome:
     answer: str
     conversation_id: str
     trace: dict[str, Any]  # TurnTrace.to_json() plus trace_id, message, degraded, errors
+    stored: StoredRecord = StoredRecord()  # what the turn stored (the trace's ``stored``, typed)
 
 
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
-
-
-def no_surrogates(text: str) -> str:
-    """JSON may carry a lone surrogate ("\\ud83d"), which no UTF-8 output can encode: U+FFFD instead."""
-    return _SURROGATE.sub("\ufffd", text)
 
 
 def storable(text: str) -> str:
@@ -54,55 +51,6 @@ def can_exist(identifier: str) -> bool:
     """False for an id no store can hold (a NUL or a lone surrogate in it): such an id is nobody's, and
     looking it up would fail on PostgreSQL instead of finding nothing."""
     return not _UNSTORABLE.search(identifier)
-
-
-class TraceStore:
-    """Per-user stored traces (``serve_traces``), one per answered turn."""
-
-    def __init__(self, store: Any):
-        self.store = store
-
-    def save(self, user_id: str, trace: dict[str, Any]) -> None:
-        with self.store.transaction():
-            self.store.execute("INSERT INTO serve_traces (user_id, trace_id, conversation_id, turn, mode,"
-                               " created_at, trace) VALUES (?,?,?,?,?,?,?)",
-                               (user_id, trace["trace_id"], trace["conversation_id"], int(trace["turn"]),
-                                trace["mode"], time.time(), json.dumps(trace, sort_keys=True)))
-
-    def update(self, user_id: str, trace: dict[str, Any]) -> None:
-        """The final form of a trace saved in its turn's transaction (same id, same turn)."""
-        with self.store.transaction():
-            self.store.execute("UPDATE serve_traces SET trace=? WHERE user_id=? AND trace_id=?",
-                               (json.dumps(trace, sort_keys=True), user_id, trace["trace_id"]))
-
-    def for_conversation(self, user_id: str, conversation_id: str) -> dict[int, dict[str, Any]]:
-        rows = self.store.query("SELECT turn, trace FROM serve_traces WHERE user_id=? AND conversation_id=?"
-                                " ORDER BY turn, created_at", (user_id, conversation_id))
-        return {int(t): _loads(body) for t, body in rows}
-
-    def get(self, user_id: str, trace_id: str) -> dict[str, Any] | None:
-        rows = self.store.query("SELECT trace FROM serve_traces WHERE user_id=? AND trace_id=?", (user_id, trace_id))
-        return _loads(rows[0][0]) if rows else None
-
-    def forget(self, user_id: str) -> int:
-        with self.store.transaction():
-            return self.store.execute("DELETE FROM serve_traces WHERE user_id=?", (user_id,))
-
-
-def _loads(body: str) -> Any:
-    """A stored trace; lone surrogates (kept by traces saved before messages were cleaned) become U+FFFD,
-    so reading an old conversation can never fail to encode."""
-    return _clean(json.loads(body))
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, str):
-        return no_surrogates(value)
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
 
 
 def trace_json(trace: TurnTrace, message: str) -> dict[str, Any]:
@@ -125,28 +73,25 @@ class Runtime:
         self.bara = bara or Bara(settings)
         self.store = self.bara.store
         self.keys = KeyStore(self.store)
-        self.traces = TraceStore(self.store)
+        self.traces = TraceRecords(self.store)
+        self.threads = ThreadLinks(self.store)
         self.conversations = self.bara.conversations  # the turn lock every mode's assistant takes
-        self._assistants: dict[str, Any] = {}
+        self._assistants: dict[str, TurnAssistant] = {}
         self._lock = threading.Lock()
         self.observer: Any = None  # bara.observe.export.Observer when OpenTelemetry export is on
         self._fault: tuple[str, float] | None = None  # the last store fault: (code, monotonic time)
 
-    def assistant(self, mode: str) -> Any:
+    def assistant(self, mode: str) -> TurnAssistant:
         with self._lock:
             if mode not in self._assistants:
                 self._assistants[mode] = self._build(mode)
             return self._assistants[mode]
 
-    def _build(self, mode: str) -> Any:
-        if mode == "agent":
-            from bara.domains.funds.assistant import AgentAssistant
-
-            built: Any = AgentAssistant(self.bara)
-        else:
-            built = Assistant(self.bara, model=build_model(self.settings), mode=pipeline_mode(mode),
-                              fallback_offline=False)
-        return built
+    def _build(self, mode: str) -> TurnAssistant:
+        if mode == "agent":  # the domain plug-in's own assistant (bara.domain)
+            return agent_assistant(self.bara)
+        return Assistant(self.bara, model=build_model(self.settings), mode=pipeline_mode(mode),
+                         fallback_offline=False)
 
     def warm(self) -> None:
         """Before the first request: build the default assistant, load the embedder, and fill the shared
@@ -167,7 +112,7 @@ class Runtime:
             self.conversations.open(user_id, conversation_id, create=True)
         saved: dict[str, Any] = {}
 
-        def journal(trace: TurnTrace) -> None:  # inside the transaction that stores the turn (issue 33, D5)
+        def journal(trace: TurnTrace) -> None:  # inside the transaction that stores the turn
             saved.update(trace_json(trace, message))
             self.traces.save(user_id, saved)
 
@@ -187,9 +132,9 @@ class Runtime:
         if saved:  # the turn's trace is stored already: now its final form (the persist stage's time...)
             trace["trace_id"] = saved["trace_id"]
             self.traces.update(user_id, trace)
-        elif trace.get("stored", {}).get("turn"):  # no journal: learning is stored after the response
+        elif result.trace.stored.turn:  # no journal: learning is stored after the response
             self.traces.save(user_id, trace)
-        return TurnOutcome(result.answer, result.conversation_id, trace)
+        return TurnOutcome(result.answer, result.conversation_id, trace, result.trace.stored)
 
     def learn_later(self, background: Any) -> None:
         """Queue the flush of what the turn learned on ``background`` (FastAPI's ``BackgroundTasks``,
@@ -204,7 +149,7 @@ class Runtime:
         from bara.serve.errors import ApiError
 
         try:
-            self.assistant("agent").user_name(user_id)
+            agent_domain().check_user(self.store, user_id)
         except InputError:
             raise ApiError(400, "no_funds_account", f"agent mode answers from a funds account, and this API key's "
                            f"user {user_id!r} has none: use model bara-gated or bara-always (mode gated or "
@@ -223,7 +168,7 @@ class Runtime:
         from bara.errors import StoreFaultError
 
         try:
-            self.store.query("SELECT 1 FROM serve_keys LIMIT 1")
+            self.keys.probe()
         except StoreFaultError as exc:
             return exc.code
         except Exception:  # noqa: BLE001 - any failure of the probe means the store does not answer

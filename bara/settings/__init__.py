@@ -21,7 +21,7 @@ from bara.errors import ConfigError
 from bara.settings.core import CoreSettings, _cache_home
 from bara.settings.environment import UnknownSettingWarning, env_values, warn_unknown
 
-#: The rewrite's term-scorer weights (issue 31), fitted on the dev halves (scripts/train_rewrite_scorer.py).
+#: The rewrite's term-scorer weights, fitted on the dev halves (scripts/train_rewrite_scorer.py).
 _REWRITE_TERM_WEIGHTS = {"bias": -4.645, "carried": 0.477, "first_user": 1.845, "prev_user": 0.951,
                          "user_share": -0.412, "user_recency": 1.117, "prev_reply": 0.734, "reply_lead": 0.944,
                          "reply_share": -0.455, "name": 1.315, "phrase": 0.248, "anchor": -0.047, "long": -0.268,
@@ -35,7 +35,7 @@ __all__ = ["CoreSettings", "Settings", "UnknownSettingWarning", "load_settings"]
 class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     """One typed object for every tunable; each field says why it has its default."""
 
-    # --- episodic memory & LoCoMo (issue 14; bara/memory/episodic.py) ---
+    # --- episodic memory & LoCoMo (bara/memory/episodic.py) ---
     memory_episodic_k: int = Field(default=10, ge=1, le=100,
                                    description="Episodes shown for a personal question: LoCoMo evidence spans "
                                                "1-4 turns, 10 one-line turns cost ~400 tokens.")
@@ -62,7 +62,7 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     memory_episodic_hop_weight: float = Field(default=0.5, ge=0.0, le=2.0,
                                               description="RRF weight of each round-2 list against round 1's 1.0: "
                                                           "the seeds are guesses, the question is not.")
-    # issue 38: attribution check (bara/memory/episodic_attribution.py); tuned on LoCoMo conv-26/30/41 only
+    # attribution check (bara/memory/episodic_attribution.py); tuned on LoCoMo conv-26/30/41 only
     memory_episodic_attribution: bool = Field(default=True, description="Read whose event the best turns tell when "
                                               "a question names one speaker; none the named person's -> "
                                               "episodic:attributed_to_other (items stay in the prompt).")
@@ -115,7 +115,7 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                              "users (a turn's start flushes every user's queued writes; "
                                              "docs/benchmarks.md). One worker only: `bara serve --workers N` "
                                              "(N > 1) turns it off unless it is set.")
-    # faults a server meets (issue 33)
+    # faults a server meets
     serve_max_history_message_chars: int = Field(default=16_000, ge=10, description=(
         "One earlier message of a chat-completions history (imported into the conversation): twice a user "
         "message's limit, for a model's long answers; a longer one is refused, not stored."))
@@ -170,7 +170,7 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                     "is below that of a hit both arms rank here: router_thin_score = (weight_lexical "
                                     "+ weight_dense) / (rrf_k + 40) = 0.02 at the defaults, above the 1/(rrf_k + 1) "
                                     "~ 0.0164 a hit only one arm found can reach.")
-    # --- gate-rules: topic-aware rewrite, vector cache, social turns (issue 10) ---
+    # --- gate-rules: topic-aware rewrite, vector cache, social turns ---
     gate_topic_standalone_similarity: float = Field(default=0.25, ge=-1.0, le=1.0, description=(
         "A message naming its own subject, with no follow-up cue, below this cosine to the conversation "
         "topic is standalone (topic switches measured 0.08-0.21; costs <0.01 R@5 on MTRAG-UN dev)."))
@@ -239,11 +239,11 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     model_dir: Path = Field(default=_cache_home() / "models",
                             description="Built MiniLM ONNX files, once per machine, named by weights hash and "
                                         "recipe (not under cache_dir: a fresh cache must not rebuild); safe to delete.")
-    # --- document readers: PDF, HTML, Word, Markdown, reStructuredText (issue 36) ---
+    # --- document readers: PDF, HTML, Word, Markdown, reStructuredText ---
     ingest_max_file_bytes: int = Field(default=50_000_000, ge=1024, description="Larger files are skipped as "
                                        "'too large' before they are read: 20 MB of text ingests in 351 MB "
                                        "(docs/benchmarks.md); a PDF's bytes are mostly fonts and images.")
-    # --- a real model in the loop (issue 35; bara/llm/local.py, bench/bench_e2e.py) ---
+    # --- a real model in the loop (bara/llm/local.py, bench/bench_e2e.py) ---
     llm_send_max_tokens: bool = Field(default=False, description="Send llm_max_tokens as max_tokens to OpenAI-"
                                       "compatible servers too: a local server otherwise generates until its "
                                       "context is full; off by default, as some OpenAI models refuse max_tokens.")
@@ -255,7 +255,7 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     llm_local_seed: int = Field(default=0, ge=0, description="Sampling seed of the local server, so runs repeat.")
     llm_local_ready_s: float = Field(default=120.0, gt=0, description="Wait for the local server to load its "
                                      "model and listen; ~2 s idle, far more on a loaded 2-core machine.")
-    # --- hardening: ingest of large files (issue 15, harden-input) ---
+    # --- hardening: ingest of large files ---
     ingest_embed_batch: int = Field(default=256, ge=1, description="Chunks embedded (and cached) per step of one document: "
                                                            "bounds ingest memory, and an interrupted ingest keeps "
                                                            "the vectors it finished.")
@@ -263,7 +263,7 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                                             "with rows x width^2, so 32 rows of 256 tokens peaked "
                                                             "at 1.7 GB; 512 (2 such rows) peaked at 0.3 GB, no slower.")
 
-    # --- understand/decide tuning constants (issue 9: once module constants, values unchanged) ---
+    # --- understand/decide tuning constants (once module constants, values unchanged) ---
     # Intent confidences: how sure each rule in bara/understand/intent.py is when it fires (shown in the
     # trace and compared with prototype cosines; rules that match a whole message are surest).
     intent_confidence_empty: float = Field(default=0.9, ge=0.0, le=1.0, description="An empty message is a test ping.")
@@ -313,7 +313,7 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                     "content word with any of this many recent queries.")
     state_repeats_mean_frustration: int = Field(default=2, ge=1, le=100, description="Repetitions that set the tone "
                                                 "to frustrated: asking a third time is frustration, stated or not.")
-    # Query rewrite (bara/understand/rewrite.py RewriteRules; issue 31: fitted on the dev halves of TREC CAsT
+    # Query rewrite (bara/understand/rewrite.py RewriteRules; fitted on the dev halves of TREC CAsT
     # 2019/2020/2022 and CANARD by scripts/train_rewrite_scorer.py, docs/rewrite.md).
     rewrite_lookback: int = Field(default=8, ge=0, description="Recent replies read, and user turns read beyond the "
                                   "topic's first one: older turns rarely hold what a follow-up lacks.")
@@ -342,7 +342,7 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                             "ms/pair in the reranker's running estimate: follows load in a few "
                                             "calls without jumping on one slow call.")
 
-    # --- observability (issue 39; bara/observe) ---
+    # --- observability (bara/observe) ---
     otel_user_id: str = Field(default="hash", pattern=r"^(hash|clear|omit)$",
                               description="How spans carry user.id: a keyed hash by default (identities never "
                                           "leave in clear unless asked), the id itself, or nothing.")

@@ -66,7 +66,7 @@ class CoreSettings(BaseModel):
                                description="ONNX intra-op threads; 0 = all cores (1 can win on a busy machine).")
     embed_spin_in_call: bool = Field(default=True, description=(
         "ONNX worker threads spin between the parallel sections of one encoding and stop when it returns: "
-        "a query encodes ~28% faster on 2 cores (issue 16). Off, single encodings are that much slower, but no "
+        "a query encodes ~28% faster on 2 cores. Off, single encodings are that much slower, but no "
         "thread spins for a peer when several processes share the cores: `bara serve --workers N` turns it off "
         "unless set."))
     embed_max_tokens: int = Field(default=256, ge=8, le=512,
@@ -83,7 +83,7 @@ class CoreSettings(BaseModel):
                                         description="BM25 column weight of titles/sections vs body (body = 1).")
     retrieval_prefetch_lexical: bool = Field(default=True, description=(
         "SQLite: a turn starts the full-text arm on a second, read-only connection before it encodes the "
-        "query, so the two overlap (issue 16: about 0.6 ms of a 4 ms turn on 2 cores). Same rows either way."))
+        "query, so the two overlap (about 0.6 ms of a 4 ms turn on 2 cores). Same rows either way."))
     lexical_skip_scope_test: bool = Field(default=True, description=(
         "SQLite: when the searched scopes hold every row of their full-text table (a knowledge base that is "
         "the only shared collection; users' memory has its own table), the full-text arm ranks without FTS5's "
@@ -124,7 +124,7 @@ class CoreSettings(BaseModel):
         "its id and row index), least recently searched dropped first, whatever the scope count: a few "
         "thousand users with large tiers fit `store_matrix_cache_scopes` but not the memory. A single "
         "scope larger than the budget is still cached, alone (a 100,000-chunk knowledge base is ~160 MiB)."))
-    # --- approximate dense search (SQLite, issue 34; bara.store.sqlite_ann) ---
+    # --- approximate dense search (SQLite; bara.store.sqlite_ann) ---
     store_ann_min_chunks: int = Field(default=100_000, ge=0, description=(
         "SQLite: a search scope of at least this many chunks is searched through an HNSW graph (usearch, "
         "int8, persisted beside the file) and its candidates scored exactly; smaller scopes, every default "

@@ -87,7 +87,7 @@ class Store(SqlRunner, Protocol):
 
 @dataclass(frozen=True)
 class LexicalPrefetch:
-    """The lexical arm of one search, started early on another connection (issue 16): the turn starts
+    """The lexical arm of one search, started early on another connection: the turn starts
     it before it encodes the query, so the full-text scoring runs while the model does. ``key`` is what
     it searched (:func:`lexical_key`) and ``limit`` how many rows at most. The arm ranks by score, then
     chunk id, a total order, so a search with the same key and a smaller limit takes the leading rows;

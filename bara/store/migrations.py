@@ -85,7 +85,7 @@ STORE_META = Migration("0201_store_meta", (
 ))
 
 
-#: Users' full-text rows get their own FTS5 table (SQLite only; issue 16 round 10): FTS5's ``bm25()`` takes
+#: Users' full-text rows get their own FTS5 table (SQLite only): FTS5's ``bm25()`` takes
 #: its statistics from its whole table, so users' memory in ``chunks_fts`` moved the knowledge base's
 #: scores for everyone. Same columns and tokenizer; every row whose owner is not shared moves, rowid kept.
 SQLITE_MEMORY_FTS = Migration("0202_sqlite_memory_fts", (

@@ -1,4 +1,4 @@
-"""PostgreSQL faults in use as bara's typed store faults (issue 33, D2), naming the cause, never the URL.
+"""PostgreSQL faults in use as bara's typed store faults, naming the cause, never the URL.
 
 A lost or refused connection (the server stopped or restarted) is ``store_unavailable``; every pooled
 connection in use for ``pg_pool_timeout_s`` is ``store_busy`` (or ``store_unavailable`` when the server

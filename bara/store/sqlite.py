@@ -226,7 +226,7 @@ class SQLiteStore:
 
     # --------------------------------------------------------------------- search
     def prefetch_lexical(self, request: SearchRequest) -> LexicalPrefetch | None:
-        """Start ``request``'s lexical arm on the worker connection (issue 16; see ``sqlite_lexical``)."""
+        """Start ``request``'s lexical arm on the worker connection (see ``sqlite_lexical``)."""
         if self._worker is None or not (request.use_lexical and request.terms):
             return None
         return self._worker.start(request, lambda run: self._ahead(run, request))

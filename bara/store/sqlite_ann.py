@@ -1,4 +1,4 @@
-"""Approximate dense search for the SQLite store's large scopes (issue 34).
+"""Approximate dense search for the SQLite store's large scopes.
 
 Below ``Settings.store_ann_min_chunks`` a scope's dense arm stays exact numpy over its cached float32
 matrix (``bara.store.sqlite_matrix``): the default evaluations (SciFact, the RFCs, MTRAG) never reach

@@ -1,5 +1,5 @@
 """FTS5's ``bm25()`` computed in memory for one search scope: the same scores, bit for bit, and the same
-order as the store's full-text query (issue 16).
+order as the store's full-text query.
 
 FTS5 scores every row that matches any query term by calling ``bm25()`` on it: ~0.7 µs a row, so a
 rewritten multi-term query over a large knowledge base spends most of its ~1 ms there (counting the

@@ -1,6 +1,6 @@
 """The SQLite store's connections: one writer behind a bounded lock, and a read connection per thread.
 
-Why (issue 33, D1): with one connection and one process lock, a turn waiting in SQLite's busy wait
+Why: with one connection and one process lock, a turn waiting in SQLite's busy wait
 for another process's write lock held that lock, so every read of every request (key checks, search,
 listings) waited too. Now reads never take the writer's lock: each thread reads on its own connection
 (WAL lets readers go on while a writer holds the lock, and they see only committed rows), and the

@@ -45,7 +45,7 @@ def connect_file(location: str, mode: str, busy_timeout_s: float = DEFAULT_BUSY_
 def reader_uri(location: str) -> str | None:
     """The URI of the store's read connections (``bara.store.sqlite_conns``, the full-text worker's); None for
     ``:memory:``. On a read-only file system SQLite cannot create the WAL's ``-shm`` file a ``mode=ro`` reader
-    needs (it failed as "unable to open database file", read as corrupt: issue 33, D6); nothing can change
+    needs (it failed as "unable to open database file", read as corrupt); nothing can change
     the file there, so it is opened ``immutable=1`` (no locks, no shared memory)."""
     if location == ":memory:":
         return None

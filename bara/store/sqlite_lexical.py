@@ -1,7 +1,7 @@
 """The SQLite store's lexical arm: FTS5 ``bm25()`` over the analysed terms, and a second, read-only
-connection that runs it ahead of the search (issue 16).
+connection that runs it ahead of the search.
 
-Two FTS5 tables hold the rows, by owner (issue 16 round 10): ``chunks_fts`` the shared knowledge
+Two FTS5 tables hold the rows, by owner: ``chunks_fts`` the shared knowledge
 base's (owner ``SHARED``), ``memory_fts`` every user's (Q&A pairs, notes, episodic turns). FTS5's
 ``bm25()`` takes N, each term's document frequency and the average length from its whole table, so
 in one table every user's memory moved the knowledge base's scores for everyone (nDCG@10 on SciFact

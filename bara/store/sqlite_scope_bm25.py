@@ -1,4 +1,4 @@
-"""BM25 of a users' memory search over the searched scope's own statistics (SQLite; issue 16).
+"""BM25 of a users' memory search over the searched scope's own statistics (SQLite).
 
 Users' memory rows (Q&A pairs, notes, episodic turns) share one FTS5 table, ``memory_fts``, and FTS5's
 ``bm25()`` takes N, each term's document frequency n(t) and the average length from its whole table.

@@ -3,7 +3,7 @@ possible, with the same values as the usual spelling.
 
 A gated turn computes a handful of them right after its query is encoded, when the interpreter's and
 numpy's own code have just been pushed out of the CPU caches by the encoder, and each numpy call
-costs 5-10 µs instead of 1 (issue 16). For a 1-D real vector ``np.linalg.norm`` is
+costs 5-10 µs instead of 1. For a 1-D real vector ``np.linalg.norm`` is
 ``sqrt(x.dot(x))`` (numpy's own fast path for that case); :func:`norm` computes exactly that
 without the argument handling around it, so results are equal bit for bit (tested).
 """

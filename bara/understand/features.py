@@ -202,7 +202,7 @@ def topic_similarity(message_vector: np.ndarray | None,
     recent_n = (settings or Settings()).gate_topic_recent_vectors
     first = history_vectors[0]
     if len(history_vectors) == 1 and type(first) is np.ndarray and first.ndim == 1:
-        centre = as_f32(first)  # the mean of one vector is that vector, bit for bit (issue 16, every turn)
+        centre = as_f32(first)  # the mean of one vector is that vector, bit for bit
     else:
         recent = np.asarray(history_vectors, dtype=np.float32)[-recent_n:]
         centre = (recent[0] if len(recent) == 1 else recent.mean(axis=0)).ravel()

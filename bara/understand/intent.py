@@ -57,7 +57,7 @@ _KNOWLEDGE = re.compile(
     r"summari[sz]e|tell me about|is there|are there|does|do|is|are|can|could|should|"
     r"what'?s|how'?s|difference between)\b")
 #: A request to learn about a named topic ("I'd love to learn something interesting about the wonders of the
-#: world"): an information request whatever greeting opens it (issue 31); not about the assistant or the
+#: world"): an information request whatever greeting opens it; not about the assistant or the
 #: user ("what do you know about me"). "Fun facts about X" stays small talk (CLINC150's fun_fact intent).
 _LEARN_ABOUT = re.compile(r"\b(learn|know|hear|read)\b[^.?!]{0,40}?\babout (?!(you|yourself|me|myself|"
                           r"us|it|that|this|them)\b)(the |a |an |some )?[a-z]{3,}")
@@ -142,7 +142,7 @@ def _pattern_rule(pattern: re.Pattern[str], kind: ChitchatKind) -> Rule:
 
 
 def _rule_meta(f: ContextFeatures):
-    if _LEARN_ABOUT.search(f.normalized):  # "learn something interesting about X" names a topic (issue 31)
+    if _LEARN_ABOUT.search(f.normalized):  # "learn something interesting about X" names a topic
         return None
     return ("chitchat", "meta") if f.word_count <= 12 and _META.search(f.normalized) else None
 
@@ -246,17 +246,14 @@ def _small_talk_override(ruled: IntentResult, features: ContextFeatures, prototy
 def classify_intent(message: str, features: ContextFeatures,
                     prototypes: PrototypeIndex | None = None,
                     message_vector: np.ndarray | None = None,
-                    *, settings: Settings | None = None,
-                    ruled: tuple[IntentResult | None] | None = None) -> IntentResult:
+                    *, settings: Settings | None = None) -> IntentResult:
     """Rules, then the nearest prototype (if a vector is given), then ``rule:default``.
 
     ``message`` is accepted for callers' clarity; the rules read ``features.normalized``,
-    which compute_features derived from it. ``ruled``, when given, is ``(apply_rules(features),)``
-    already computed by the caller for these features (issue 16: the rules run once per turn).
+    which compute_features derived from it.
     """
     cfg = settings or Settings()
-    ruled_result = apply_rules(features, cfg) if ruled is None else ruled[0]
-    return _classified(ruled_result, features, prototypes, message_vector, cfg)
+    return classify_ruled(apply_rules(features, cfg), features, prototypes, message_vector, cfg)
 
 
 def _guess_ruled_out(guessed: IntentResult, normalized: str) -> bool:
@@ -267,8 +264,12 @@ def _guess_ruled_out(guessed: IntentResult, normalized: str) -> bool:
     return guessed.intent == "chitchat" and bool(_ACTION.match(normalized))
 
 
-def _classified(ruled: IntentResult | None, features: ContextFeatures, prototypes: PrototypeIndex | None,
-                message_vector: np.ndarray | None, cfg: Settings) -> IntentResult:
+def classify_ruled(ruled: IntentResult | None, features: ContextFeatures, prototypes: PrototypeIndex | None,
+                   message_vector: np.ndarray | None, cfg: Settings) -> IntentResult:
+    """The intent once the rules have been read (``ruled``: what :func:`apply_rules` found for these
+    features, None when no rule fired): a form-only rule may yield to a very close small-talk
+    prototype; silent rules fall to the nearest accepted prototype, then ``rule:default``. The gate
+    reads the rules before the message is embedded and concludes with this once the vector exists."""
     if ruled is not None:
         return _small_talk_override(ruled, features, prototypes, message_vector, cfg) or ruled
     floor = cfg.gate_prototype_min_similarity

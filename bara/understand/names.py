@@ -2,7 +2,7 @@
 content words, the names in a text (capitalised runs, acronyms, versioned ids) and referring words.
 
 Each is a function of its text alone; the ones read every turn for the same history are cached
-per text (issue 16). Split from ``bara.understand.rewrite`` so the rewrite module keeps to the
+per text. Split from ``bara.understand.rewrite`` so the rewrite module keeps to the
 rules that compose a query.
 """
 
@@ -69,14 +69,14 @@ def cap(text: str, max_chars: int) -> str:
 @lru_cache(maxsize=8192)
 def terms(text: str) -> frozenset[str]:
     """The analysed terms the lexical arm would see: the unit of "already in the query".
-    A pure function of the text, cached (issue 16): the same history phrases are analysed every turn."""
+    A pure function of the text, cached: the same history phrases are analysed every turn."""
     return frozenset(analyze(text))
 
 
 @lru_cache(maxsize=4096)
 def content_tuple(text: str) -> tuple[str, ...]:
     """Lower-cased words that can carry a topic (not stopwords, not conversational filler, not
-    numbers), in order; cached per text (issue 16), like ``entity_tuple``."""
+    numbers), in order; cached per text, like ``entity_tuple``."""
     return tuple(w for w in (t.lower() for t in _TOKEN.findall(text))
                  if len(w) > 2 and w not in RETRIEVAL_STOPWORDS and w not in _GENERIC and not w.isdigit())
 
@@ -142,7 +142,7 @@ def entities(text: str) -> list[str]:
 
 @lru_cache(maxsize=4096)
 def entity_tuple(text: str) -> tuple[str, ...]:
-    """A pure function of the text, cached (issue 16): every turn re-reads the same recent history."""
+    """A pure function of the text, cached: every turn re-reads the same recent history."""
     found = []
     for run in _runs(_tokens(text)):
         run = _trim(run)

@@ -73,7 +73,7 @@ class PrototypeIndex:
 
     def nearest_accepted(self, vector: np.ndarray | None) -> tuple[str, float] | None:
         """``nearest(vector)`` when ``accepts(vector)``, else None, in four numpy calls instead of a
-        dozen (issue 16: it runs on most searching turns right after the encoding). A finite, non-zero
+        dozen (it runs on most searching turns right after the encoding). A finite, non-zero
         vector has a finite, positive dot with itself; only when that dot is not (an overflow, an
         underflow) are the two methods asked, so the answer is theirs in every case (tested)."""
         if vector is None:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from bara.errors import InputError
 from bara.text.blank import blank
+from bara.text.surrogates import has_surrogates, no_surrogates
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,8 @@ def sanitize(message: str | bytes, max_query_chars: int) -> CleanInput:
     text = message.decode("utf-8", errors="replace") if isinstance(message, bytes) else message
     if "\ufffd" in text and isinstance(message, bytes):
         reasons.append("input:invalid_utf8_replaced")
-    if _SURROGATE.search(text):
-        text, reasons = _SURROGATE.sub("\ufffd", text), reasons + ["input:invalid_utf8_replaced"]
+    if has_surrogates(text):
+        text, reasons = no_surrogates(text), reasons + ["input:invalid_utf8_replaced"]
     if _CONTROL.search(text):
         text, reasons = _CONTROL.sub("", text), reasons + ["input:control_chars_removed"]
     text = unicodedata.normalize("NFC", text).strip()

@@ -35,7 +35,7 @@ from bara.understand.features import ContextFeatures, clip_unit
 from bara.understand.rewrite import entities
 from bara.understand.scaffold import topic_switch
 
-__all__ = ["TopicDecision", "compose_topic", "search_vector", "topic_dependence", "topic_from_history"]
+__all__ = ["TopicDecision", "compose_topic", "search_vector", "topic_decision", "topic_dependence", "topic_from_history"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float | None:
 
 def topic_dependence(message: str, features: ContextFeatures, message_vector: np.ndarray | None,
                      previous_topic: np.ndarray | None, has_context: bool,
-                     settings: Settings, cosine: tuple[float | None] | None = None) -> TopicDecision:
+                     settings: Settings) -> TopicDecision:
     """Decide whether ``message`` needs earlier turns to be searched well.
 
     ``has_context`` says whether any earlier user turn carries a topic (chit-chat
@@ -69,15 +69,21 @@ def topic_dependence(message: str, features: ContextFeatures, message_vector: np
     follow-up cue (pronoun, "what about", elaboration...) -> depends; no name of its
     own -> depends (most dependent questions carry no pronoun: MTRAG-UN dev);
     otherwise the cosine to the previous topic decides against
-    ``gate_topic_standalone_similarity``. ``cosine``, when given, is ``(cosine of message_vector and
-    previous_topic,)`` already computed by the caller (the gate's ``topic_similarity`` against the one
-    topic vector is that same number, bit for bit: issue 16 computes it once).
+    ``gate_topic_standalone_similarity``.
     """
+    similarity = None
+    if has_context and message_vector is not None and previous_topic is not None:
+        similarity = _cosine(message_vector, previous_topic)
+    return topic_decision(message, features, similarity, has_context, settings)
+
+
+def topic_decision(message: str, features: ContextFeatures, similarity: float | None, has_context: bool,
+                   settings: Settings) -> TopicDecision:
+    """:func:`topic_dependence` given the cosine of the message to the previous topic (None when either
+    vector is missing): the gate has that number already as its ``topic_similarity`` against the one
+    topic vector, bit for bit, so a turn computes it once."""
     if not has_context:
         return TopicDecision(False, None, "topic:no_history")
-    similarity = None
-    if message_vector is not None and previous_topic is not None:
-        similarity = _cosine(message_vector, previous_topic) if cosine is None else cosine[0]
     if topic_switch(message) is not None:  # "Switching topics: ..." says so itself (issue 31)
         return TopicDecision(False, similarity, "topic:explicit_switch")
     if features.followup_signals:

@@ -21,8 +21,9 @@ import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Collection, Sequence
+from typing import Callable, Collection, Sequence
 
+from bara.store.base import Store
 from bara.agent.loop import AgentRun, run_agent
 from bara.agent.session import agent_details, call_query, chat_messages, hit_records, mark_run, run_reasons
 from bara.agent.tools import Tool, ToolContext, ToolServices
@@ -63,6 +64,8 @@ class AgentTurn:
 
 class AgentAssistant:
     """``bara chat --mode agent``: one instance per session; ``turn`` is safe to call repeatedly."""
+
+    mode = "agent"
 
     def __init__(self, bara: Bara, model: Model | None = None, gate_tools: bool | None = None) -> None:
         self.bara, self.settings = bara, bara.settings
@@ -147,7 +150,7 @@ class AgentAssistant:
 
     def _people(self) -> list[str]:
         """Names of the store's users: naming one of them (not oneself) asks about someone else."""
-        return [r[0] for r in self.bara.store.query("SELECT name FROM funds_users ORDER BY id")]
+        return self.repo.user_names()
 
     def messages(self, user_id: str, name: str, history: Sequence[tuple[str, str]], text: str) -> list[Message]:
         return chat_messages(AGENT_SYSTEM.format(name=name, user_id=user_id), history, text)
@@ -189,7 +192,7 @@ class IndexReport:
     seconds: float
 
 
-def fund_documents(store: Any, data_dir: str | Path, codes: Collection[str] | None = None,
+def fund_documents(store: Store, data_dir: str | Path, codes: Collection[str] | None = None,
                    fiqa_ids: Collection[str] | None = None) -> list[tuple[str, str, str]]:
     """FiQA passages then scheme fact sheets as (source, title, text); subsets for fast tests."""
     fiqa = fiqa_documents(Path(data_dir).expanduser() / CORPUS)
@@ -225,7 +228,7 @@ def index_fund_documents(bara: Bara, data_dir: str | Path | None = None, codes: 
     return IndexReport(written, len(docs) - written, removed, chunks, round(time.perf_counter() - started, 3))
 
 
-def _index_one(store: Any, kb: KnowledgeBase, source: str, title: str, body: str) -> int:
+def _index_one(store: Store, kb: KnowledgeBase, source: str, title: str, body: str) -> int:
     """Chunks written for one document; 0 when its content hash is already stored."""
     text = f"# {title}\n\n{body}"
     digest = text_hash(text)
@@ -235,6 +238,6 @@ def _index_one(store: Any, kb: KnowledgeBase, source: str, title: str, body: str
     return kb.add_text(source, text, digest, meta={"kind": kind}).chunks
 
 
-def _prune(store: Any, keep: set[str]) -> int:
+def _prune(store: Store, keep: set[str]) -> int:
     stale = [s for s in store.list_sources(SHARED, DOCS_COLLECTION) if s not in keep]
     return sum(bool(store.delete_document(s, SHARED, DOCS_COLLECTION)) for s in stale)

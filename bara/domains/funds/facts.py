@@ -24,7 +24,7 @@ FactDoc = tuple[str, str, str]
 def scheme_fact_documents(runner: Any) -> list[FactDoc]:
     """A fact sheet per scheme with at least one NAV, ordered by scheme code."""
     repo = FundsRepo(runner)
-    series = _all_series(runner)
+    series = repo.all_nav_series()
     schemes = repo.schemes(series)
     return [(f"amfi/scheme/{code}", schemes[code].name, scheme_fact_text(schemes[code], s))
             for code, s in series.items() if code in schemes]
@@ -66,16 +66,6 @@ def _risk_sentence(dates: tuple[date, ...], navs: tuple[float, ...]) -> str:
     return (f"Over the last year: annualised volatility {100 * vol:.2f}% (daily log returns), "
             f"maximum drawdown {100 * drawdown.depth:.2f}% ({dates[start + drawdown.peak]} to "
             f"{dates[start + drawdown.trough]}).")
-
-
-def _all_series(runner: Any) -> dict[str, NavSeries]:
-    """Every scheme's NAVs in one round trip, grouped by scheme code."""
-    grouped: dict[str, tuple[list[date], list[float]]] = {}
-    for code, day, nav in runner.query("SELECT scheme_code, date, nav FROM funds_navs ORDER BY scheme_code, date"):
-        ds, ns = grouped.setdefault(str(code), ([], []))
-        ds.append(date.fromisoformat(day))
-        ns.append(float(nav))
-    return {code: NavSeries(code, tuple(ds), tuple(ns)) for code, (ds, ns) in grouped.items()}
 
 
 def fiqa_documents(corpus_path: str | Path) -> list[FactDoc]:

@@ -29,8 +29,10 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pyxirr
 
+from bara.store.base import SqlRunner
 from bara.domains.funds.assistant import AgentAssistant
 from bara.domains.funds.golden_cases import CASES, CATEGORIES
+from bara.domains.funds.golden_rows import GoldenRows
 from bara.domains.funds.golden_checks import (CHECKS, DECLINE, PORTFOLIO_TOOLS, RECOMMEND, TOLERANCE,  # noqa: F401
                                       answer_numbers)  # re-exported
 from bara.errors import InputError
@@ -113,9 +115,14 @@ class Holding:
 
 @dataclass(frozen=True)
 class Facts:
-    """Expected values straight from the raw tables (plain SQL, pyxirr), never through the tools."""
+    """Expected values straight from the raw tables (:mod:`bara.domains.funds.golden_rows`, pyxirr), never
+    through the tools."""
 
-    store: Any
+    store: SqlRunner
+
+    @property
+    def rows(self) -> GoldenRows:
+        return GoldenRows(self.store)
 
     def lookup(self, key: str, user: str | None) -> Any:
         fn = getattr(self, f"f_{key}", None)
@@ -124,26 +131,21 @@ class Facts:
         return fn(user)
 
     def require_data(self) -> None:
-        if not self.store.query("SELECT 1 FROM funds_users LIMIT 1"):
+        if not self.rows.has_users():
             raise InputError("no demo users in this store: run `bara funds load` (same --db) before "
                              "`bara eval golden`")
 
     def holdings(self, user: str) -> list[Holding]:
-        rows = self.store.query(
-            "SELECT t.scheme_code, s.name, s.fund_house, SUM(CASE WHEN t.kind = 'REDEMPTION' THEN -t.units"
-            " ELSE t.units END) FROM funds_transactions t JOIN funds_schemes s ON s.scheme_code = t.scheme_code"
-            " WHERE t.user_id = ? GROUP BY t.scheme_code, s.name, s.fund_house", (user,))
+        rows = self.rows.units_held(user)
         held = [Holding(c, n, h, u, *self._valued(c, u)) for c, n, h, u in rows if u > 1e-6]
         return sorted(held, key=lambda x: (-x.value, x.code))
 
     def _valued(self, code: str, units: float) -> tuple[str, float]:
-        day, nav = self.store.query("SELECT date, nav FROM funds_navs WHERE scheme_code = ?"
-                                    " ORDER BY date DESC LIMIT 1", (code,))[0]
+        day, nav = self.rows.latest_nav(code)
         return day, units * float(nav)
 
     def xirr_pct(self, user: str, code: str | None = None) -> float:
-        rows = self.store.query("SELECT date, kind, amount, scheme_code FROM funds_transactions WHERE user_id = ?",
-                                (user,))
+        rows = self.rows.transactions(user)
         flows = [(date.fromisoformat(d), a if k == "REDEMPTION" else -a) for d, k, a, c in rows if code in (None, c)]
         flows += [(date.fromisoformat(h.nav_date), h.value) for h in self.holdings(user) if code in (None, h.code)]
         rate = pyxirr.xirr([d for d, _ in flows], [a for _, a in flows])
@@ -152,8 +154,7 @@ class Facts:
         return 100 * float(rate)
 
     def return_1y_pct(self, code: str) -> float:
-        navs = [(date.fromisoformat(d), float(v)) for d, v in self.store.query(
-            "SELECT date, nav FROM funds_navs WHERE scheme_code = ? ORDER BY date", (code,))]
+        navs = [(date.fromisoformat(d), float(v)) for d, v in self.rows.navs(code)]
         end_day, end_nav = navs[-1]
         last = calendar.monthrange(end_day.year - 1, end_day.month)[1]
         start = date(end_day.year - 1, end_day.month, min(end_day.day, last))
@@ -161,14 +162,12 @@ class Facts:
         return 100 * (end_nav / base - 1)
 
     def _busy(self, user: str) -> tuple[str, int]:
-        month, count = self.store.query(
-            "SELECT substr(date, 1, 7) AS m, COUNT(*) FROM funds_transactions WHERE user_id = ?"
-            " GROUP BY m ORDER BY COUNT(*) DESC, m LIMIT 1", (user,))[0]
+        month, count = self.rows.busiest_month(user)
         year, num = (int(x) for x in month.split("-"))
         return f"{calendar.month_name[num]} {year}", int(count)
 
     def _falling(self) -> tuple[str, Holding]:
-        users = [r[0] for r in self.store.query("SELECT id FROM funds_users ORDER BY id")]
+        users = self.rows.user_ids()
         pairs = [(u, h) for u in users for h in self.holdings(u)]
         return min(pairs, key=lambda p: (self.return_1y_pct(p[1].code), p[0], p[1].code))
 
@@ -222,9 +221,7 @@ class Facts:
 
     def f_first_tx_date(self, user: str) -> str:
         """The median transaction date: "since then" selects about half of the user's rows."""
-        count = self.store.query("SELECT COUNT(*) FROM funds_transactions WHERE user_id = ?", (user,))[0][0]
-        return self.store.query("SELECT date FROM funds_transactions WHERE user_id = ? ORDER BY date, id"
-                                " LIMIT 1 OFFSET ?", (user, count // 2))[0][0]
+        return self.rows.transaction_date(user, self.rows.transaction_count(user) // 2)
 
     def f_falling_user(self, user: str | None) -> str:
         return self._falling()[0]
@@ -234,7 +231,7 @@ class Facts:
 
     def others_scheme_names(self, user: str) -> set[str]:
         """Short names of schemes only other users hold (a leak if an answer shows one)."""
-        users = [r[0] for r in self.store.query("SELECT id FROM funds_users WHERE id <> ?", (user,))]
+        users = self.rows.user_ids(other_than=user)
         own = {h.code for h in self.holdings(user)}
         return {short_name(h.name) for u in users for h in self.holdings(u) if h.code not in own}
 
@@ -317,9 +314,7 @@ def spec_tokens(tools: Iterable[Any]) -> int:
 def doc_subset(facts: Facts, every: int = 25) -> tuple[set[str], set[str]]:
     """Scheme codes and FiQA ids a fast test index needs: every relevant document of the cases, every
     demo-held scheme, plus distractors (every ``every``-th scheme with NAVs)."""
-    users = [r[0] for r in facts.store.query("SELECT id FROM funds_users ORDER BY id")]
-    codes = {h.code for u in users for h in facts.holdings(u)}
-    codes |= {r[0] for i, r in enumerate(facts.store.query(
-        "SELECT DISTINCT scheme_code FROM funds_navs ORDER BY scheme_code")) if i % every == 0}
+    codes = {h.code for u in facts.rows.user_ids() for h in facts.holdings(u)}
+    codes |= {c for i, c in enumerate(facts.rows.nav_codes()) if i % every == 0}
     fiqa = {s.removeprefix("fiqa/") for c in CASES for s in c["expect"].get("sources", []) if s.startswith("fiqa/")}
     return codes, fiqa

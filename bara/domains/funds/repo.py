@@ -81,10 +81,6 @@ class Transaction:
     memo: str
 
     @property
-    def signed_units(self) -> float:
-        return -self.units if self.kind == REDEMPTION else self.units
-
-    @property
     def cash_flow(self) -> float:
         """Investor's view: money paid in is negative, redemption proceeds positive."""
         return self.amount if self.kind == REDEMPTION else -self.amount
@@ -143,9 +139,6 @@ class FundsRepo:
             out.update((str(r[0]), _scheme(r)) for r in rows)
         return out
 
-    def codes_with_navs(self) -> list[str]:
-        return [r[0] for r in self.runner.query("SELECT DISTINCT scheme_code FROM funds_navs ORDER BY scheme_code")]
-
     def find_scheme(self, text: str, among: Collection[str] | None = None, with_navs: bool = False) -> SchemeMatch:
         """Exact code or ISIN first, then case-insensitive name substring, then all-tokens match.
 
@@ -172,6 +165,22 @@ class FundsRepo:
         return [_scheme(r) for r in self.runner.query(sql + " ORDER BY scheme_code", params)]
 
     # --------------------------------------------------------------------- NAVs
+    def schemes_with_navs(self) -> list[tuple[str, str, str]]:
+        """(code, name, fund house) of every scheme with NAV history, by code (the router's catalogue)."""
+        return [(str(c), str(n), str(h)) for c, n, h in self.runner.query(
+            "SELECT s.scheme_code, s.name, s.fund_house FROM funds_schemes s WHERE EXISTS"
+            " (SELECT 1 FROM funds_navs n WHERE n.scheme_code = s.scheme_code) ORDER BY s.scheme_code")]
+
+    def all_nav_series(self) -> dict[str, NavSeries]:
+        """Every scheme's NAVs in one round trip, by scheme code."""
+        grouped: dict[str, tuple[list[date], list[float]]] = {}
+        for code, day, nav in self.runner.query("SELECT scheme_code, date, nav FROM funds_navs"
+                                                " ORDER BY scheme_code, date"):
+            ds, ns = grouped.setdefault(str(code), ([], []))
+            ds.append(date.fromisoformat(day))
+            ns.append(float(nav))
+        return {code: NavSeries(code, tuple(ds), tuple(ns)) for code, (ds, ns) in grouped.items()}
+
     def nav_series(self, code: str) -> NavSeries:
         rows = self.runner.query("SELECT date, nav FROM funds_navs WHERE scheme_code = ? ORDER BY date", (code,))
         return NavSeries(code, tuple(date.fromisoformat(d) for d, _ in rows), tuple(float(v) for _, v in rows))
@@ -202,6 +211,27 @@ class FundsRepo:
                                  " ORDER BY scheme_code", (user_id,))
         return [r[0] for r in rows]
 
+    def held_codes(self) -> set[str]:
+        """Scheme codes any user has a transaction in (the demo portfolios' schemes); read user by user,
+        as every query of user data is scoped to one user."""
+        return {c for user_id, _ in self._users() for c in self.user_scheme_codes(user_id)}
+
+    def has_users(self) -> bool:
+        """True when fund users are loaded (``bara funds load`` ran against this store)."""
+        return bool(self.runner.query("SELECT 1 FROM funds_users LIMIT 1"))
+
+    def user_names(self) -> list[str]:
+        """Every user's name, by user id."""
+        return [name for _, name in self._users()]
+
+    def users(self) -> list[tuple[str, str, int]]:
+        """(id, name, how many transactions) of every user, by id."""
+        return [(user_id, name, int(self.runner.query("SELECT COUNT(*) FROM funds_transactions WHERE user_id = ?",
+                                                      (user_id,))[0][0])) for user_id, name in self._users()]
+
+    def _users(self) -> list[tuple[str, str]]:
+        return [(str(i), str(n)) for i, n in self.runner.query("SELECT id, name FROM funds_users ORDER BY id")]
+
     def user_name(self, user_id: str) -> str | None:
         rows = self.runner.query("SELECT name FROM funds_users WHERE id = ?", (user_id,))
         return rows[0][0] if rows else None
@@ -221,11 +251,6 @@ class FundsRepo:
     def cash_flows(self, user_id: str, scheme_code: str | None = None) -> list[tuple[date, float]]:
         """Dated investor cash flows (purchases negative, redemptions positive), oldest first."""
         return [(date.fromisoformat(t.date), t.cash_flow) for t in self.transactions(user_id, scheme_code)]
-
-    def valuation_flows(self, user_id: str, scheme_code: str | None = None) -> list[tuple[date, float]]:
-        """Cash flows plus each open holding's value as a positive flow on its latest NAV date."""
-        held = [h for h in self.holdings(user_id) if scheme_code is None or h.scheme.code == scheme_code]
-        return self.cash_flows(user_id, scheme_code) + [(date.fromisoformat(h.nav_date), h.value) for h in held]
 
 
 def _positions(txs: Sequence[Transaction]) -> dict[str, tuple[float, float, Transaction]]:

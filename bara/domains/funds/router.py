@@ -39,8 +39,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from bara.retrieval.protocol import Embedder
+from bara.store.base import SqlRunner
 from bara.domains.funds import router_intent as I
 from bara.domains.funds import router_text as T
+from bara.domains.funds.repo import FundsRepo
 from bara.domains.funds.router_dates import date_range, read_dates
 from bara.domains.funds.router_named import named_fund
 from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, spec_text
@@ -69,7 +72,7 @@ class RuleRouter:
     """A Model with no LLM behind it. ``embedder`` (optional) enables the gate's prototype
     fallback and tool-description similarity; without it only rules decide."""
 
-    def __init__(self, embedder: Any = None, settings: Settings | None = None,
+    def __init__(self, embedder: Embedder | None = None, settings: Settings | None = None,
                  prototypes: PrototypeIndex | None = None, name: str = ROUTER_NAME,
                  schemes: SchemeCatalogue | None = None, people: Sequence[str] = ()) -> None:
         self.name, self.embedder, self.settings = name, embedder, settings or Settings()
@@ -78,11 +81,11 @@ class RuleRouter:
         self._vectors: dict[str, np.ndarray] = {}  # text -> unit vector; descriptions and messages
 
     @classmethod
-    def for_store(cls, store: Any, embedder: Any = None, settings: Settings | None = None) -> "RuleRouter":
+    def for_store(cls, store: SqlRunner, embedder: Embedder | None = None, settings: Settings | None = None) -> "RuleRouter":
         """A router that knows the store's scheme names (fuzzy matching) and its users' names (refusals)."""
         s = settings or Settings()
         catalogue = SchemeCatalogue.from_store(store, s.router_scheme_min_score, s.router_scheme_token_score)
-        people = [r[0] for r in store.query("SELECT name FROM funds_users ORDER BY id")]
+        people = FundsRepo(store).user_names()
         return cls(embedder, s, schemes=catalogue, people=people)
 
     def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = (), *,
@@ -255,6 +258,8 @@ class RuleRouter:
         return out
 
     def _embed(self, text: str) -> np.ndarray:
+        """The cached vector of ``text``; called only when the router has an embedder."""
+        assert self.embedder is not None, "the router embeds only with an embedder"
         if text not in self._vectors:
             if len(self._vectors) > 512:  # bound the cache; anything cleared is re-embedded on demand
                 self._vectors.clear()
@@ -271,7 +276,7 @@ def _drop_search(picked: list[str], rules: Mapping[str, float], low: str) -> lis
     return picked
 
 
-def prototypes_for(embedder: Any) -> PrototypeIndex | None:
+def prototypes_for(embedder: Embedder | None) -> PrototypeIndex | None:
     """The gate's prototypes, only when they were built with this embedder (``bara.understand.prototypes``)."""
     return load_matching(embedder)[0]
 

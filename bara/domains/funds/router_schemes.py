@@ -30,6 +30,9 @@ from typing import Any, Iterable, Sequence
 
 from rapidfuzz import fuzz, process
 
+from bara.store.base import SqlRunner
+from bara.domains.funds.repo import FundsRepo
+
 _WORD = re.compile(r"[a-z0-9]+")
 _FORMERLY = re.compile(r"\((?:formerly|erstwhile)[^)]*\)?|\bformerly\b.*$", re.I)
 PLAN_WORDS = frozenset("direct regular plan growth option idcw dividend payout reinvestment bonus "
@@ -103,15 +106,10 @@ class SchemeCatalogue:
         self.min_score, self.token_score = min_score, token_score
 
     @classmethod
-    def from_store(cls, store: Any, min_score: float = 85.0, token_score: float = 85.0) -> "SchemeCatalogue":
+    def from_store(cls, store: SqlRunner, min_score: float = 85.0, token_score: float = 85.0) -> "SchemeCatalogue":
         """Schemes with NAV history in ``store``; held codes read per user from the transactions table."""
-        rows = store.query("SELECT s.scheme_code, s.name, s.fund_house FROM funds_schemes s WHERE EXISTS"
-                           " (SELECT 1 FROM funds_navs n WHERE n.scheme_code = s.scheme_code) ORDER BY s.scheme_code")
-
-        def held(user: str) -> list[str]:
-            return [r[0] for r in store.query("SELECT DISTINCT scheme_code FROM funds_transactions WHERE user_id = ?"
-                                              " ORDER BY scheme_code", (user,))]
-        return cls(rows, held, min_score, token_score)
+        repo = FundsRepo(store)
+        return cls(repo.schemes_with_navs(), repo.user_scheme_codes, min_score, token_score)
 
     def label(self, code: str) -> str:
         """The scheme's AMFI name for a code it knows, else the code itself."""

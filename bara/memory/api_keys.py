@@ -18,6 +18,16 @@ from bara.store.base import SqlRunner
 PREFIX = "bara_"
 SECRET_BYTES = 32
 
+#: The keys table (created by the ``0005_owner_keys`` step, :mod:`bara.memory.owner_keys`).
+KEYS_TABLE = """CREATE TABLE serve_keys (
+    user_id TEXT NOT NULL,
+    key_id TEXT NOT NULL,
+    key_hash TEXT NOT NULL,
+    admin INTEGER NOT NULL DEFAULT 0,
+    created_at DOUBLE PRECISION NOT NULL,
+    revoked_at DOUBLE PRECISION,
+    PRIMARY KEY (user_id, key_id))"""
+
 
 @dataclass(frozen=True)
 class ApiKey:
@@ -81,6 +91,10 @@ class KeyStore:
         with self.store.transaction():
             return self.store.execute("UPDATE serve_keys SET revoked_at=? WHERE key_id=? AND revoked_at IS NULL",
                                       (time.time(), key_id))
+
+    def probe(self) -> None:
+        """A one-row read of the keys table: raises what the store raises when it does not answer."""
+        self.store.query("SELECT 1 FROM serve_keys LIMIT 1")
 
     def verify(self, key: str) -> ApiKey | None:
         """The live key behind ``key``, or None (unknown, malformed or revoked)."""

@@ -1,0 +1,113 @@
+"""What a surface holds of an assistant and of a domain, whichever implements them.
+
+* :class:`TurnAssistant`: ``mode``, ``turn()`` and ``open_conversation()``; the gated and always
+  pipeline (:class:`bara.pipeline.Assistant`) and a domain's own assistant implement it.
+* :class:`Domain`: a plug-in package under ``bara/domains/`` (or installed apart) that brings its
+  schema steps, its tools, the services those tools use, optionally its own assistant (``agent``
+  mode) and its settings. The HTTP service, MCP and the CLI find domains with :func:`discover`
+  (the ``bara.domains`` entry points and :data:`bara.plugins.BUILTIN_DOMAINS`) and never import one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
+
+from bara import plugins
+from bara.errors import InputError
+from bara.pipeline_records import TurnResult
+from bara.store.base import SqlRunner
+
+if TYPE_CHECKING:
+    from bara.agent.tools import Tool
+    from bara.app import Bara
+
+
+class TurnAssistant(Protocol):
+    """An assistant a surface can hand turns to."""
+
+    @property
+    def mode(self) -> str: ...
+
+    def turn(self, user_id: str, message: str | bytes, conversation_id: str | None = None) -> TurnResult: ...
+
+    def open_conversation(self, user_id: str, conversation_id: str | None = None, create: bool = False) -> str: ...
+
+
+class Domain(Protocol):
+    """A domain plug-in (see the module docstring); :func:`discover` returns the installed ones."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def settings_prefix(self) -> str:
+        """The prefix of the ``Settings`` fields that are this domain's section (e.g. ``router_``)."""
+        ...
+
+    @property
+    def has_assistant(self) -> bool:
+        """Whether :meth:`assistant` builds one (the domain answers ``agent`` mode)."""
+        ...
+
+    def register(self) -> None:
+        """Register the domain's tables, migrations and row-level security with the store registry."""
+        ...
+
+    def loaded(self, store: SqlRunner) -> bool:
+        """True when the domain's data is in ``store`` (its tools have something to answer from)."""
+        ...
+
+    def tools(self) -> dict[str, "Tool"]:
+        """The domain's agent tools by name."""
+        ...
+
+    def services(self, store: SqlRunner) -> Mapping[str, Any]:
+        """What its tools read from ``ToolServices.domain`` (e.g. ``{"funds": FundsRepo(store)}``)."""
+        ...
+
+    def assistant(self, bara: "Bara") -> TurnAssistant | None:
+        """The domain's own assistant (``agent`` mode) over ``bara``, or None when it has none."""
+        ...
+
+    def check_user(self, store: SqlRunner, user_id: str) -> None:
+        """InputError when ``user_id`` has no account in the domain's data (its assistant would refuse)."""
+        ...
+
+
+def discover() -> list[Domain]:
+    """Every installed domain plug-in, by name."""
+    return [plugins.load_domain(target) for _, target in sorted(plugins.declared_domains().items())]
+
+
+def tools_of(store: SqlRunner) -> dict[str, "Tool"]:
+    """The tools of every domain whose data ``store`` holds."""
+    found: dict[str, Tool] = {}
+    for domain in discover():
+        if domain.loaded(store):
+            found.update(domain.tools())
+    return found
+
+
+def services_of(store: SqlRunner) -> dict[str, Any]:
+    """Every domain's ``ToolServices.domain`` entries over ``store``."""
+    found: dict[str, Any] = {}
+    for domain in discover():
+        found.update(domain.services(store))
+    return found
+
+
+def agent_domain() -> Domain:
+    """The domain whose assistant answers ``agent`` mode: the first (by name) that has one."""
+    for domain in discover():
+        if domain.has_assistant:
+            return domain
+    raise InputError("agent mode needs a domain plug-in with its own assistant, and none is installed: "
+                     "use mode gated or always")
+
+
+def agent_assistant(bara: "Bara") -> TurnAssistant:
+    """The ``agent`` mode assistant over ``bara``, from :func:`agent_domain`."""
+    made = agent_domain().assistant(bara)
+    if made is None:
+        raise InputError("the installed domain has no assistant for agent mode: use mode gated or always")
+    return made
