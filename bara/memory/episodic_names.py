@@ -17,7 +17,7 @@ its case rules; the few candidates are re-checked in Python, and the gate applie
 folds a handful of non-ASCII letters to ASCII ones (the Kelvin sign to ``k``), which a database's
 ``lower()`` may not, so a name starting with one would no longer be found by a word spelt in ASCII.
 
-The step's SQL is pinned (tests/test_store_registry.py): ``_KEY`` is shared with the runtime statements,
+The step's SQL is pinned (tests/store/test_store_registry.py): ``_KEY`` is shared with the runtime statements,
 and changing it would edit a released step.
 
 Upkeep runs in the transaction that writes ``episodic_sessions``: a stored session adds its names, a

@@ -11,7 +11,7 @@ over such a run more than once. Two techniques keep that promise:
 * page furniture and headings are short by nature, so the per-line tests are only tried on lines up
   to ``FURNITURE_MAX_CHARS`` long (RFC lines are at most 72 characters).
 
-``tests/test_linear_time_text.py`` checks every document-level entry point on pathological inputs.
+``tests/understand/test_linear_time_text.py`` checks every document-level entry point on pathological inputs.
 """
 
 from __future__ import annotations

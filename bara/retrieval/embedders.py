@@ -2,7 +2,7 @@
 
 Why ONNX by default: it needs only onnxruntime + tokenizers (no torch) and stays
 within cosine 0.99 of the float32 sentence-transformers model (checked by
-``tests/test_embedders.py`` against ``tests/fixtures/minilm_reference.json``).
+``tests/retrieval/test_embedders.py`` against ``tests/fixtures/minilm_reference.json``).
 The graph is built once per machine from the original float32 weights
 (:mod:`bara.retrieval.minilm_build`); the default ``q8`` variant runs it on int8
 integer kernels. The round-1 file (int8 on disk, float32 compute) stays available

@@ -24,9 +24,9 @@ NOT_SETTINGS = {
     "BARA_SERVE_MODE": "how `bara serve` passes --mode to its workers (bara/serve/app.py)",
     "BARA_DEBUG": "an internal error of the CLI shows its traceback (bara/cli.py main)",
     "BARA_SLOW": "the test suite's long variants (tests/)",
-    "BARA_ARTEFACTS": "the web timeline test's screenshots (tests/test_web_timeline.py)",
-    "BARA_WHEELHOUSE": "the wheels the installed-wheel test installs from (Makefile, tests/test_installed_wheel.py)",
-    "BARA_CRASH_KILLS": "how many kill -9s the serve crash test makes (tests/test_faults_crash_serve.py)",
+    "BARA_ARTEFACTS": "the web timeline test's screenshots (tests/serve/test_web_timeline.py)",
+    "BARA_WHEELHOUSE": "the wheels the installed-wheel test installs from (Makefile, tests/packaging/test_installed_wheel.py)",
+    "BARA_CRASH_KILLS": "how many kill -9s the serve crash test makes (tests/faults/test_faults_crash_serve.py)",
 }
 
 

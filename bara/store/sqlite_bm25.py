@@ -27,7 +27,7 @@ Exact agreement needs the same floating-point operations in the same order, and 
 a stored term that is not plain ``[a-z0-9]+`` is tokenised by an in-memory FTS5 table with the same
 tokenizer, every row's token count is checked against FTS5's ``docsize``, a new lexicon must rank a
 probe of three terms as FTS5 does (:func:`agrees_with_fts5`), and a query with a term that is not plain
-is left to FTS5 (None). ``tests/test_lexical_memory.py`` compares the two.
+is left to FTS5 (None). ``tests/retrieval/test_lexical_memory.py`` compares the two.
 """
 
 from __future__ import annotations

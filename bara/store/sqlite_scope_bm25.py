@@ -20,7 +20,7 @@ exactly as FTS5's ``fts5Bm25Function`` (ext/fts5/fts5_aux.c) computes it, k1 = 1
 
 with N the scope's rows, n(t) the scope's rows holding t and avgdl the scope's tokens (every column)
 over N. The scores are, bit for bit, those FTS5 would give if the scope's rows were alone in their
-table (``tests/test_memory_scope_bm25.py`` compares them with such a table): the scoring is
+table (``tests/memory/test_memory_scope_bm25.py`` compares them with such a table): the scoring is
 ``sqlite_bm25.Lexicon``'s, with ``own`` statistics.
 
 A scope's lexicon is cached with its write generations, at most ``lexical_memory_cache_scopes`` of
