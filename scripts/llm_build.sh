@@ -14,16 +14,17 @@ shopt -s nullglob
 found=("$DEST"/llama_cpp_python-"$VER"-*.whl)
 if [ ${#found[@]} -gt 0 ]; then echo "${found[0]}"; exit 0; fi
 mkdir -p "$DEST" "$CACHE/sdist"
-sdist=("$CACHE"/sdist/llama_cpp_python-"$VER".tar.gz)
-if [ ${#sdist[@]} -eq 0 ]; then
+# A name without wildcards is not a glob: nullglob leaves it in place even when the file is absent,
+# so the test is on the file itself.
+sdist="$CACHE/sdist/llama_cpp_python-$VER.tar.gz"
+if [ ! -s "$sdist" ]; then
   "$PY" -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
     "llama-cpp-python==$VER" -d "$CACHE/sdist" >&2
-  sdist=("$CACHE"/sdist/llama_cpp_python-"$VER".tar.gz)
 fi
 echo "building llama-cpp-python $VER for this CPU ($CPU_ID) into $DEST (~10+ min on 2 cores)" >&2
 CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_BLAS=OFF -DLLAMA_CURL=OFF" \
 CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} \
-  "$PY" -m pip wheel -q --disable-pip-version-check --no-deps "${sdist[0]}" -w "$DEST.tmp" >&2
+  "$PY" -m pip wheel -q --disable-pip-version-check --no-deps "$sdist" -w "$DEST.tmp" >&2
 mv "$DEST.tmp"/llama_cpp_python-*.whl "$DEST"/ && rmdir "$DEST.tmp"
 found=("$DEST"/llama_cpp_python-"$VER"-*.whl)
 echo "${found[0]}"

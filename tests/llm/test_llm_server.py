@@ -18,7 +18,7 @@ from bara.llm.metered import MeteredModel
 from bara.messages import SystemMessage, UserMessage
 from bara.pipeline import Assistant
 from llm_fixtures import SPEC, transcript
-from llm_local import skip_unless_built, MAX_TOKENS, llm_model, llm_settings, module_server
+from llm_local import SLOW_S, skip_unless_built, MAX_TOKENS, llm_model, llm_settings, module_server
 
 pytestmark = [pytest.mark.llm, skip_unless_built()]
 
@@ -121,7 +121,7 @@ def test_bara_serve_streams_the_models_answer_to_the_openai_client(llm_server, k
     try:
         key = runtime.keys.create("alice").key
         with live_server(make_app(runtime)) as url:
-            client = openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0, timeout=120)
+            client = openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0, timeout=SLOW_S)
             chunks = list(client.chat.completions.create(
                 model="bara-gated", messages=[{"role": "user", "content": KNOWLEDGE_Q}], stream=True,
                 stream_options={"include_usage": True}))
