@@ -4,7 +4,7 @@ a policy-override hook, an empty turn and an agent turn with one tool call. Timi
 not compared.
 
 ``tests/fixtures/trace_shape.json`` was written from the code before the trace became typed records
-(issue 9); regenerate it only for an intended format change: ``python tests/turn/test_trace_shape.py``.
+(issue 9); regenerate it only for an intended format change: ``PYTHONPATH=tests python tests/turn/test_trace_shape.py``.
 """
 
 from __future__ import annotations
