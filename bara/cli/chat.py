@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from bara.app import Bara
-from bara.cli_common import (fail, free_text, id_callback, k_option, new_sqlite, note_knowledge, open_bara, printable,
+from bara.cli.common import (fail, free_text, id_callback, k_option, new_sqlite, note_knowledge, open_bara, printable,
                              say)
 from bara.datafiles import check_file, json_value, read_lines
 from bara.errors import BaraError
