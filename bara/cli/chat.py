@@ -27,7 +27,7 @@ from bara.llm.build import build_model
 from bara.memory.admin import TIERS, inspect_report, query_tier
 from bara.observe import build_observer
 from bara.domain import TurnAssistant, agent_assistant
-from bara.pipeline import MODES, Assistant, pipeline_mode
+from bara.turn.gated import MODES, Assistant, pipeline_mode
 from bara.text.locator import locator
 from bara.settings import load_settings
 from bara.trace import HitRecord, TurnTrace
