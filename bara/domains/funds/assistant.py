@@ -29,7 +29,7 @@ from bara.agent.session import agent_details, call_query, chat_messages, hit_rec
 from bara.agent.tools import Tool, ToolContext, ToolServices
 from bara.app import Bara
 from bara.domains.funds.router import SEARCH, RuleRouter
-from bara.domains.funds.router_intent import normalise, other_person
+from bara.domains.funds.router.intent import normalise, other_person
 from bara.decide import GateResult, decide
 from bara.domains.funds import (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, FundsRepo, build_fund_tools, detect_refusal,
                                 fiqa_documents, scheme_fact_documents)
