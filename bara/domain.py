@@ -1,7 +1,7 @@
 """What a surface holds of an assistant and of a domain, whichever implements them.
 
 * :class:`TurnAssistant`: ``mode``, ``turn()`` and ``open_conversation()``; the gated and always
-  pipeline (:class:`bara.pipeline.Assistant`) and a domain's own assistant implement it.
+  pipeline (:class:`bara.turn.gated.Assistant`) and a domain's own assistant implement it.
 * :class:`Domain`: a plug-in package under ``bara/domains/`` (or installed apart) that brings its
   schema steps, its tools, the services those tools use, optionally its own assistant (``agent``
   mode) and its settings. The HTTP service, MCP and the CLI find domains with :func:`discover`
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from bara import plugins
 from bara.errors import InputError
-from bara.pipeline_records import TurnResult
+from bara.turn.records import TurnResult
 from bara.store.base import SqlRunner
 
 if TYPE_CHECKING:

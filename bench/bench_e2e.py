@@ -50,7 +50,7 @@ from bara.eval.stats import bootstrap_ratio_ci, ratio_of_sums
 from bara.llm import build_model
 from bara.llm.local import LOCAL_ALIAS, LOCAL_GGUF, start_local_server
 from bara.llm.metered import MeteredModel
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.retrieval.embedders import build_embedder
 from bara.settings import Settings, load_settings
 

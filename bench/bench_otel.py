@@ -31,7 +31,7 @@ from bench_turn import ReplayGenerator, cached_index, run_task, summarise, task_
 
 from bara.app import Bara  # noqa: E402
 from bara.observe import build_observer  # noqa: E402
-from bara.pipeline import Assistant  # noqa: E402
+from bara.turn.gated import Assistant  # noqa: E402
 from bara.retrieval.embedders import OnnxMiniLMEmbedder  # noqa: E402
 
 VARIANTS = ("off", "otlp")

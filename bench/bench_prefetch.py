@@ -24,7 +24,7 @@ from pathlib import Path
 from bench_turn import ReplayGenerator, cached_index, run_task, task_parser, tasks_of
 
 from bara.app import Bara
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.retrieval.embedders import OnnxMiniLMEmbedder
 from bara.settings import Settings
 

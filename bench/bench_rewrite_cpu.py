@@ -4,7 +4,7 @@
 after a restart; the view of the history, and of its shorter prefixes that the ``carried`` feature
 reads, are built in the call; the per-text caches of issue 16 stay warm, as in a running process). ``prepared``: the history's view built first with
 ``prepare_history``, as the gated pipeline does after each answer in the idle time before the next
-message (issue 16, ``bara.pipeline_persist.next_turn_preparation``), so the call does only the
+message (issue 16, ``bara.turn.persist.next_turn_preparation``), so the call does only the
 message's own part. Thread CPU time, so other processes on the shared machine do not inflate it.
 
 Sets: every MTRAG-UN dev task (full history), and every turn of the shared CAsT / CANARD files with

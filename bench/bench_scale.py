@@ -159,7 +159,7 @@ def measure_heavy(location: str, settings: Settings, user: str, queries: list[tu
 
 def measure_turns(location: str, settings: Settings, users: list[str], turns: int, seed: int) -> dict[str, Any]:
     from bara.app import Bara
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
     from bara.retrieval.embedders import OnnxMiniLMEmbedder
 
     class Stub:

@@ -48,7 +48,7 @@ import numpy as np
 from bara.app import Bara
 from bara.eval.beir import read_corpus
 from bara.eval.retrieval import build_index, index_path
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.prompts.frames import Prompt
 from bara.retrieval.embedders import OnnxMiniLMEmbedder, build_embedder
 from bara.settings import Settings

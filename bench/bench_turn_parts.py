@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_turn as bt  # noqa: E402 - the sibling bench's task replay
 
 import bara.decide.gate as gate  # noqa: E402
-import bara.pipeline as pipeline  # noqa: E402
-import bara.pipeline_steps as pipeline_steps  # noqa: E402
+import bara.turn.gated as pipeline  # noqa: E402
+import bara.turn.steps as pipeline_steps  # noqa: E402
 from bara.memory.conversations import Conversations  # noqa: E402
 from bara.retrieval.embedders import OnnxMiniLMEmbedder  # noqa: E402
 from bara.retrieval.hybrid import HybridRetriever  # noqa: E402

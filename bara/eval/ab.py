@@ -3,7 +3,7 @@
 For each task the conversation so far is replayed into a fresh conversation of
 the store (every earlier user and agent message is appended, and the gate state
 is advanced over the earlier user turns exactly as the gated pipeline would),
-then the final user turn runs through :class:`bara.pipeline.Assistant` in each
+then the final user turn runs through :class:`bara.turn.gated.Assistant` in each
 mode with the same offline generator, so modes differ only in what they
 retrieve. The corpus is indexed once into a cached store (one chunk per
 passage, the ``bara eval retrieval`` index) and copied per run, so the cache
@@ -52,7 +52,7 @@ from bara.eval.ab_summary import ABReport
 from bara.eval.prereg import Prereg, load_prereg, summarize
 from bara.eval.retrieval import INDEX_VERSION, build_index, prepared_index
 from bara.memory.conversations import Conversations
-from bara.pipeline import MODES, Assistant
+from bara.turn.gated import MODES, Assistant
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
 from bara.trace import TurnTrace
@@ -152,7 +152,7 @@ def score_row(task: Task, mode: str, shash: str, trace: TurnTrace | None, answer
 
 # ------------------------------------------------------------------------ run
 def available_modes() -> tuple[str, ...]:
-    """The modes the assistant offers (``bara.pipeline.MODES``, discovered) and the reference modes."""
+    """The modes the assistant offers (``bara.turn.gated.MODES``, discovered) and the reference modes."""
     return (*MODES, *REFERENCE_MODES)
 
 

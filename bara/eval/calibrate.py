@@ -38,7 +38,7 @@ from bara.eval.conversation_replay import forget_user
 from bara.eval.gate import JUDGED, GateReplay, Task, file_sha256, gate_prototypes
 from bara.eval.prereg import retrieval_scores
 from bara.hooks import HookContext
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.settings import Settings
 
 ROUTE_FLOORS = ("kb", "continuation", "general")  # reason kb:floor_<name> -> Settings.floor_<name>

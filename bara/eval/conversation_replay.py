@@ -1,7 +1,7 @@
 """Whole conversations through one assistant mode (`bara eval ab --turns all`), and the `last2` reference.
 
 Every user turn of a (possibly mixed) conversation runs, in order, through
-:meth:`bara.pipeline.Assistant.turn`. What the conversation stores after a turn
+:meth:`bara.turn.gated.Assistant.turn`. What the conversation stores after a turn
 is the task's reference reply when the turn has one (a ``before_persist`` hook
 swaps it in, so later turns see the same history in every mode, as the
 ``--turns last`` replay does); after an inserted small-talk turn it is the
@@ -24,7 +24,7 @@ from typing import Any, get_args
 from bara.app import Bara
 from bara.eval.mixing import MixedConversation
 from bara.hooks import HookContext, PersistPlan
-from bara.pipeline import Assistant, TurnInput, TurnResult, pipeline_mode
+from bara.turn.gated import Assistant, TurnInput, TurnResult, pipeline_mode
 from bara.trace import TurnTrace
 from bara.turn import TurnStart
 from bara.types import ReferenceMode

@@ -269,7 +269,7 @@ def selected(config: MemoryEvalConfig) -> list[LocomoConversation]:
 
 
 def _assistant(bara: Bara) -> Any:
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     return Assistant(bara, mode="gated")
 

@@ -1,7 +1,7 @@
 """`bara eval rewrite`: bara's follow-up queries against human standalone rewrites (TREC CAsT, CANARD).
 
 Each conversation (:mod:`bara.eval.rewrite_data`) is replayed turn by turn through the gated
-:class:`bara.pipeline.Assistant` itself (``Assistant.turn``: features, rules, the gate, topic
+:class:`bara.turn.gated.Assistant` itself (``Assistant.turn``: features, rules, the gate, topic
 dependence, the rewrite, the topic vector, the knowledge-base search), one fresh user per
 conversation. After each turn a ``before_persist`` hook stores the file's reply to that turn as the
 assistant's message (an empty one where the file has none), never bara's own answer, so the next
@@ -50,7 +50,7 @@ from bara.eval.rewrite_data import Conversation, read_conversations, select
 from bara.eval.rewrite_metrics import TermCounts, term_counts, term_scores
 from bara.hooks import HookContext, PersistPlan
 from bara.errors import InputError
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.settings import Settings
 
 SYSTEMS = ("bara", "raw", "last2", "first_last", "human", "peer")

@@ -170,7 +170,7 @@ class RouterSelector:
     name: str = "rule-router"
 
     def pick(self, text: str, specs: Sequence[ToolSpec]) -> tuple[str, ...]:
-        from bara.domains.funds import router_text as T
+        from bara.domains.funds.router import parse as T
         from bara.domains.funds.router import extract_schemes
 
         plan = self.router.choose(text, T.normal(text), extract_schemes(text), list(specs))

@@ -18,8 +18,8 @@ from typing import Any, Mapping
 from bara.app import Bara
 from bara.domain import TurnAssistant, agent_assistant, agent_domain
 from bara.llm.build import build_model
-from bara.pipeline import Assistant, pipeline_mode
-from bara.pipeline_persist import TURN_STORED
+from bara.turn.gated import Assistant, pipeline_mode
+from bara.turn.persist import TURN_STORED
 from bara.memory.api_keys import KeyStore
 from bara.memory.service_records import ThreadLinks, TraceRecords
 from bara.settings import Settings

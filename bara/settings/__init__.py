@@ -126,7 +126,7 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
         "How long /api/health reports the store down after a request met a store fault (a full disk shows "
         "only on writes, so a read probe alone would say ok)."))
 
-    # --- agent router (offline tool selection; bara/domains/funds/router*.py) ----------
+    # --- agent router (offline tool selection; bara/domains/funds/router/) ----------
     router_scheme_min_score: float = Field(default=85.0, ge=0.0, le=100.0, description="rapidfuzz ratio a message "
                                            "window needs against a scheme's short name: one typo or a missing "
                                            "'fund' passes, a different scheme of the same house does not.")

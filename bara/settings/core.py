@@ -243,7 +243,7 @@ class CoreSettings(BaseModel):
                                                      description="An answer given in this conversation fits "
                                                                  "its context better than one from another.")
 
-    # pipeline (bara/pipeline.py)
+    # pipeline (bara/turn/gated.py)
     pipeline_history_messages: int = Field(default=8, ge=0,
                                            description="Last N messages shown to the generator (4 exchanges); "
                                                        "the always-mode baseline keeps the same window.")

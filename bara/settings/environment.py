@@ -20,9 +20,9 @@ PREFIX = "BARA_"
 NOT_SETTINGS = {
     "BARA_CONFIG": "the settings file (bara.settings.load_settings)",
     "BARA_DATABASE_URL": "the store URL when BARA_DB is unset (bara.settings)",
-    "BARA_DATA": "the shared data folder of `bara funds load --data` (bara/cli_funds.py)",
+    "BARA_DATA": "the shared data folder of `bara funds load --data` (bara/cli/funds.py)",
     "BARA_SERVE_MODE": "how `bara serve` passes --mode to its workers (bara/serve/app.py)",
-    "BARA_DEBUG": "an internal error of the CLI shows its traceback (bara/cli.py main)",
+    "BARA_DEBUG": "an internal error of the CLI shows its traceback (bara/cli/__init__.py main)",
     "BARA_SLOW": "the test suite's long variants (tests/)",
     "BARA_ARTEFACTS": "the web timeline test's screenshots (tests/serve/test_web_timeline.py)",
     "BARA_WHEELHOUSE": "the wheels the installed-wheel test installs from (Makefile, tests/packaging/test_installed_wheel.py)",

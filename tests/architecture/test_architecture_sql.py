@@ -20,9 +20,9 @@ _RUNNER = frozenset({"execute", "executemany", "query"})
 
 
 def front_ends() -> list[Path]:
-    paths = [*BARA.glob("cli*.py"), *(BARA / "serve").rglob("*.py"), *(BARA / "mcp").rglob("*.py"),
-             *(BARA / "eval").rglob("*.py"), *BARA.glob("pipeline*.py"), BARA / "turn.py",
-             *FUNDS.glob("router*.py"), FUNDS / "assistant.py", FUNDS / "facts.py",
+    paths = [*(BARA / "cli").rglob("*.py"), *(BARA / "serve").rglob("*.py"), *(BARA / "mcp").rglob("*.py"),
+             *(BARA / "eval").rglob("*.py"), *(BARA / "turn").rglob("*.py"),
+             *(FUNDS / "router").rglob("*.py"), FUNDS / "assistant.py", FUNDS / "facts.py",
              *(p for p in FUNDS.glob("golden*.py") if p.name != "golden_rows.py")]
     return sorted(p for p in paths if p.is_file())
 
@@ -49,8 +49,8 @@ def test_the_front_ends_write_no_sql():
 
 def test_the_front_ends_are_found():
     names = {p.relative_to(BARA).as_posix() for p in front_ends()}
-    assert {"serve/runtime.py", "serve/openai_compat.py", "mcp/tools.py", "cli_funds.py", "pipeline.py",
-            "domains/funds/golden.py", "domains/funds/router.py", "eval/ab.py"} <= names
+    assert {"serve/runtime.py", "serve/openai_compat.py", "mcp/tools.py", "cli/funds.py", "turn/gated.py",
+            "domains/funds/golden.py", "domains/funds/router/__init__.py", "eval/ab.py"} <= names
     assert "domains/funds/golden_rows.py" not in names and "domains/funds/repo.py" not in names
 
 

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bara.cli import app
-from bara.cli_chat import parse_script_line
+from bara.cli.chat import parse_script_line
 
 DEMO = Path(__file__).resolve().parents[2] / "scripts" / "demo_conversation.jsonl"
 runner = CliRunner()
@@ -204,7 +204,7 @@ def test_chat_loads_the_model_and_search_caches_while_the_first_message_is_typed
     """`bara chat` (interactive) warms up in the background: the first turn no longer loads the model
     or reads the knowledge base's vectors (~150 ms on the demo store)."""
     from bara.app import Bara
-    from bara.cli_chat import _warm_while_typing
+    from bara.cli.chat import _warm_while_typing
     from bara.settings import Settings
     from bara.store.sqlite import SQLiteStore
 

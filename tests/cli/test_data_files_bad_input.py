@@ -16,7 +16,7 @@ BOM = b"\xef\xbb\xbf"
 
 
 def test_a_byte_order_mark_does_not_cost_a_chat_script_its_first_turn(tmp_path):
-    from bara.cli_chat import read_script
+    from bara.cli.chat import read_script
 
     script = tmp_path / "s.jsonl"
     script.write_bytes(BOM + b'{"user": "what is tcp"}\n{"user": "and udp?"}\n')
@@ -240,7 +240,7 @@ def test_an_escaped_lone_surrogate_in_a_dataset_spoils_one_value_not_the_run(tmp
 def test_every_reader_of_json_data_turns_an_escaped_lone_surrogate_into_a_replacement_character(tmp_path):
     from collections import Counter
 
-    from bara.cli_chat import parse_script_line
+    from bara.cli.chat import parse_script_line
     from bara.eval.beir import read_corpus
     from bara.eval.gate import read_labelled
     from bara.eval.locomo_data import load_locomo_all

@@ -252,7 +252,7 @@ def test_search_keeps_its_numbers_at_the_edges(kb_bara):
 @pytest.mark.parametrize("bad", [None, 5, ["hi"]], ids=repr)
 def test_a_message_or_query_that_is_not_text_is_an_input_error(kb_bara, bad):
     from bara.errors import InputError
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     with pytest.raises(InputError, match="must be text"):
         kb_bara.retriever.search(bad)

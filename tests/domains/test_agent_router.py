@@ -17,7 +17,8 @@ import pytest
 
 from bara.agent.loop import run_agent
 from bara.domains.funds.router import RuleRouter, extract_schemes, is_thin, Seen
-from bara.domains.funds.router_text import allocation_by, date_range, normal, reformulate
+from bara.domains.funds.router.dates import date_range
+from bara.domains.funds.router.parse import allocation_by, normal, reformulate
 from bara.agent.tools import Tool, ToolContext, ToolError
 from bara.domains.funds.tools import build_fund_tools
 from bara.messages import SystemMessage, UserMessage

@@ -19,7 +19,7 @@ from bara.domains.funds.loader import load_amfi
 from bara.domains.funds.prompts import AGENT_SYSTEM
 from bara.domains.funds.repo import FundsRepo
 from bara.domains.funds.router import RuleRouter
-from bara.domains.funds.router_schemes import GENERIC
+from bara.domains.funds.router.schemes import GENERIC
 from bara.domains.funds.schema import FUNDS_MIGRATIONS
 from bara.domains.funds.tools import build_fund_tools
 from bara.domains.funds.users import create_demo_users
@@ -138,7 +138,7 @@ def test_no_fund_named_is_the_whole_portfolio(world):
     ("from 31st jan 2024 to march 5, 2024", {"from_date": "2024-01-31", "to_date": "2024-03-05"}),
 ])
 def test_unambiguous_typed_dates_are_read(text, expected):
-    from bara.domains.funds.router_dates import date_range, read_dates  # new in this change
+    from bara.domains.funds.router.dates import date_range, read_dates  # new in this change
 
     assert date_range(text) == expected and not read_dates(text).problems
 

@@ -12,9 +12,9 @@ import random
 
 import pytest
 
-from bara.domains.funds import router_intent as I
+from bara.domains.funds.router import intent as I
 from bara.domains.funds.router import RuleRouter
-from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, name_words, spec_text
+from bara.domains.funds.router.fit import contradicts, fillable, name_coverage, name_words, spec_text
 from bara.app import Bara
 from bara.domains.funds import create_demo_users, load_amfi
 from bara.domains.funds.tools import build_fund_tools

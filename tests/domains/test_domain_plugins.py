@@ -31,7 +31,7 @@ def test_funds_is_discovered_with_its_assistant_and_settings_section():
 
     assert [d.name for d in discover()] == ["funds"] and discover()[0] is DOMAIN and agent_domain() is DOMAIN
     section = [f for f in Settings.model_fields if f.startswith(DOMAIN.settings_prefix)]
-    source = "".join(p.read_text() for p in (ROOT / "bara" / "domains" / "funds").glob("*.py"))
+    source = "".join(p.read_text() for p in (ROOT / "bara" / "domains" / "funds").rglob("*.py"))
     derived = "".join(inspect.getsource(getattr(Settings, n).fget) for n in dir(Settings)  # e.g. router_thin_score
                       if n.startswith(DOMAIN.settings_prefix) and isinstance(getattr(Settings, n, None), property)
                       and n in source)

@@ -11,7 +11,7 @@ import pytest
 import bara.agent
 from bara.domains.funds import prompts as P
 from bara.domains.funds.golden_cases import CASES, parse_cases, unique_ids
-from bara.domains.funds.router_steps import Seen, is_thin, read_turn
+from bara.domains.funds.router.steps import Seen, is_thin, read_turn
 from bara.errors import InputError
 from bara.messages import SystemMessage, UserMessage
 from bara.settings import Settings
@@ -90,7 +90,7 @@ def test_thin_score_follows_rrf_k():
 
 
 def test_search_hits_are_read_back_as_typed_records():
-    from bara.domains.funds.router_records import SearchHit, search_hits
+    from bara.domains.funds.router.records import SearchHit, search_hits
 
     hits = search_hits({"hits": [{"source": "fiqa/1", "title": "T", "text": "x", "score": 0.03},
                                  {"source": "s", "score": None}, "junk"]})

@@ -98,7 +98,7 @@ def _sql_literals(path: Path) -> list[str]:
 def test_sql_is_portable_and_user_data_is_always_scoped():
     banned = ("INSERT OR", "REPLACE INTO", "AUTOINCREMENT", "strftime", "julianday", "datetime(", " GLOB ",
               "ifnull(", "group_concat", "PRAGMA")
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         for text in _sql_literals(path):
             assert not any(b.lower() in text.lower() for b in banned), (path.name, text)
             # DDL (the schema steps, incl. the owner-keys re-key registered from schema.py) is not a query,

@@ -357,14 +357,14 @@ XIRR_PORTFOLIO = {k: v for k, v in {**XIRR_BETA, "scope": "portfolio", "xirr_pct
 
 
 def _seen(name: str, data, ok: bool = True, **args):
-    from bara.domains.funds.router_steps import Seen
+    from bara.domains.funds.router.steps import Seen
 
     return Seen(name, args, {"ok": True, "data": data} if ok else {"ok": False, "error": "tool failed"})
 
 
 def test_funds_router_words_each_tool_result():
     """The router's replies from typed tool results, written out by hand."""
-    from bara.domains.funds.router_text import describe
+    from bara.domains.funds.router.compose import describe
 
     def said(name, data, ok=True, **args):
         return describe(_seen(name, data, ok, **args), "compare the expense ratio")
@@ -402,7 +402,7 @@ def test_funds_router_words_each_tool_result():
 @pytest.mark.xfail(strict=True, reason="a figure a tool leaves null is worded as 'None' (NAV None, max drawdown "
                                        "None%, category None): should read n/a; a fix belongs in the router's text")
 def test_funds_router_words_a_missing_figure_as_not_available():
-    from bara.domains.funds.router_text import describe, fall_facts
+    from bara.domains.funds.router.compose import describe, fall_facts
 
     bare = {**BETA, "nav": None, "category": None, "max_drawdown_1y_pct": None}
     held = {**HOLDINGS, "holdings": [{**HELD[1], "nav": None}]}
@@ -413,7 +413,7 @@ def test_funds_router_words_a_missing_figure_as_not_available():
 
 
 def test_funds_router_picks_the_fund_a_fall_question_is_about():
-    from bara.domains.funds.router_text import fall_facts
+    from bara.domains.funds.router.compose import fall_facts
 
     compare = _seen("compare_funds", {"funds": [ALPHA, BETA]})
 
@@ -439,7 +439,7 @@ def test_funds_router_picks_the_fund_a_fall_question_is_about():
 
 
 def test_funds_router_follows_an_xirr_with_the_funds_it_needs():
-    from bara.domains.funds.router_steps import SEARCH, Call, Plan, next_calls
+    from bara.domains.funds.router.steps import SEARCH, Call, Plan, next_calls
 
     offered = {"compare_funds", SEARCH, "get_holdings", "compute_xirr"}
     holdings = _seen("get_holdings", HOLDINGS)
@@ -462,7 +462,7 @@ def test_funds_router_follows_an_xirr_with_the_funds_it_needs():
 
 
 def test_tool_results_parse_once_into_typed_records():
-    from bara.domains.funds.router_records import Holdings, SchemeRef, Xirr, compared_funds
+    from bara.domains.funds.router.records import Holdings, SchemeRef, Xirr, compared_funds
 
     held = Holdings.read(HOLDINGS)
     assert [h.scheme_code for h in held.holdings] == ["100001", "100002"] and held.note == "cost basis note"

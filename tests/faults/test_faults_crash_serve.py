@@ -1,5 +1,5 @@
 """D5 (issue 33): kill -9 `bara serve` at many points during streamed turns; every stored turn is traced and
-learned (its trace and its episodic record committed with it, ``bara.pipeline_persist.TURN_STORED``).
+learned (its trace and its episodic record committed with it, ``bara.turn.persist.TURN_STORED``).
 Before, the turn, its learning writes and its trace were three transactions: a kill between them left
 turns with ``trace: null`` or no episodic record. The 200-kill version: ``bench/bench_crash_serve.py``."""
 

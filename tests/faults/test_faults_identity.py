@@ -18,7 +18,7 @@ from bara.memory.conversations import Conversations
 from bara.memory.notes import Note, NotesMemory
 from bara.memory.profile import ProfileMemory
 from bara.memory.qa import QAMemory
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
 from bara.types import SHARED

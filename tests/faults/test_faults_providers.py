@@ -22,7 +22,7 @@ from bara.app import Bara
 from bara.domains.funds.repo import FundsRepo
 from bara.llm import LLMDeadlineError, LLMError, LLMUnavailableError, MalformedResponse, build_model
 from bara.messages import UserMessage
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.settings import Settings
 from faults_server import SECRET, Fault, FaultServer, deep_json, elapsed, openai_ok, reply
 

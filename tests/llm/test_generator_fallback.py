@@ -12,7 +12,7 @@ import pytest
 from bara.app import Bara
 from bara.llm import build_model
 from bara.llm.offline import OfflineGenerator
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.settings import Settings
 
 QUESTION = "What is HTTP Strict Transport Security?"

@@ -16,7 +16,7 @@ from bara.llm.base import STOP_MAX_TOKENS
 from bara.llm.local import LOCAL_ALIAS
 from bara.llm.metered import MeteredModel
 from bara.messages import SystemMessage, UserMessage
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from llm_fixtures import SPEC, transcript
 from llm_local import SLOW_S, skip_unless_built, MAX_TOKENS, llm_model, llm_settings, module_server
 

@@ -16,7 +16,7 @@ import pytest
 from bara.app import Bara
 from bara.llm import LLMDeadlineError, LLMError, LLMUnavailableError
 from bara.messages import UserMessage
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from llm_local import skip_unless_built, llm_model, llm_settings, start
 
 pytestmark = [pytest.mark.llm, skip_unless_built()]

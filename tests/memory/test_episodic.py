@@ -111,7 +111,7 @@ def test_multi_hop_round_is_capped_and_traced(tmp_path, embedder):
 
 def test_pipeline_consults_episodes_for_personal_questions_not_kb_questions(tmp_path, embedder, rfc_kb):
     from bara.app import Bara
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     settings = Settings(db=str(rfc_kb("episodic")), cache_dir=tmp_path)
     with Bara(settings, embedder=embedder) as bara:
@@ -133,7 +133,7 @@ def test_an_evaluation_run_leaves_no_episodic_memory_behind(tmp_path, embedder, 
     their name index, not only the chunks: a later task of the same user would otherwise know names."""
     from bara.app import Bara
     from bara.eval.conversation_replay import forget_user
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     with Bara(Settings(db=str(rfc_kb("episodic-forget")), cache_dir=tmp_path), embedder=embedder) as bara:
         assistant = Assistant(bara)

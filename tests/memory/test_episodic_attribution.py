@@ -122,7 +122,7 @@ def test_settings_turn_the_check_off_or_read_the_tiers_own_items(memory):
 
 def test_the_gated_turn_says_the_conversation_does_not_say_it(tmp_path, embedder):
     from bara.app import Bara
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     captured = []
     with Bara(Settings(db=str(tmp_path / "p.db"), cache_dir=tmp_path), embedder=embedder) as bara:

@@ -11,7 +11,7 @@ from serve_helpers import sqlite_runtime
 
 from bara.app import Bara
 from bara.memory.writebehind import WriteBehind
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.settings import Settings
 
 DECISION = "Let's go with HSTS with a one-year max-age for the internal API."

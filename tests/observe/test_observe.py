@@ -51,7 +51,7 @@ def attrs(span) -> dict:
 
 
 def gated_turns(bara, obs: Observer, user: str, messages: list[str]):
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     assistant, cid, results = Assistant(bara), None, []
     for text in messages:
@@ -199,7 +199,7 @@ def test_tool_arguments_and_results_with_content_capture(bara):
 
 def test_incoming_traceparent_is_continued(bara):
     obs, exporter, _ = observer(bara)
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     result = Assistant(bara).turn("obs-parent", "Hi there!")
     trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -246,7 +246,7 @@ def test_the_otlp_exporter_runs_in_a_child_process_and_posts_to_the_endpoint(bar
 
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     received: list[tuple[str, bytes]] = []
 

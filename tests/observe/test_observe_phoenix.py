@@ -88,7 +88,7 @@ def exported(phoenix, rfc_kb, embedder) -> dict[str, Any]:
     """Run the gated conversation and the agent turn with export on; the traces and Phoenix's spans."""
     from bara.observe import build_observer
     from bara.observe.plan import plan_turn
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
     from test_observe import agent_turn
 
     with rfc_bara(rfc_kb, embedder, "observe_phoenix") as bara:

@@ -9,7 +9,7 @@ from test_hybrid import XYLO_QUERY, XYLO_TOPICS
 
 from bara.app import Bara
 from bara.memory.knowledge import KnowledgeBase
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
 

@@ -13,7 +13,7 @@ import pytest
 from kb_helpers import rfc_bara
 from store_contract import doc, request, vecs
 from bara.app import Bara
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.retrieval.hybrid import HybridRetriever
 from bara.settings import Settings
 from bara.store.base import LexicalPrefetch, LexicalPrefetcher, lexical_key

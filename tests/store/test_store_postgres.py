@@ -243,7 +243,7 @@ def test_concurrent_workers_lose_nothing_and_keep_order(pg_store_factory, pg_ser
 def test_a_turn_runs_under_the_users_database_scope(pg_store_factory, embedder, tmp_path):
     """Generic SQL inside a gated turn (here: a careless hook) sees only the turn's user's memory rows."""
     from bara.app import Bara
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
     from bara.settings import Settings
 
     store = pg_store_factory(dim=embedder.dim)  # turns are remembered as episodes: real vectors are written

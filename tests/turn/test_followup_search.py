@@ -12,8 +12,8 @@ import pytest
 from bara.app import Bara
 from bara.hooks import HookContext, PersistPlan
 from bara.memory.conversations import StoredMessage
-from bara.pipeline import Assistant
-from bara.pipeline_steps import ANSWER_IN_KB, answer_was_hit, answers_are_passages, drop_said, last_reply, said_terms
+from bara.turn.gated import Assistant
+from bara.turn.steps import ANSWER_IN_KB, answer_was_hit, answers_are_passages, drop_said, last_reply, said_terms
 from bara.settings import Settings
 from bara.types import SHARED, ArmScore, Hit, RetrievalOutcome, Status, StoredChunk
 from bara.understand.topic import compose_topic, search_vector
@@ -192,7 +192,7 @@ def test_without_the_follow_up_rules_the_answer_already_given_takes_a_slot(wonde
 
 def test_the_reply_is_encoded_after_the_answer_for_the_next_turn():
     from bara.errors import EmbedderError
-    from bara.pipeline_persist import reply_preparation
+    from bara.turn.persist import reply_preparation
 
     seen: list[list[str]] = []
     plan = PersistPlan("Which wonder was built as a defence?", f"{WALL} [1]\nSources: wonders.pdf")

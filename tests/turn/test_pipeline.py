@@ -16,7 +16,7 @@ from bara.decide import ROUTES
 from bara.errors import InputError
 from bara.hooks import HookError
 from bara.llm import LLMUnavailableError, ScriptedModel
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.settings import Settings
 from bara.trace import JSON_KEYS, STAGES, StoredRecord
 

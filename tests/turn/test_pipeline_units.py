@@ -10,7 +10,7 @@ import pytest
 from bara import prompts as P
 from bara.hooks import HOOK_POINTS, HookContext, HookError, Hooks, PersistPlan
 from bara.llm.offline import OfflineGenerator, answer, extractive_answer, split_sentences
-from bara.pipeline_steps import TurnFacts
+from bara.turn.steps import TurnFacts
 from bara.understand.sanitize import sanitize
 from bara.prompts.frames import (EpisodeItem, MemorySummary, NoteItem, PromptInputs, QAItem, Source, assemble,
                                  build_frames, estimate_tokens)
@@ -250,7 +250,7 @@ def test_trace_to_json_has_every_key_and_is_serialisable():
 
 
 def test_rewrite_does_not_carry_the_users_name_into_the_query():
-    from bara.pipeline_steps import topical_history
+    from bara.turn.steps import topical_history
     from bara.types import Utterance
     from bara.understand.rewrite import rewrite_query
 
@@ -264,7 +264,7 @@ def test_rewrite_does_not_carry_the_users_name_into_the_query():
 
 
 def test_relative_gap_drops_hits_far_below_the_best():
-    from bara.pipeline import within_gap
+    from bara.turn.gated import within_gap
     from types import SimpleNamespace
 
     from bara.types import RetrievalOutcome, Status

@@ -54,7 +54,7 @@ def traces(bara) -> dict[str, list[dict[str, Any]]]:
     from bara.domains.funds.assistant import AgentAssistant
     from bara.llm import ScriptedModel
     from bara.messages import AssistantMessage, ToolCall
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     messages = [json.loads(line)["user"] for line in DEMO.read_text(encoding="utf-8").splitlines() if line.strip()]
     gated = Assistant(bara)

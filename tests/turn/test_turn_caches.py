@@ -15,7 +15,7 @@ import pytest
 from kb_helpers import rfc_bara
 from bara.decide import decide
 from bara.decide.record import gate_record, policy_snapshot, snapshot
-from bara.pipeline_steps import states_facts, topical_history
+from bara.turn.steps import states_facts, topical_history
 from bara.settings import Settings
 from bara.types import Utterance
 from bara.understand.features import clip_unit, compute_features, topic_similarity
@@ -146,7 +146,7 @@ def bara(rfc_kb, embedder):
 
 def test_the_rewrite_follows_the_assistants_settings(bara):
     from bara.app import Bara
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     def follow_up(assistant, user: str) -> str:
         first = assistant.turn(user, "What is HTTP Strict Transport Security?")
@@ -163,7 +163,7 @@ def test_the_rewrite_follows_the_assistants_settings(bara):
 
 def test_rewrite_rules_are_built_from_the_assistants_settings(bara):
     from bara.app import Bara
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     assert Assistant(bara).rewrite_rules == RewriteRules.from_settings(bara.settings)
     other = Bara(bara.settings.override(rewrite_lookback=2), store=bara.store, embedder=bara.embedder)
@@ -171,7 +171,7 @@ def test_rewrite_rules_are_built_from_the_assistants_settings(bara):
 
 
 def test_hooks_still_run_at_every_point_when_registered(bara):
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     assistant, seen = Assistant(bara), []
     for point in ("policy_override", "before_generation", "after_generation", "before_persist"):
@@ -213,7 +213,7 @@ def test_a_prepared_history_gives_the_same_rewrite_as_a_cold_one():
 def test_the_next_turn_reads_the_history_view_its_predecessor_prepared(bara):
     """The preparation rebuilds the window the next turn loads (its last messages, the user's meta
     included): if it built a different one, the next turn's rewrite would miss the cache."""
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
     from bara.understand.rewrite import history_view
 
     assistant = Assistant(bara)

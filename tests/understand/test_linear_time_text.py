@@ -166,7 +166,7 @@ _EVENT_PIECES = ["American ", "Civil ", "War", "War ", "Revolution", "x", " ", "
 
 @given(st.lists(st.sampled_from(_EVENT_PIECES), max_size=10).map("".join))
 def test_named_events_are_found_where_the_backtracking_pattern_found_them(text):
-    from bara.domains.funds.router_fit import _NAMED_EVENT
+    from bara.domains.funds.router.fit import _NAMED_EVENT
 
     assert bool(_NAMED_EVENT.search(text)) == bool(OLD_NAMED_EVENT.search(text))
     # each event counts once; a run "Civil War Boer War" with no word between is two events, not one
@@ -175,7 +175,7 @@ def test_named_events_are_found_where_the_backtracking_pattern_found_them(text):
 
 @pytest.mark.parametrize("fill", ["Aaa ", "Civil ", "how many ", "default  ", "1999 ", "a king ", "lowest ", " "])
 def test_the_routers_fit_rules_grow_linearly(fill):
-    from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, numbers_in
+    from bara.domains.funds.router.fit import contradicts, fillable, name_coverage, numbers_in
 
     schema = {"properties": {"year": {"type": "integer", "description": "The year." + " default " * 50},
                              "region": {"type": "string", "enum": ["Europe", "Asia"],
@@ -207,8 +207,8 @@ def test_the_gates_features_grow_linearly(fill):
 @pytest.mark.parametrize("fill", ["fund ", "my tax saver fund ", "123456 ", "Rs 123456 ", "of Aa, ", "for Zz Yy and ",
                                   "31/01/2024 ", "Jan 31, 2024 ", "call ", "hey, add "])
 def test_the_routers_fund_and_date_reading_and_the_gates_rules_grow_linearly(fill):
-    from bara.domains.funds.router_dates import read_dates
-    from bara.domains.funds.router_named import named_fund
+    from bara.domains.funds.router.dates import read_dates
+    from bara.domains.funds.router.named import named_fund
     from bara.understand.intent import classify_intent
     from bara.understand.features import compute_features
 
@@ -253,7 +253,9 @@ OLD_ORDERED = {  # the backtracking originals: the specification of what each pa
 
 
 def _ordered_now():
-    from bara.domains.funds import router_intent, router_text, users
+    from bara.domains.funds import users
+    from bara.domains.funds.router import intent as router_intent
+    from bara.domains.funds.router import parse as router_text
 
     return {"why_fall": router_text.WHY_FALL, "xirr_rule": router_text.RULES["compute_xirr"][2][1],
             "by_house": router_text._BY_HOUSE, "by_scheme": router_text._BY_SCHEME, "advice": router_intent.ADVICE,

@@ -98,7 +98,7 @@ def test_a_bare_follow_up_gets_the_topic():
 
 
 def test_a_self_contained_turn_is_left_alone_by_the_pipeline(bara_pipeline):
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     assistant = Assistant(bara_pipeline)
     cid = assistant.open_conversation("t31-self", create=True)
@@ -109,7 +109,7 @@ def test_a_self_contained_turn_is_left_alone_by_the_pipeline(bara_pipeline):
 
 
 def test_the_pipeline_drops_the_old_topic_on_an_explicit_switch(bara_pipeline):
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     assistant = Assistant(bara_pipeline)
     cid = assistant.open_conversation("t31-switch", create=True)
@@ -156,7 +156,7 @@ def test_a_long_conversation_still_reads_its_opening(tmp_path):
     """The recent window (pipeline_history_messages) drops the first question; the turn loads it as the
     head (rewrite_head_messages), and the rewrite carries its topic."""
     from bara.memory.conversations import Conversations
-    from bara.pipeline_steps import rewrite_for
+    from bara.turn.steps import rewrite_for
     from bara.settings import Settings
     from bara.store.sqlite import SQLiteStore
     from bara.turn import load_conversation
@@ -186,7 +186,7 @@ def test_a_long_conversation_still_reads_its_opening(tmp_path):
 ])
 def test_a_greeting_led_request_to_learn_about_a_topic_is_searched(bara_pipeline, message, searches):
     """CAsT 2022 opens conversations this way; every CAsT turn is an information request (issue 31)."""
-    from bara.pipeline import Assistant
+    from bara.turn.gated import Assistant
 
     trace = Assistant(bara_pipeline).turn("t31-learn", message).trace
     assert (trace.latency_ms.get("retrieve_kb", 0.0) > 0) is searches, trace.reasons

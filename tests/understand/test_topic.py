@@ -8,7 +8,7 @@ import pytest
 
 from kb_helpers import rfc_bara
 from bara.memory.vectors import TOPIC, VEC, decode_vector, encode_vector, history_topic, message_meta
-from bara.pipeline import Assistant
+from bara.turn.gated import Assistant
 from bara.settings import Settings
 from bara.understand.features import compute_features
 from bara.understand.topic import compose_topic, topic_dependence

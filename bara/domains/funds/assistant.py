@@ -3,7 +3,7 @@
 One turn: sanitise, load the conversation, run bara's gate, choose the tools to
 offer (``agent_gate_tools``), run :func:`~bara.agent.loop.run_agent` over the
 six fund tools with a session-bound :class:`~bara.agent.tools.ToolContext`,
-persist the exchange, and return the same :class:`~bara.pipeline.TurnResult`
+persist the exchange, and return the same :class:`~bara.turn.gated.TurnResult`
 and :class:`~bara.trace.TurnTrace` as the gated pipeline (``route="agent"``;
 tool calls, status and usage under ``trace.gates.agent``).
 
@@ -29,7 +29,7 @@ from bara.agent.session import agent_details, call_query, chat_messages, hit_rec
 from bara.agent.tools import Tool, ToolContext, ToolServices
 from bara.app import Bara
 from bara.domains.funds.router import SEARCH, RuleRouter
-from bara.domains.funds.router_intent import normalise, other_person
+from bara.domains.funds.router.intent import normalise, other_person
 from bara.decide import GateResult, decide
 from bara.domains.funds import (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, FundsRepo, build_fund_tools, detect_refusal,
                                 fiqa_documents, scheme_fact_documents)
@@ -40,8 +40,8 @@ from bara.llm.base import Model
 from bara.llm.build import build_model
 from bara.messages import Message
 from bara.memory.knowledge import KnowledgeBase
-from bara.pipeline import TurnResult
-from bara.pipeline_persist import TURN_STORED
+from bara.turn.gated import TurnResult
+from bara.turn.persist import TURN_STORED
 from bara.turn import TurnStart, empty_trace, run_turn
 from bara.understand.prototypes import prototypes_for
 from bara.prompts import EMPTY_INPUT

@@ -1,6 +1,6 @@
 """Every prompt and reply of the funds domain: the agent's system prompt, and every reply the offline
 rule router writes (chit-chat, refusals, advice declines, failure and retry notes, labels, and the
-answer templates its formatters fill). Figures are never here: :mod:`bara.domains.funds.router_text`
+answer templates its formatters fill). Figures are never here: :mod:`bara.domains.funds.router.compose`
 copies them from tool results into these templates (formatting only).
 """
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from bara.domains.funds.router_text import name_runs
+from bara.domains.funds.router.parse import name_runs
 from bara.text.stopwords import RETRIEVAL_STOPWORDS
 
 #: A number shaped like an AMFI scheme code (5-7 digits on its own), unless money or units mark it.

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from bara.app import Bara
-from bara.cli_common import (FAULT, STORE_FAULT, bara_warnings_as_notices, fail, floor_option, free_text, k_option, open_bara,
+from bara.cli.common import (FAULT, STORE_FAULT, bara_warnings_as_notices, fail, floor_option, free_text, k_option, open_bara,
                              open_writer, printable, say, shown)
 from bara.errors import BaraError, StoreFaultError
 from bara.memory.knowledge import FileOutcome, IngestReport, Selection, discover, nothing_readable
@@ -231,29 +231,29 @@ def _print_eval(report: dict) -> None:
     console.print(table)
 
 
-from bara.cli_chat import register  # noqa: E402 - chat & memory commands live in their own module
+from bara.cli.chat import register  # noqa: E402 - chat & memory commands live in their own module
 
 register(app)
 
-from bara.cli_funds import register as register_funds  # noqa: E402
+from bara.cli.funds import register as register_funds  # noqa: E402
 register_funds(app)
 
-from bara.cli_eval import register as register_eval  # noqa: E402 - eval ab/gate/tools/report
+from bara.cli.eval import register as register_eval  # noqa: E402 - eval ab/gate/tools/report
 register_eval(eval_app)
 
-from bara.cli_eval_rewrite import register as register_eval_rewrite  # noqa: E402 - eval rewrite
+from bara.cli.eval_rewrite import register as register_eval_rewrite  # noqa: E402 - eval rewrite
 register_eval_rewrite(eval_app)
 
-from bara.cli_db import register as register_db  # noqa: E402 - db start/stop/migrate
+from bara.cli.db import register as register_db  # noqa: E402 - db start/stop/migrate
 register_db(app)
 
-from bara.cli_mcp import register as register_mcp  # noqa: E402 - bara mcp (MCP over stdio)
+from bara.cli.mcp import register as register_mcp  # noqa: E402 - bara mcp (MCP over stdio)
 register_mcp(app)
 
-from bara.cli_serve import register as register_serve  # noqa: E402 - serve and keys
+from bara.cli.serve import register as register_serve  # noqa: E402 - serve and keys
 register_serve(app)
 
-from bara.cli_llm import register as register_llm  # noqa: E402 - llm serve-local
+from bara.cli.llm import register as register_llm  # noqa: E402 - llm serve-local
 register_llm(app)
 
 
@@ -273,7 +273,3 @@ def main() -> None:
         err.print(f"error: internal error ({type(exc).__name__}: {printable(str(exc))}); this is a bug in bara: "
                   f"rerun with {DEBUG_ENV}=1 for the traceback and report it", markup=False, highlight=False)
         sys.exit(FAULT)
-
-
-if __name__ == "__main__":
-    main()

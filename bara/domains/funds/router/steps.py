@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from bara.domains.funds import router_text as T
-from bara.domains.funds.router_records import Holdings, SearchHit, Xirr, search_hits
+from bara.domains.funds.router import compose as C
+from bara.domains.funds.router import parse as T
+from bara.domains.funds.router.records import Holdings, SearchHit, Xirr, search_hits
 from bara.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage
 from bara.settings import Settings
 
@@ -170,7 +171,7 @@ def is_thin(search: Seen, settings: Settings | None = None) -> bool:
 
 def informed_query(seen: Sequence[Seen]) -> str:
     """A search query that carries what the computation found (name, category, the figure)."""
-    facts = T.fall_facts(seen)
+    facts = C.fall_facts(seen)
     if not facts.name:
         return "why do mutual fund NAVs fall: market decline, drawdown and volatility"
     figure = f" {facts.figure}" if facts.figure else ""

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bara.cli_common import fail
+from bara.cli.common import fail
 from bara.errors import BaraError
 from bara.settings import load_settings
 

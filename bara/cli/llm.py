@@ -11,7 +11,7 @@ import time
 import typer
 from rich.console import Console
 
-from bara.cli_common import fail
+from bara.cli.common import fail
 
 err = Console(stderr=True, highlight=False)
 llm_app = typer.Typer(help="A real model on loopback (built by `make llm`).", no_args_is_help=True)

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from bara.cli_common import fail, kept, loaded_embedder, say, shown, utf8_callback
+from bara.cli.common import fail, kept, loaded_embedder, say, shown, utf8_callback
 from bara.errors import BaraError
 
 out, err = Console(soft_wrap=True, highlight=False), Console(stderr=True, soft_wrap=True, highlight=False)

@@ -1,4 +1,4 @@
-"""Helpers of the gated turn (``bara.pipeline``): which history the rewrite reads, which hits
+"""Helpers of the gated turn (``bara.turn.gated``): which history the rewrite reads, which hits
 survive the relative gap, which hits a follow-up drops because an earlier reply already said them,
 which turns are remembered as Q&A, per-message vectors for curation, and
 the guessed knowledge-base query whose lexical arm starts before the message is encoded (the one

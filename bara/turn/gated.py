@@ -28,10 +28,10 @@ from bara.llm.errors import LLMError
 from bara.llm.offline import FALLBACK_REASON, Generator, ModelGenerator, OfflineGenerator, answered_by
 from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
-from bara.pipeline_persist import (TURN_STORED, learn_profile, learning_writes, next_turn_preparation, reply_preparation,
+from bara.turn.persist import (TURN_STORED, learn_profile, learning_writes, next_turn_preparation, reply_preparation,
                                    user_meta)
-from bara.pipeline_records import Retrieved, Seen, TurnInput, TurnResult
-from bara.pipeline_steps import (LexicalGuess, answers_are_passages, drop_said, last_reply,
+from bara.turn.records import Retrieved, Seen, TurnInput, TurnResult
+from bara.turn.steps import (LexicalGuess, answers_are_passages, drop_said, last_reply,
                                  learns_qa, lexical_guess, mark_rerank, per_message, rewrite_for, said_terms,
                                  within_gap)
 import bara.prompts as PROMPTS
@@ -41,7 +41,7 @@ from bara.prompts.frames import (MemorySummary, Prompt, PromptInputs, assemble, 
 from bara.decide.record import gate_summary
 from bara.trace import (StoredRecord, TurnRecorder, TurnTrace, prompt_summary,
                         retrieval_summary, trace_fields)
-from bara.turn import TurnStart, empty_trace, run_turn
+from bara.turn.skeleton import TurnStart, empty_trace, run_turn
 from bara.types import PIPELINE_MODES, PipelineMode, RetrievalOutcome, Tier, Utterance
 from bara.understand.features import normalize
 from bara.understand.forget import asks_to_forget

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from bara.app import Bara
-from bara.cli_common import (fail, free_text, id_callback, k_option, new_sqlite, note_knowledge, open_bara, printable,
+from bara.cli.common import (fail, free_text, id_callback, k_option, new_sqlite, note_knowledge, open_bara, printable,
                              say)
 from bara.datafiles import check_file, json_value, read_lines
 from bara.errors import BaraError
@@ -27,7 +27,7 @@ from bara.llm.build import build_model
 from bara.memory.admin import TIERS, inspect_report, query_tier
 from bara.observe import build_observer
 from bara.domain import TurnAssistant, agent_assistant
-from bara.pipeline import MODES, Assistant, pipeline_mode
+from bara.turn.gated import MODES, Assistant, pipeline_mode
 from bara.text.locator import locator
 from bara.settings import load_settings
 from bara.trace import HitRecord, TurnTrace

@@ -5,12 +5,12 @@ tool selection like any model's. Each ``complete`` call re-reads the transcript
 (the signed-in user from the system prompt, the last user message, the tool
 results since) and returns either the next tool calls or a templated answer.
 It never does arithmetic: every figure in an answer is copied from a tool
-result (wording and formatters: :mod:`bara.domains.funds.router_text`).
+result (wording and formatters: :mod:`bara.domains.funds.router.compose`).
 
-Every message is first normalised (:mod:`bara.domains.funds.router_intent`: Hinglish
+Every message is first normalised (:mod:`bara.domains.funds.router.intent`: Hinglish
 words mapped to English, misspelt keywords corrected) and its scheme names
 resolved by fuzzy matching over the catalogue, the user's own schemes first
-(:mod:`bara.domains.funds.router_schemes`). Routing, first match wins:
+(:mod:`bara.domains.funds.router.schemes`). Routing, first match wins:
 
 1. refusals: another person's portfolio (by name, id, relation such as "my
    brother", "his holdings", in bulk) or an out-of-scope request get no tools;
@@ -26,10 +26,10 @@ resolved by fuzzy matching over the catalogue, the user's own schemes first
 8. otherwise keyword rules plus cosine similarity between the message and the
    "use for" half of each tool description; search is never chosen for the
    user's own figures; with no rule firing a tool is called only when it fits
-   (:meth:`RuleRouter.best_fit`, :mod:`bara.domains.funds.router_fit`).
+   (:meth:`RuleRouter.best_fit`, :mod:`bara.domains.funds.router.fit`).
 
 Follow-up steps (thin-search reformulation, compute-then-search) live in
-:mod:`bara.domains.funds.router_steps`.
+:mod:`bara.domains.funds.router.steps`.
 """
 
 from __future__ import annotations
@@ -41,14 +41,15 @@ import numpy as np
 
 from bara.retrieval.protocol import Embedder
 from bara.store.base import SqlRunner
-from bara.domains.funds import router_intent as I
-from bara.domains.funds import router_text as T
+from bara.domains.funds.router import intent as I
+from bara.domains.funds.router import compose as C
+from bara.domains.funds.router import parse as T
 from bara.domains.funds.repo import FundsRepo
-from bara.domains.funds.router_dates import date_range, read_dates
-from bara.domains.funds.router_named import named_fund
-from bara.domains.funds.router_fit import contradicts, fillable, name_coverage, spec_text
-from bara.domains.funds.router_schemes import SchemeCatalogue
-from bara.domains.funds.router_steps import (MAX_COMPARE, SEARCH, Call, Plan, Seen, Turn,  # noqa: F401
+from bara.domains.funds.router.dates import date_range, read_dates
+from bara.domains.funds.router.named import named_fund
+from bara.domains.funds.router.fit import contradicts, fillable, name_coverage, spec_text
+from bara.domains.funds.router.schemes import SchemeCatalogue
+from bara.domains.funds.router.steps import (MAX_COMPARE, SEARCH, Call, Plan, Seen, Turn,  # noqa: F401
                                              informed_query, is_thin, next_calls, read_turn)  # re-exported
 from bara.decide import decide
 from bara.domains.funds.users import REFUSE_ADVICE, REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, detect_refusal
@@ -97,7 +98,7 @@ class RuleRouter:
             tool_calls = tuple(ToolCall(f"rr-{turn.calls_made + i + 1}", c.name, dict(c.args))
                                for i, c in enumerate(calls))
             return ModelResponse(AssistantMessage(tool_calls=tool_calls), stop_reason=STOP_TOOL_CALLS)
-        return ModelResponse(AssistantMessage(text=T.compose(plan, turn)), stop_reason=STOP_END)
+        return ModelResponse(AssistantMessage(text=C.compose(plan, turn)), stop_reason=STOP_END)
 
     # ------------------------------------------------------------------ planning
     def plan(self, text: str, own: Sequence[str], tools: Sequence[ToolSpec] = ()) -> Plan:
@@ -206,7 +207,7 @@ class RuleRouter:
         """With no rule firing: of the tools that fit and whose required numeric and enum arguments the text
         can fill, the most similar (ties broken by how much of its name the text mentions), or None.
         A tool fits when its similarity reaches ``router_sim_min``, or ``router_sim_floor`` with at least
-        ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.domains.funds.router_fit`), or
+        ``router_name_cover_min`` of its name's words mentioned (:mod:`bara.domains.funds.router.fit`), or
         ``router_sim_floor_named`` with ``router_name_cover_most`` of them, or
         when the text mentions some word of its name and is close to its whole spec (name words, description
         and parameter descriptions: ``spec_scores``, by default :meth:`spec_similarity`) at
@@ -236,7 +237,7 @@ class RuleRouter:
         return max(candidates, key=lambda n: scores[n] + s.router_name_weight * cover[n], default=None)
 
     def spec_similarity(self, text: str, spec: ToolSpec) -> float:
-        """cosine(message, the tool's whole spec as text: :func:`~bara.domains.funds.router_fit.spec_text`);
+        """cosine(message, the tool's whole spec as text: :func:`~bara.domains.funds.router.fit.spec_text`);
         -1 without an embedder."""
         if self.embedder is None:
             return -1.0

@@ -1,4 +1,4 @@
-"""The records between the stages of one gated turn (``bara.pipeline``): the loaded input, what the
+"""The records between the stages of one gated turn (``bara.turn.gated``): the loaded input, what the
 gate computed that retrieval reuses, what the tiers returned, and the turn's result."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from bara.memory.episodic_attribution import Attribution
 from bara.memory.notes import NoteHit
 from bara.memory.qa import QAHit
 from bara.memory.vectors import HistoryTopic
-from bara.pipeline_steps import LexicalGuess, TurnFacts
+from bara.turn.steps import LexicalGuess, TurnFacts
 from bara.trace import TurnTrace
-from bara.turn import TurnStart
+from bara.turn.skeleton import TurnStart
 from bara.types import RetrievalOutcome, Utterance
 from bara.understand.sanitize import CleanInput
 from bara.understand.state import ConversationState

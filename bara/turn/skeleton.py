@@ -1,6 +1,6 @@
 """The one turn skeleton every assistant runs: sanitise, the empty turn, open, lock, load.
 
-``run_turn`` does the preamble both the gated pipeline (``bara.pipeline``) and the agent
+``run_turn`` does the preamble both the gated pipeline (``bara.turn.gated``) and the agent
 session run before their own work, in one order: sanitise the message (timed, its reason
 codes recorded); an empty message is answered without touching the store; otherwise open
 the conversation, take its turn lock and the user's store scope, load the recent window and

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bara.cli_common import K_MAX, K_MIN, fail, id_callback, shown
+from bara.cli.common import K_MAX, K_MIN, fail, id_callback, shown
 from bara.errors import BaraError
 from bara.settings import Settings, load_settings
 
@@ -66,7 +66,7 @@ def output_file(path: Optional[Path], option: str) -> None:
 
 def default_prereg() -> Path:
     """``eval/preregistered.toml`` of the working directory, else of the source checkout."""
-    return PREREG if PREREG.is_file() else Path(__file__).resolve().parents[1] / PREREG
+    return PREREG if PREREG.is_file() else Path(__file__).resolve().parents[2] / PREREG
 
 
 def _embedder(settings: Settings) -> Any:

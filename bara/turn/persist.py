@@ -1,4 +1,4 @@
-"""The persist stage of a gated turn (``bara.pipeline``): what the user message taught the profile,
+"""The persist stage of a gated turn (``bara.turn.gated``): what the user message taught the profile,
 the learning writes queued for after the answer (notes, the episodic record, the Q&A pair), and the
 per-message metadata that spares later turns re-encoding."""
 
@@ -15,8 +15,8 @@ from bara.memory.conversations import StoredMessage
 from bara.memory.notes import Note
 from bara.memory.profile import ProfileFact, ProfileMemory
 from bara.memory.vectors import TOPIC, decode_vector, message_meta
-from bara.pipeline_records import Retrieved, TurnInput
-from bara.pipeline_steps import ANSWER_IN_KB, answer_was_hit, topical_history
+from bara.turn.records import Retrieved, TurnInput
+from bara.turn.steps import ANSWER_IN_KB, answer_was_hit, topical_history
 from bara.settings import Settings
 from bara.trace import TurnTrace
 from bara.understand.names import has_content
@@ -93,7 +93,7 @@ def reply_preparation(settings: Settings, plan: PersistPlan, meta: dict[str, Any
                       embed: Callable[[list[str]], object]) -> tuple[Callable[[], object], ...]:
     """The vector of the reply just stored, computed after the answer when that reply was one of the turn's
     hits (``meta[ANSWER_IN_KB]``): a follow-up then searches with it (``gate_followup_reply_weight``;
-    ``bara.pipeline_steps.last_reply`` reads the same text), and the embedder's cache serves the next
+    ``bara.turn.steps.last_reply`` reads the same text), and the embedder's cache serves the next
     turn. An embedder failure here is left for that turn to report."""
     use = settings.gate_followup_reply_weight > 0 and bool(meta.get(ANSWER_IN_KB))
     reply = strip_scaffolding(plan.assistant_text) if use else ""

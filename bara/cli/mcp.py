@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from bara.cli_common import shown, utf8_callback
+from bara.cli.common import shown, utf8_callback
 from bara.errors import BaraError
 
 err = Console(stderr=True, highlight=False)
@@ -32,7 +32,7 @@ def mcp(user: str = typer.Option(..., "--user", help="The user every tool acts f
     from bara.prompts.mcp import EMPTY_USER
     from bara.settings import load_settings
 
-    from bara.cli_serve import require_store
+    from bara.cli.serve import require_store
     from bara.memory.api_keys import check_user_id
 
     if not user.strip():

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from bara.cli_common import fail, kept, open_bara
+from bara.cli.common import fail, kept, open_bara
 from bara.errors import BaraError
 
 out, err = Console(soft_wrap=True, markup=False), Console(stderr=True, soft_wrap=True, markup=False)  # paths, URLs

@@ -1,6 +1,6 @@
 """`bara funds load|users|tool` and `bara eval golden`: parse, call the library, print.
 
-Registered on the main app by :func:`register` (see bara/cli.py).
+Registered on the main app by :func:`register` (see bara/cli/__init__.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from bara.app import Bara
-from bara.cli_common import BAD_INPUT, FAULT, fail, id_callback, open_bara, say, shown
+from bara.cli.common import BAD_INPUT, FAULT, fail, id_callback, open_bara, say, shown
 from bara.errors import BaraError
 from bara.types import SHARED
 

@@ -1,0 +1,6 @@
+"""``python -m bara``: the `bara` command."""
+
+from bara.cli import main
+
+if __name__ == "__main__":
+    main()
