@@ -42,7 +42,7 @@ from bara.eval.stats import bootstrap_ratio_ci, ratio_of_sums  # noqa: E402
 from bara.llm.base import ModelResponse  # noqa: E402
 from bara.llm.local import local_gguf  # noqa: E402
 from bara.messages import AssistantMessage, Message, SystemMessage, ToolSpec, Usage  # noqa: E402
-from bara.pipeline import Assistant  # noqa: E402
+from bara.turn.gated import Assistant  # noqa: E402
 from bara.retrieval.embedders import build_embedder  # noqa: E402
 from bara.settings import load_settings  # noqa: E402
 
