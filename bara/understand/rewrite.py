@@ -116,8 +116,8 @@ class HistoryView:
     first of them and the most recent ones) and the recent replies, scaffolding stripped.
 
     The same history and rules give the same view, so it is cached (:func:`history_view`) and can be
-    prepared after an answer, in the idle time before the next message (:func:`prepare_history`,
-    issue 16): the next turn is then left only the work its new message needs."""
+    prepared after an answer, in the idle time before the next message (:func:`prepare_history`),
+    so that the next turn is left only the work its new message needs."""
 
     def __init__(self, history: tuple[Utterance, ...], rules: RewriteRules):
         self.rules = rules

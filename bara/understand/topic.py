@@ -84,7 +84,7 @@ def topic_decision(message: str, features: ContextFeatures, similarity: float | 
     topic vector, bit for bit, so a turn computes it once."""
     if not has_context:
         return TopicDecision(False, None, "topic:no_history")
-    if topic_switch(message) is not None:  # "Switching topics: ..." says so itself (issue 31)
+    if topic_switch(message) is not None:  # "Switching topics: ..." says so itself
         return TopicDecision(False, similarity, "topic:explicit_switch")
     if features.followup_signals:
         return TopicDecision(True, similarity, "topic:followup_cue")
