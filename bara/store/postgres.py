@@ -194,27 +194,30 @@ class PostgresStore:
         self._local.scope = setup[1][0]
         return (setup,)
 
+    def _send_pending(self, conn: psycopg.Connection) -> None:
+        """The transaction control statements waiting for the next statement (BEGIN, SAVEPOINT...)."""
+        pending = self._local.pending
+        for control in pending:
+            conn.execute(cast(LiteralString, control))
+        pending.clear()
+
     def _send(self, *statements: tuple[Any, Any]) -> psycopg.Cursor:
         """The pending transaction control, then ``statements``, in one pipeline of the thread's
         transaction: the last statement's cursor."""
-        conn, pending = self._local.conn, self._local.pending
+        conn = self._local.conn
         self._local.sent += 1
         with conn.pipeline():
-            for control in pending:
-                conn.execute(cast(LiteralString, control))
-            pending.clear()
+            self._send_pending(conn)
             for sql, params in statements:
                 cur = conn.execute(cast(LiteralString, sql), params)
         return cur
 
     def _send_many(self, sql: str, rows: list[Any], *setup: tuple[Any, Any]) -> None:
         """Like :meth:`_send`, then one statement over many rows (psycopg pipelines them too)."""
-        conn, pending = self._local.conn, self._local.pending
+        conn = self._local.conn
         self._local.sent += 1
         with conn.pipeline():
-            for control in pending:
-                conn.execute(cast(LiteralString, control))
-            pending.clear()
+            self._send_pending(conn)
             for stmt, params in setup:
                 conn.execute(stmt, params)
             with conn.cursor() as cur:
