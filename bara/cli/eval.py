@@ -146,17 +146,27 @@ class ProgressSteps:
         self.bar.update(self.tasks[name], advance=n)
 
 
+def _mode_table(title: str, modes: list[str]) -> Table:
+    """A table with a metric column and one column per mode."""
+    table = Table(title=title)
+    for col in ["metric", *modes]:
+        table.add_column(col)
+    return table
+
+
+def _add_latency_row(table: Table, result: dict, modes: list[str]) -> None:
+    table.add_row("latency p50/p95 ms", *[f"{result['modes'][m]['latency_ms']['p50']} / "
+                                          f"{result['modes'][m]['latency_ms']['p95']}" for m in modes])
+
+
 def _print_ab(result: dict) -> None:
     console = Console(highlight=False)
     modes = list(result["modes"])
-    table = Table(title=f"{result['n_tasks']} tasks")
-    for col in ["metric", *modes]:
-        table.add_column(col)
+    table = _mode_table(f"{result['n_tasks']} tasks", modes)
     for key in ("retrieval_rate", "retrieval_calls", "context_tokens", "recall@5", "ndcg@10", "answer_f1",
                 "rouge_l", "abstain_unanswerable", "answer_rate_answerable", "clarify_underspecified"):
         table.add_row(key, *[_cell(result["modes"][m].get(key), result["modes"][m]["ci"].get(key)) for m in modes])
-    table.add_row("latency p50/p95 ms", *[f"{result['modes'][m]['latency_ms']['p50']} / "
-                                          f"{result['modes'][m]['latency_ms']['p95']}" for m in modes])
+    _add_latency_row(table, result, modes)
     if any("turns_all" in result["modes"][m] for m in modes):
         _add_whole_rows(table, result, modes)
     console.print(table)
@@ -324,14 +334,11 @@ def _judged(model: Any, judge: str, rows: dict, files: tuple[Path, ...]) -> dict
 def _print_memory(result: dict) -> None:
     console = Console(highlight=False)
     modes = list(result["modes"])
-    table = Table(title=f"LoCoMo: {result['n_questions']} questions")
-    for col in ["metric", *modes]:
-        table.add_column(col)
+    table = _mode_table(f"LoCoMo: {result['n_questions']} questions", modes)
     for key in ("evidence_recall@5", "evidence_recall@10", "context_tokens", "abstain_adversarial",
                 "false_abstain_answerable", "abstain_precision"):
         table.add_row(key, *[str(result["modes"][m][key]) for m in modes])
-    table.add_row("latency p50/p95 ms", *[f"{result['modes'][m]['latency_ms']['p50']} / "
-                                           f"{result['modes'][m]['latency_ms']['p95']}" for m in modes])
+    _add_latency_row(table, result, modes)
     for cat in ("1", "2", "3", "4"):
         table.add_row(f"recall@10 cat {cat}", *[str(result["by_category"][m][cat]["evidence_recall@10"])
                                                  for m in modes])
