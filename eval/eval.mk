@@ -19,7 +19,7 @@ EVAL_MIX_SEED ?= 20261130
 EVAL_REWRITE ?= $(DATA)/rewrite
 EVAL_REWRITE_SETS ?= cast2019 cast2020 cast2022 canard_dev
 
-.PHONY: eval eval-ab eval-mixed eval-gate eval-tools eval-calibrate eval-report eval-rewrite
+.PHONY: eval eval-ab eval-mixed eval-gate eval-tools eval-calibrate eval-report eval-rewrite eval-same
 
 # Runtime on 2 shared cores (corpus index and embedding cache warm): see docs/evaluation.md, round 2.
 eval: eval-ab eval-mixed eval-gate eval-tools eval-calibrate eval-rewrite eval-report
@@ -74,3 +74,16 @@ eval-rewrite: $(STAMP)
 		out = {s: {k: v for k, v in json.load(open(f"{d}/rewrite/{s}.json.tmp")).items() if k != "turns"} for s in sets}; \
 		json.dump(out, open(f"{d}/rewrite.json", "w"), indent=1, sort_keys=True)' $(EVAL_DIR) $(EVAL_REWRITE_SETS)
 	rm -rf $(EVAL_DIR)/rewrite
+
+# The harness on BASE (a commit, in a temporary worktree) and on this checkout, compared figure by
+# figure: a change meant to keep behaviour (a refactor, a move) must print SAME for every file.
+# `make eval-same BASE=main~1` (the folders stay under $(EVAL_SAME_DIR) for a second look).
+EVAL_SAME_DIR ?= .eval-same
+eval-same: $(STAMP)
+	@test -n "$(BASE)" || { echo "error: set BASE=<commit> (e.g. make eval-same BASE=main~1)"; exit 2; }
+	rm -rf $(EVAL_SAME_DIR)/base-tree && git worktree add -q --detach $(EVAL_SAME_DIR)/base-tree $(BASE)
+	cd $(EVAL_SAME_DIR)/base-tree && PYTHON=$(CURDIR)/$(BIN)/python BARA_DATA=$(abspath $(DATA)) \
+		bash $(CURDIR)/scripts/eval_harness.sh $(CURDIR)/$(EVAL_SAME_DIR)/base
+	PYTHON=$(CURDIR)/$(BIN)/python BARA_DATA=$(abspath $(DATA)) bash scripts/eval_harness.sh $(EVAL_SAME_DIR)/head
+	git worktree remove --force $(EVAL_SAME_DIR)/base-tree
+	$(BIN)/python scripts/eval_compare.py $(EVAL_SAME_DIR)/base $(EVAL_SAME_DIR)/head
