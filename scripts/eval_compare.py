@@ -2,13 +2,13 @@
 
     python scripts/eval_compare.py BASE_DIR HEAD_DIR      # exit 0 when every file is SAME
 
-Keys that time something (ms, seconds, latency, wall, p50/p95) or name a place (path, cache) are left
+Keys that time something (ms, seconds, latency, wall, p50/p95) or name a place or a fingerprint (path, cache, settings hash) are left
 out: they differ between any two runs. Everything else (scores, verdicts, counts, tokens, every
 row's query and hits) must be equal, floats included, to print SAME.
 """
 import json, re, sys
 from pathlib import Path
-TIMING = re.compile(r"(^|_)(ms|s|latency|seconds|time|wall|elapsed|p50|p95|p99|mean_ms|cpu)($|_)|latency|_ms$|_ms_|duration|timing|started|finished|sha|created|path|cache", re.I)
+TIMING = re.compile(r"(^|_)(ms|s|latency|seconds|time|wall|elapsed|p50|p95|p99|mean_ms|cpu)($|_)|latency|_ms$|_ms_|duration|timing|started|finished|sha|hash|created|path|cache", re.I)
 
 def load(p: Path):
     txt = p.read_text()
