@@ -19,14 +19,15 @@ heading weight ``w > w0`` scales ``f`` by at most ``w / w0``), and a larger aver
 the length term ``k1 (1 - b + b |d| / A)`` by at most ``A0 / A``; the margin covers rounding. Then:
 
 1. seed: over the terms of largest ``U`` (about ``seed_rows`` postings), each of their rows' partial
-   score (those terms' contributions alone, each >= 0, so at most its score); theta, the ``limit``-th
-   best of these, is at most the ``limit``-th best score of all rows;
+   score (those terms' contributions alone); the ``limit`` rows of best partial score are scored
+   exactly, and theta, the least of these, is at most the ``limit``-th best score of all rows;
 2. partition: with the terms in ascending ``U``, the longest prefix whose bounds add up to less than
    theta is *non-essential*: a row holding only those terms scores below theta, so it is not among
    the best ``limit``;
-3. the rows of the essential terms get their partial score over those terms: theta rises to the
-   ``limit``-th best of them, and a row whose partial score plus the non-essential terms' bounds is
-   below theta is dropped (MaxScore's per-row test);
+3. the rows of the essential terms get their partial score over those terms: theta rises as in 1
+   (their ``limit`` best, scored exactly); then the non-essential terms are read one at a time, by
+   descending bound, each only for the rows left, and a row whose partial score plus the bounds of the
+   terms not yet read is below theta is dropped (MaxScore's per-row test);
 4. the rows left are scored exactly, and the best ``limit`` kept by (score descending, id ascending):
    FTS5's order. Every row of the true best ``limit`` scores at least theta, so it passed 2 and 3.
 
@@ -95,29 +96,28 @@ def top_rows(rows_of: np.ndarray, counts: np.ndarray, length: np.ndarray, ids: n
             break
         seeds.append(int(i))
         held += int(sizes[i])
+    def exact_kth(rows: np.ndarray, partial: np.ndarray) -> float:
+        """The ``limit``-th best exact score of the ``limit`` rows of best partial score: a score some
+        ``limit`` rows reach, so at most the ``limit``-th best of all."""
+        lead = rows[np.sort(np.argpartition(partial, len(partial) - limit)[len(partial) - limit:])]
+        return float(np.min(scored(rows_of, counts, length, spans, idfs, avgdl, title_weight, lead)))
+
     seed = [spans[i] for i in seeds]
-    _, partial = reaching(rows_of, counts, length, seed, [idfs[i] for i in seeds], avgdl, title_weight)
+    rows, partial = reaching(rows_of, counts, length, seed, [idfs[i] for i in seeds], avgdl, title_weight)
     if len(partial) < limit:
         return None
-    theta = kth(partial, limit)
+    theta = exact_kth(rows, partial)
     essential = essential_terms(bound, theta)
     if int(sizes[essential].sum()) > WORTH * int(sizes.sum()):
         return None
     rows, partial = reaching(rows_of, counts, length, [spans[i] for i in essential], [idfs[i] for i in essential],
                              avgdl, title_weight)
-    theta = max(theta, kth(partial, limit))
-    rest = float(bound.sum() - bound[essential].sum())  # the non-essential terms' bounds
-    rows = rows[(partial + rest) * (1.0 + MARGIN) >= theta]
+    theta = max(theta, exact_kth(rows, partial))
+    others = [int(i) for i in np.argsort(-bound, kind="stable") if i not in set(essential.tolist())]
+    rows = pruned(rows, partial, rows_of, counts, length, [spans[i] for i in others], [idfs[i] for i in others],
+                  [float(bound[i]) for i in others], avgdl, title_weight, theta)
     scores = scored(rows_of, counts, length, spans, idfs, avgdl, title_weight, rows)
     return ranked(ids[rows], scores, limit)
-
-
-def kth(partial: np.ndarray, limit: int) -> float:
-    """A lower bound of the ``limit``-th best score: the ``limit``-th best of some rows' partial scores
-    (some terms' contributions, each >= 0), less the margin; 0.0 when fewer rows."""
-    if len(partial) < limit:
-        return 0.0
-    return float(np.partition(partial, len(partial) - limit)[len(partial) - limit]) * (1.0 - MARGIN)
 
 
 def union(parts: Sequence[np.ndarray]) -> np.ndarray:
@@ -140,6 +140,27 @@ def reaching(rows_of: np.ndarray, counts: np.ndarray, length: np.ndarray, spans:
         at = np.searchsorted(rows, postings)
         partial[at] += impact(idf, frequencies(counts[a:b], title_weight), length[postings], avgdl)
     return rows, partial
+
+
+def pruned(rows: np.ndarray, partial: np.ndarray, rows_of: np.ndarray, counts: np.ndarray, length: np.ndarray,
+           spans: Sequence[Span], idfs: Sequence[float], bounds: Sequence[float], avgdl: float, title_weight: float,
+           theta: float) -> np.ndarray:
+    """MaxScore's per-row test: the ``rows`` whose partial score plus the bounds of the terms not yet
+    read (``spans``, by descending bound) can reach ``theta``, the terms read one at a time (each row
+    searched for in the term's list) and the rows that cannot reach it dropped after each."""
+    rest = float(sum(bounds))
+    for (a, b, _), idf, bound in zip(spans, idfs, bounds, strict=True):
+        keep = (partial + rest) * (1.0 + MARGIN) >= theta
+        rows, partial = rows[keep], partial[keep]
+        if not len(rows):
+            break
+        postings = rows_of[a:b]
+        at = np.minimum(np.searchsorted(postings, rows), len(postings) - 1)
+        mine = np.flatnonzero(postings[at] == rows)
+        theirs = a + at[mine]
+        partial[mine] += impact(idf, frequencies(counts[theirs], title_weight), length[rows[mine]], avgdl)
+        rest -= bound
+    return rows[(partial + max(rest, 0.0)) * (1.0 + MARGIN) >= theta]
 
 
 def ranked(ids: np.ndarray, scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
