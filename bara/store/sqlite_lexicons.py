@@ -99,7 +99,14 @@ class Lexicons:
             return build_lexicon(run, owners, colls, gens)
         folder = sqlite_lexicon_file.folder_of(self.location, owners, colls)
         found = sqlite_lexicon_file.load(folder, gens)
-        return found if found is not None else sqlite_lexicon_file.build(run, owners, colls, gens, folder)
+        if found is not None:
+            return found
+        try:
+            return sqlite_lexicon_file.build(run, owners, colls, gens, folder)
+        except OSError as exc:  # a read-only folder, a full disk: FTS5 answers until the scope is written
+            warnings.warn(f"bara could not write the full-text index {folder} ({exc}): the {colls} scope's "
+                          "full-text arm stays with FTS5 until it is written again", RuntimeWarning, stacklevel=2)
+            return None
 
     def wait(self) -> None:
         """Until every build under way has finished (``Bara.warm``, close, tests)."""

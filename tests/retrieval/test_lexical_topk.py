@@ -183,3 +183,21 @@ def test_the_store_builds_persists_and_reloads_a_large_scope(tmp_path):
     again.wait_for_indexes()
     assert again.search(req).candidates == fresh != expected  # the new generation was built
     again.close()
+
+
+def test_a_folder_that_cannot_be_written_leaves_the_scope_to_fts5(tmp_path, monkeypatch):
+    s = SQLiteStore(tmp_path / "kb.db", lexicon_topk_min=2)
+    s.write_document(doc("d.txt", ["timer backoff", "cipher timer", "window"]), vecs(3))
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only")
+
+    monkeypatch.setattr(sqlite_lexicon_file, "build", refuse)
+    req = request("timer cipher", None, limit=2, in_memory_min_chunks=0, in_memory_after=1)
+    expected = s.search(replace(req, in_memory_lexical=False)).candidates
+    with pytest.warns(RuntimeWarning, match="could not write"):
+        s.search(req)
+        s.wait_for_indexes()
+    assert s.search(req).candidates == expected
+    assert s._lexicons._built[SCOPE] == (s._matrix(*SCOPE).gens, None)  # recorded: no rebuild on every search
+    s.close()
