@@ -48,8 +48,9 @@ import numpy as np
 K1, B = 1.2, 0.75  # fts5_aux.c's constants
 WEIGHTS_BODY, WEIGHT_SCOPE = 1.0, 0.0  # LEXICAL_SQL's column weights besides the heading's
 MARGIN = 1e-9  # relative slack on the bounds for floating-point rounding (ulps are ~1e-16)
-SEED_ROWS = 16384  # rows scored to set theta: a few binary searches each, small against a common term's list
+SEED_ROWS = 4096  # rows scored to set theta: a few binary searches each, small against a common term's list
 WORTH = 0.8  # score exhaustively when the essential lists hold more than this share of the query's postings
+DENSE = 16  # essential postings above 1/16 of the rows: a row-sized array is cheaper than sorting them
 
 Span = tuple[int, int, float]  # (first posting, end, G0 of the term)
 
@@ -133,6 +134,13 @@ def reaching(rows_of: np.ndarray, counts: np.ndarray, length: np.ndarray, spans:
     alone: a lower bound of its score, and with the other terms' bounds added an upper bound (MaxScore's
     per-row test, before the other lists are searched). Any order of adding, so only a bound (the
     margin); the rows that pass are scored exactly afterwards."""
+    if sum(b - a for a, b, _ in spans) * DENSE > len(length):  # many rows: add into one slot per row, no sort
+        dense = np.zeros(len(length))
+        for (a, b, _), idf in zip(spans, idfs, strict=True):
+            postings = rows_of[a:b]
+            dense[postings] += impact(idf, frequencies(counts[a:b], title_weight), length[postings], avgdl)
+        rows = np.flatnonzero(dense)  # a row whose terms here add 0.0 cannot reach theta: the rest is below it
+        return rows, dense[rows]
     rows = union([rows_of[a:b] for a, b, _ in spans])
     partial = np.zeros(len(rows))
     for (a, b, _), idf in zip(spans, idfs, strict=True):
