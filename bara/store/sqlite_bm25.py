@@ -26,8 +26,12 @@ row's contributions in phrase order from 0.0, as FTS5's loop does.
 Exact agreement needs the same floating-point operations in the same order, and FTS5's own tokens:
 a stored term that is not plain ``[a-z0-9]+`` is tokenised by an in-memory FTS5 table with the same
 tokenizer, every row's token count is checked against FTS5's ``docsize``, a new lexicon must rank a
-probe of three terms as FTS5 does (:func:`agrees_with_fts5`), and a query with a term that is not plain
+probe of three terms as FTS5 does (``sqlite_lexicons.agrees_with_fts5``), and a query with a term that is not plain
 is left to FTS5 (None). ``tests/retrieval/test_lexical_memory.py`` compares the two.
+
+A knowledge base of at least ``lexical_topk_min_chunks`` gets a compact lexicon persisted beside the file
+(``sqlite_lexicon_file``) with a bound per term, and :meth:`Lexicon.rows` ranks it by MaxScore
+(``lexical_topk``): the same rows, scores and order as :func:`ranked_rows`, without scoring every match.
 """
 
 from __future__ import annotations
