@@ -14,7 +14,9 @@ its peak RSS is its own:
 - ``query``: its load time and RSS, then per SciFact training query the whole arm as the store runs it
   (``Lexicon.rows``: the statistics statement, then scoring) with every match scored and with MaxScore,
   one after the other; p50 / p95 of single runs, and of each query's best of three (the CPU cost with
-  less of the scheduler's noise on a shared machine), and whether the two gave the same rows and scores.
+  less of the scheduler's noise on a shared machine), and whether the two gave the same rows and scores;
+- ``warm`` (``--warm N``): N times, open the store, search the knowledge base once and wait for its index,
+  as ``bara serve`` warms: the first may build ``<db>.lex/`` (the store's own), the next ones map it.
 """
 
 from __future__ import annotations
@@ -127,6 +129,29 @@ def phase_query(store: str, n: int, limit: int) -> dict[str, Any]:
     return out
 
 
+def phase_warm(store: str) -> dict[str, Any]:
+    """What a server's warm-up spends on the lexical arm: open the store, search the knowledge base once
+    (lexical arm only), wait for the index: a build the first time (into ``<db>.lex/``), a map after."""
+    from bara.settings import Settings
+    from bara.store import open_store
+    from bara.text.lexical import analyze
+    from bara.types import SearchRequest
+
+    existed = Path(f"{store}.lex").is_dir()
+    t0 = time.perf_counter()
+    s = open_store(store, mode="read", settings=Settings())
+    try:
+        req = SearchRequest(terms=tuple(analyze("vitamin d deficiency and cancer risk")), vector=None, limit=12,
+                            owners=SCOPE[0], collections=SCOPE[1], use_dense=False, in_memory_after=1)
+        s.search(req)
+        wait = s.wait_for_indexes  # type: ignore[attr-defined]  # SQLite's: the index builds on another thread
+        wait()
+        took = time.perf_counter() - t0
+    finally:
+        s.close()
+    return {"warm_s": round(took, 2), "warm_rss_mb": rss_mb(), "warm_found_index": existed}
+
+
 def measure(store: str, args: argparse.Namespace) -> dict[str, Any]:
     """Every phase of one store, each in a child process."""
     rows = sqlite3.connect(f"file:{store}?mode=ro", uri=True).execute(
@@ -138,11 +163,16 @@ def measure(store: str, args: argparse.Namespace) -> dict[str, Any]:
     if args.rebuild or not (Path(f"{store}.lex-bench") / "meta.json").is_file():
         phases.append("build")
     phases.append("query")
+    phases += ["warm"] * args.warm
     for phase in phases:
         cmd = [sys.executable, __file__, "--phase", phase, "--store", store, "--queries", str(args.queries),
                "--limit", str(args.limit)]
         done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-        out.update(json.loads(done.stdout.strip().splitlines()[-1]))
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        if phase == "warm":
+            out.setdefault("warm", []).append(found)
+        else:
+            out.update(found)
     out["load_average"] = os.getloadavg()[0]
     return out
 
@@ -154,13 +184,15 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=12, help="the arm's limit (a turn's: 3 x k = 12)")
     ap.add_argument("--memory-max", type=int, default=200_000, help="skip the in-memory lexicon above this")
     ap.add_argument("--rebuild", action="store_true")
-    ap.add_argument("--phase", choices=("memory", "build", "query"), help=argparse.SUPPRESS)
+    ap.add_argument("--warm", type=int, default=0, help="this many store warm-ups (the first may build <db>.lex/)")
+    ap.add_argument("--phase", choices=("memory", "build", "query", "warm"), help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.phase:
         store = args.store[0]
         found = {"memory": lambda: phase_memory(store), "build": lambda: phase_build(store),
-                 "query": lambda: phase_query(store, args.queries, args.limit)}[args.phase]()
+                 "query": lambda: phase_query(store, args.queries, args.limit),
+                 "warm": lambda: phase_warm(store)}[args.phase]()
         print(json.dumps(found))
         return
     for store in args.store:
