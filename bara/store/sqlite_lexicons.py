@@ -99,7 +99,7 @@ class Lexicons:
         if self.location is None or self.topk_min <= 0 or scope_rows(run, owners, colls) < self.topk_min:
             return build_lexicon(run, owners, colls, gens)
         folder = sqlite_lexicon_file.folder_of(self.location, owners, colls)
-        found = sqlite_lexicon_file.load(folder, gens)
+        found = sqlite_lexicon_file.load(folder, gens, sqlite_lexicon_file.fingerprint(run, owners, colls))
         if found is not None:
             return found
         try:

@@ -201,3 +201,25 @@ def test_a_folder_that_cannot_be_written_leaves_the_scope_to_fts5(tmp_path, monk
     assert s.search(req).candidates == expected
     assert s._lexicons._built[SCOPE] == (s._matrix(*SCOPE).gens, None)  # recorded: no rebuild on every search
     s.close()
+
+
+def test_a_store_written_again_to_the_same_generations_does_not_load_the_old_index(tmp_path):
+    path = tmp_path / "kb.db"
+    req = request("timer cipher", None, limit=5, in_memory_min_chunks=0, in_memory_after=1)
+    results = []
+    for version, words in enumerate(("timer backoff cipher window", "cipher suite timer record alert")):
+        rng = random.Random(9)
+        s = SQLiteStore(path, lexicon_topk_min=2)
+        texts = [" ".join(rng.choice(words.split()) for _ in range(9)) for _ in range(8)]  # as many tokens
+        s.write_document(doc("d.txt", texts, version=str(version)), vecs(8))
+        expected = s.search(replace(req, in_memory_lexical=False)).candidates
+        s.search(req)
+        s.wait_for_indexes()
+        results.append((s.search(req).candidates, expected, s._matrix(*SCOPE).gens, s._lexicons._built[SCOPE][1]))
+        s.close()
+        for leftover in tmp_path.glob("kb.db*"):  # the store goes; its index folder stays
+            if leftover.is_file():
+                leftover.unlink()
+    assert results[0][2] == results[1][2]  # the same generations
+    assert results[1][0] == results[1][1] != results[0][1]  # the second store's own ranking, not the first's
+    assert results[1][3] is not None  # from its own new index (a stale one would fail the probe and be dropped)
