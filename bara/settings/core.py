@@ -103,6 +103,12 @@ class CoreSettings(BaseModel):
         "A knowledge base's in-memory full-text index is built (on a background thread, ~0.1-0.4 s of CPU) "
         "once a process has searched it this many times: a short script or one-off command never pays for "
         "it; `bara serve` and interactive `bara chat` build it while warming up."))
+    lexical_topk_min_chunks: int = Field(default=50_000, ge=0, description=(
+        "SQLite: a knowledge base of at least this many chunks keeps its in-memory full-text index compact and "
+        "persisted beside the file (<db>.lex/, labelled with the scope's write generations, so a restart maps "
+        "it instead of rebuilding it) and ranks by MaxScore, an exact top-k that skips rows which cannot reach "
+        "the best results: the same rows, scores and order as scoring every match (bara.store.lexical_topk). "
+        "Smaller knowledge bases, every default evaluation among them, score every match. 0 turns it off."))
     lexical_memory_cache_scopes: int = Field(default=1024, ge=1, description=(
         "SQLite: how many users' memory scopes (a user's Q&A pairs, notes or episodes, as searched) keep their "
         "full-text lexicon in memory between searches, least recently searched dropped first. A memory search "

@@ -27,7 +27,7 @@ from bara.store.sqlite_files import (APPLICATION_ID, DEFAULT_BUSY_TIMEOUT_S, che
 from bara.store.sqlite_ann import DEFAULT as DEFAULT_ANN
 from bara.store.sqlite_ann import AnnConfig, Graphs, approximate_dense, approximate_matrix
 from bara.store.sqlite_conns import Readers, WriterLock
-from bara.store.sqlite_bm25 import Lexicons
+from bara.store.sqlite_lexicons import DEFAULT_TOPK_MIN, Lexicons
 from bara.store.sqlite_lexical import (LexicalWorker, collect, index_chunk, lexical_arm, members, runner,
                                       scope_table_rows, unindex_document)
 from bara.store.sqlite_matrix import DEFAULT_MB, DEFAULT_SCOPES, Appended, Matrices, Matrix
@@ -48,7 +48,7 @@ class SQLiteStore:
     def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None, *, mode: str = "write",
                  matrix_scopes: int = DEFAULT_SCOPES, matrix_mb: float = DEFAULT_MB,
                  lexicon_scopes: int = DEFAULT_LEXICON_SCOPES, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
-                 ann: AnnConfig = DEFAULT_ANN):
+                 ann: AnnConfig = DEFAULT_ANN, lexicon_topk_min: int = DEFAULT_TOPK_MIN):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.location = str(path)
@@ -64,7 +64,9 @@ class SQLiteStore:
         self._readers = Readers(reader_uri(self.location), busy_timeout_s)  # a read connection per thread
         self._worker = LexicalWorker(self.location, reader_uri(self.location)) if self.location != ":memory:" else None
         # the shared scopes' full-text rows, scored in memory (built on their own read-only connection)
-        self._lexicons = Lexicons(SHARED, self._worker.uri if self._worker is not None else None)
+        self._lexicons = Lexicons(SHARED, self._worker.uri if self._worker is not None else None,
+                                  None if self._worker is None else str(Path(self.location).expanduser().resolve()),
+                                  lexicon_topk_min)
         # users' memory scopes' full-text rows, scored over each searched scope's own statistics
         self._scopes = ScopeLexicons(lexicon_scopes)
         with self._translated():

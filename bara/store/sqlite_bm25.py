@@ -26,8 +26,12 @@ row's contributions in phrase order from 0.0, as FTS5's loop does.
 Exact agreement needs the same floating-point operations in the same order, and FTS5's own tokens:
 a stored term that is not plain ``[a-z0-9]+`` is tokenised by an in-memory FTS5 table with the same
 tokenizer, every row's token count is checked against FTS5's ``docsize``, a new lexicon must rank a
-probe of three terms as FTS5 does (:func:`agrees_with_fts5`), and a query with a term that is not plain
+probe of three terms as FTS5 does (``sqlite_lexicons.agrees_with_fts5``), and a query with a term that is not plain
 is left to FTS5 (None). ``tests/retrieval/test_lexical_memory.py`` compares the two.
+
+A knowledge base of at least ``lexical_topk_min_chunks`` gets a compact lexicon persisted beside the file
+(``sqlite_lexicon_file``) with a bound per term, and :meth:`Lexicon.rows` ranks it by MaxScore
+(``lexical_topk``): the same rows, scores and order as :func:`ranked_rows`, without scoring every match.
 """
 
 from __future__ import annotations
@@ -35,26 +39,21 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
-import threading
-import warnings
 from array import array
 from collections import defaultdict
 from contextlib import closing
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import count
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from bara.store.sqlite_lexical import (KB_FTS, LEXICAL_SQL, Run, averages, lexical_params, lexical_rows, read_snapshot,
-                                      runner, varints)
-from bara.types import SearchRequest
+from bara.store.lexical_topk import frequencies, impact, top_rows
+from bara.store.sqlite_lexical import KB_FTS, Run, averages, varints
 
-K1, B = 1.2, 0.75  # fts5_aux.c's constants
 PLAIN = re.compile(r"[a-z0-9]+")
 NOT_PLAIN = re.compile(r"[^a-z0-9\s]")  # a character no plain token or space has
-WEIGHTS_BODY, WEIGHT_SCOPE = 1.0, 0.0  # LEXICAL_SQL's column weights besides the heading's
 KNOWN_TOKENS: dict[str, tuple[str, ...]] = {}  # fts5_tokens' words so far, up to KNOWN_TOKENS_MAX of them
 KNOWN_TOKENS_MAX = 100_000  # ~20 MB at most: a bound on the memo, not a tuning knob
 ROW_COUNTS = f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.bara_fts_rows USING fts5vocab(main, '{KB_FTS}', 'row')"
@@ -78,11 +77,13 @@ class Lexicon:
     length: np.ndarray  # float64 tokens per row, every column (FTS5's docsize)
     terms: dict[str, int]
     start: np.ndarray  # int64, len(terms) + 1
-    rows_of: np.ndarray  # int32 row positions
-    counts: np.ndarray  # int32 (postings, 3): instances in body, heading, scope
+    rows_of: np.ndarray  # int32 row positions (uint32 in a persisted lexicon, sqlite_lexicon_file)
+    counts: np.ndarray  # int32 (postings, 3): instances in body, heading, scope (uint16, no scope, persisted)
     own: bool = False  # statistics from these rows alone (a user's memory scope, sqlite_scope_bm25)
     tokens: int = 0  # every row's tokens, added (the scope's own average length when ``own``)
     hint: WholeHint = field(default_factory=WholeHint, compare=False)  # the one mutable part
+    bound: np.ndarray | None = field(default=None, compare=False)  # per term G0: MaxScore (lexical_topk) when set
+    ref: tuple[float, float] = (1.0, 1.0)  # the (title weight, average length) ``bound`` was computed at
 
     def rows(self, run: Run, terms: Sequence[str], title_weight: float, limit: int) -> list[tuple[int, float]] | None:
         """The scope's best ``limit`` rows for ``terms`` as (id, score), FTS5's order (score, then id);
@@ -100,6 +101,13 @@ class Lexicon:
             return []  # no phrase occurs in the scope: nothing matches, no statistics needed
         held = [t for t, _, _ in spans]  # a phrase the scope lacks scores nothing: its count is not read
         n_row, n_token, hits = self._stats(run, held)
+        if self.bound is not None:  # a large scope: MaxScore's exact top-k, unless it would score most rows
+            found = top_rows(self.rows_of, self.counts, self.length, self.ids,
+                             [(a, b, float(self.bound[self.terms[t]])) for t, a, b in spans],
+                             [idf_of(n_row, hits.get(t, 0)) for t, _, _ in spans], float(n_token) / float(n_row),
+                             title_weight, limit, self.ref)
+            if found is not None:
+                return found
         return ranked_rows([(self, spans)], n_row, n_token, hits, title_weight, limit)
 
     def spans(self, phrases: Sequence[str]) -> list[tuple[str, int, int]]:
@@ -137,7 +145,7 @@ def ranked_rows(parts: Sequence[tuple[Lexicon, list[tuple[str, int, int]]]], n_r
         at = np.concatenate([lexicon.rows_of[a:b] for _, a, b in spans])
         freq = frequencies(np.concatenate([lexicon.counts[a:b] for _, a, b in spans]), title_weight)
         idf = np.repeat([idf_of(n_row, hits.get(t, 0)) for t, _, _ in spans], [b - a for _, a, b in spans])
-        part = idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * lexicon.length[at] / avgdl)))
+        part = impact(idf, freq, lexicon.length[at], avgdl)
         score = np.bincount(at, weights=part, minlength=len(lexicon.ids))
         matched = np.zeros(len(lexicon.ids), dtype=bool)
         matched[at] = True
@@ -175,16 +183,6 @@ def own_rows(parts: Sequence[Lexicon], terms: Sequence[str], title_weight: float
                        title_weight, limit)
 
 
-def frequencies(counts: np.ndarray, title_weight: float) -> np.ndarray:
-    """FTS5's weighted frequency: each instance's column weight added in (column, offset) order, so a
-    weight that is not a small binary fraction rounds as FTS5's running sum does."""
-    freq = counts[:, 0] * WEIGHTS_BODY
-    for column, weight in ((1, title_weight), (2, WEIGHT_SCOPE)):
-        for n in range(1, int(counts[:, column].max(initial=0)) + 1):
-            freq = np.where(counts[:, column] >= n, freq + weight, freq)
-    return freq
-
-
 def idf_of(n_row: int, n_hit: int) -> float:
     """FTS5's IDF of a phrase that ``n_hit`` of the table's ``n_row`` rows hold (1e-6 when not positive)."""
     idf = math.log(((n_row - n_hit) + 0.5) / (n_hit + 0.5))
@@ -207,15 +205,35 @@ def table_stats(run: Run, terms: Sequence[str]) -> tuple[int, int, dict[str, int
     return n_row, n_token, {str(t): int(n) for t, n in found if t is not None}
 
 
+def scope_sql(table: str, owners: int, colls: int, only: int | None = None, after: bool = False) -> str:
+    """The scope's full-text rows with FTS5's sizes, by id: of ``only`` ids when given, or a page of those
+    after an id (``after``: the last two parameters are that id and the page's size)."""
+    some = f" AND c.id IN ({','.join('?' * only)})" if only is not None else ""
+    some += " AND c.id > ?" if after else ""
+    return (f"SELECT c.id, f.body, f.heading, f.scope, d.sz FROM chunks c JOIN {table} f ON f.rowid = c.id"
+            f" JOIN {table}_docsize d ON d.id = c.id WHERE c.owner IN ({','.join('?' * owners)})"
+            f" AND c.collection IN ({','.join('?' * colls)}){some} ORDER BY c.id" + (" LIMIT ?" if after else ""))
+
+
 def build_lexicon(run: Run, owners: Sequence[str], colls: Sequence[str], gens: tuple[int, ...], table: str = KB_FTS,
                   only: Sequence[int] | None = None) -> Lexicon | None:
     """Read the scope's full-text rows from ``table`` (only those of the ids ``only`` when given); None when a row's tokens
     do not add up to FTS5's own count. A users' table's lexicon is ``own``: its statistics are its rows'."""
-    marks_o, marks_c = ",".join("?" * len(owners)), ",".join("?" * len(colls))
-    some = f" AND c.id IN ({','.join('?' * len(only))})" if only is not None else ""
-    rows = run(f"SELECT c.id, f.body, f.heading, f.scope, d.sz FROM chunks c JOIN {table} f ON f.rowid = c.id"
-               f" JOIN {table}_docsize d ON d.id = c.id WHERE c.owner IN ({marks_o}) AND c.collection IN ({marks_c})"
-               f"{some} ORDER BY c.id", (*owners, *colls, *(only or ())))
+    rows = run(scope_sql(table, len(owners), len(colls), None if only is None else len(only)),
+               (*owners, *colls, *(only or ())))
+    found = postings(rows)
+    if found is None:
+        return None
+    terms, ids, length, start, rows_of, counts = found
+    own = table != KB_FTS
+    return Lexicon(gens, ids, length, terms, start, rows_of, counts, own, int(length.sum()),
+                   WholeHint(not own and table_stats(run, ())[0] == len(rows)))
+
+
+def postings(rows: list[tuple]) -> tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                         np.ndarray] | None:
+    """(terms, ids, lengths, start, rows_of, counts) of :class:`Lexicon` for ``rows`` (id, body, heading,
+    scope, docsize; by id); None when a row's tokens do not add up to FTS5's own count."""
     tokens = token_ids(rows)
     if tokens is None:
         return None
@@ -233,9 +251,7 @@ def build_lexicon(run: Run, owners: Sequence[str], colls: Sequence[str], gens: t
     term_of = pairs // len(rows) if len(rows) else pairs
     start = np.searchsorted(term_of, np.arange(len(terms) + 1))
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    own = table != KB_FTS
-    return Lexicon(gens, ids, length, terms, start.astype(np.int64), (pairs % max(len(rows), 1)).astype(np.int32),
-                   counts, own, int(length.sum()), WholeHint(not own and table_stats(run, ())[0] == len(rows)))
+    return (terms, ids, length, start.astype(np.int64), (pairs % max(len(rows), 1)).astype(np.int32), counts)
 
 
 def token_ids(rows: list[tuple]) -> tuple[dict[str, int], np.ndarray, np.ndarray] | None:
@@ -301,101 +317,3 @@ def one_token(term: str) -> str | None:
     several tokens (a phrase, which a lexicon without positions cannot match) or none."""
     tokens = fts5_tokens({term})[term]
     return tokens[0] if len(tokens) == 1 else None
-
-
-class Lexicons:
-    """The lexicons of the shared scopes this process searches. A scope's lexicon is built on a
-    background thread with its own read-only connection, started once the scope has been searched
-    ``after`` times (``lexical_in_memory_after_searches``: a short script never pays the ~0.1 s of CPU
-    for 1,152 chunks, ~0.4 s for 5,000-8,000) and again after a write to the scope; FTS5 answers until
-    it is ready. Memory scopes are not built here: they change every turn, live in their own table
-    (``memory_fts``), which this lexicon's statistics do not read, and are scored over their own
-    statistics (``bara.store.sqlite_scope_bm25``, which extends them at each append). ``uri`` None
-    (an in-memory database, which a second connection cannot open): never built."""
-
-    def __init__(self, shared: str, uri: str | None):
-        self.shared, self.uri = shared, uri
-        self._built: dict[tuple, tuple[tuple[int, ...], Lexicon | None]] = {}
-        self._searches: dict[tuple, int] = {}
-        self._building: dict[tuple, threading.Thread] = {}
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def current(self, owners: tuple[str, ...], colls: tuple[str, ...], gens: tuple[int, ...]) -> Lexicon | None:
-        """The scope's lexicon if it is built and as of ``gens``, else None."""
-        built = self._built.get((owners, colls))
-        return built[1] if built is not None and built[0] == gens else None
-
-    def lexicon(self, owners: tuple[str, ...], colls: tuple[str, ...], gens: tuple[int, ...],
-                generations: Callable[[Run], tuple[int, ...]], after: int) -> Lexicon | None:
-        """The scope's lexicon as of ``gens``; None (FTS5 answers) for memory scopes, before the scope's
-        ``after``-th search, while it is being built and when the build found FTS5's counts differ or the
-        probe (:func:`agrees_with_fts5`) ranked otherwise. ``generations`` reads the scope's write
-        generations on the builder's connection."""
-        if any(o != self.shared for o in owners):
-            return None
-        key = (owners, colls)
-        built = self._built.get(key)
-        if built is not None and built[0] == gens:
-            return built[1]
-        self._searches[key] = self._searches.get(key, 0) + 1
-        if self._searches[key] >= after:
-            self._start(key, generations)
-        return None
-
-    def _start(self, key: tuple, generations: Callable[[Run], tuple[int, ...]]) -> None:
-        with self._lock:
-            running = self._building.get(key)
-            if self.uri is None or self._closed or (running is not None and running.is_alive()):
-                return
-            thread = threading.Thread(target=self._build, args=(key, generations), name="bara-lexicon", daemon=True)
-            self._building[key] = thread
-            thread.start()
-
-    def _build(self, key: tuple, generations: Callable[[Run], tuple[int, ...]]) -> None:
-        owners, colls = key
-        assert self.uri is not None  # _start checked
-        with closing(sqlite3.connect(self.uri, uri=True, check_same_thread=False, timeout=30.0)) as conn:
-            run = runner(conn)
-            try:
-                # The generations, rows and probe as of one moment: a learning write committed meanwhile
-                # would change the table-wide statistics between the probe's two rankings and fail it.
-                with read_snapshot(conn):
-                    gens = generations(run)
-                    lexicon = build_lexicon(run, owners, colls, gens)
-                    agrees = lexicon is None or agrees_with_fts5(run, lexicon, owners, colls)
-                if not agrees:
-                    warnings.warn(f"SQLite {sqlite3.sqlite_version}'s FTS5 ranks the {colls} scope otherwise than "
-                                  "bara's in-memory copy: its full-text arm stays with FTS5", RuntimeWarning,
-                                  stacklevel=2)
-                    lexicon = None
-            except sqlite3.Error:
-                return  # FTS5 answers; the next search of the scope tries again
-        self._built[key] = (gens, lexicon)  # None: FTS5 answers until the next write
-
-    def wait(self) -> None:
-        """Until every build under way has finished (``Bara.warm``, close, tests)."""
-        with self._lock:
-            threads = list(self._building.values())
-        for thread in threads:
-            thread.join()
-
-    def close(self) -> None:
-        """Start no more builds and wait for those under way (they hold their own connections)."""
-        with self._lock:
-            self._closed = True
-        self.wait()
-
-
-def agrees_with_fts5(run: Run, lexicon: Lexicon, owners: Sequence[str], colls: Sequence[str]) -> bool:
-    """A probe before first use: the scope's most common, a middling and its rarest term, ranked by
-    FTS5's query and by ``lexicon``, must give the same rows and scores (an FTS5 that stores or scores
-    otherwise, in some other SQLite, keeps its own query)."""
-    names = list(lexicon.terms)  # in id order
-    by_rows = np.argsort(-np.diff(lexicon.start), kind="stable")
-    picks = sorted({0, len(by_rows) // 2, len(by_rows) - 1}) if len(by_rows) else []
-    probe = tuple(t for t in (names[int(by_rows[i])] for i in picks) if PLAIN.fullmatch(t))
-    if not probe:
-        return True
-    req = SearchRequest(terms=probe, vector=None, limit=20, owners=tuple(owners), collections=tuple(colls))
-    return lexicon.rows(run, probe, req.title_weight, req.limit) == lexical_rows(run(LEXICAL_SQL, lexical_params(req)))

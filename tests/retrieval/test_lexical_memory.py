@@ -16,7 +16,8 @@ from store_contract import doc, request, vecs
 
 from bara.store import sqlite_lexical
 from bara.store.sqlite import SQLiteStore
-from bara.store.sqlite_bm25 import Lexicons, agrees_with_fts5, build_lexicon, fts5_tokens, varints
+from bara.store.sqlite_bm25 import build_lexicon, fts5_tokens, varints
+from bara.store.sqlite_lexicons import Lexicons, agrees_with_fts5
 from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_params, lexical_rows, read_snapshot, runner
 from bara.text.lexical import analyze
 
