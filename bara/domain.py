@@ -6,7 +6,7 @@
   (``Bara.assistant`` names it through :data:`bara.plugins.ASSISTANTS`).
 * :class:`Domain`: a plug-in package under ``bara/domains/`` (or installed apart) that brings its
   schema steps, its tools, the services those tools use, optionally its own assistant (``agent``
-  mode) and its settings. The HTTP service, MCP and the CLI find domains with :func:`discover`
+  mode) and its settings section (a pydantic model, ``Settings.domains[<name>]``: bara.settings.sections). The HTTP service, MCP and the CLI find domains with :func:`discover`
   (the ``bara.domains`` entry points and :data:`bara.plugins.BUILTIN_DOMAINS`) and never import one.
 """
 
@@ -22,6 +22,8 @@ from bara.store.base import SqlRunner
 from bara.turn.gated import Assistant, pipeline_mode
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from bara.agent.tools import Tool
 
 __all__ = ["Domain", "TurnAssistant", "agent_assistant", "agent_domain", "build_assistant", "discover",
@@ -36,7 +38,13 @@ class Domain(Protocol):
 
     @property
     def settings_prefix(self) -> str:
-        """The prefix of the ``Settings`` fields that are this domain's section (e.g. ``router_``)."""
+        """The prefix every field of :attr:`settings_model` shares (e.g. ``router_``): flat keys with it
+        (``BARA_ROUTER_SIM_MIN``, ``router_sim_min`` in bara.toml) load into the domain's section."""
+        ...
+
+    @property
+    def settings_model(self) -> "type[BaseModel] | None":
+        """The model of the domain's settings section (``Settings.section(name, model)``), or None."""
         ...
 
     @property
