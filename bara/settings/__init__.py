@@ -19,13 +19,13 @@ import tomllib
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import (BaseModel, Field, PrivateAttr, SerializationInfo, SerializerFunctionWrapHandler, ValidationError,
+from pydantic import (BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, ValidationError,
                       model_serializer, model_validator)
 
 from bara.errors import ConfigError
 from bara.settings.core import CoreSettings, _cache_home
 from bara.settings.environment import UnknownSettingWarning, env_values, warn_unknown
-from bara.settings.sections import flat_values, gather, section_fields
+from bara.settings.sections import flat_values, gather, section_fields, section_of
 
 #: The rewrite's term-scorer weights, fitted on the dev halves (scripts/train_rewrite_scorer.py).
 _REWRITE_TERM_WEIGHTS = {"bias": -4.645, "carried": 0.477, "first_user": 1.845, "prev_user": 0.951,
@@ -320,7 +320,6 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     domains: dict[str, dict[str, Any]] = Field(default_factory=dict, description=(
         "Each domain plug-in's settings section by domain name, checked by the domain's model (funds: "
         "the rule router's router_* thresholds); flat keys such as router_sim_min still load into it."))
-    _sections: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -336,12 +335,8 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
         return data
 
     def section(self, name: str, model: type[M]) -> M:
-        """Domain ``name``'s settings section as ``model`` (its plug-in's ``settings_model``), built once."""
-        found = self._sections.get(name)
-        if not isinstance(found, model):
-            found = model.model_validate(self.domains.get(name, {}))
-            self._sections[name] = found
-        return found
+        """Domain ``name``'s settings section as ``model`` (its plug-in's ``settings_model``)."""
+        return section_of(self.domains, name, model)
 
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""

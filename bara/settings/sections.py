@@ -14,12 +14,14 @@ a section is given or shown, so building ``Settings()`` at import time never loa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, Iterable, Mapping
+from functools import cache, lru_cache
+from typing import Any, Iterable, Mapping, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from bara import plugins
+
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,23 @@ def _checked(name: str, values: Any) -> dict[str, Any]:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise ValueError(f"domains.{name}: {problems}") from None
     return checked.model_dump(include=set(values))
+
+
+def section_of(domains: Mapping[str, Mapping[str, Any]], name: str, model: type[M]) -> M:
+    """Section ``name`` of ``domains`` as ``model``; built once per distinct set of values (settings are
+    frozen, and a cache on the Settings object itself would make equal settings compare unequal)."""
+    values = domains.get(name, {})
+    key = tuple(sorted(values.items()))
+    try:
+        hash(key)
+    except TypeError:  # a list or table value: validate it each time
+        return model.model_validate(values)
+    return _section(model, key)
+
+
+@lru_cache(maxsize=256)
+def _section(model: type[M], items: tuple[tuple[str, Any], ...]) -> M:
+    return model.model_validate(dict(items))
 
 
 def flat_values(domains: Mapping[str, Mapping[str, Any]], mode: str) -> dict[str, Any]:
