@@ -1,5 +1,6 @@
 """The object a program holds: built from Settings, it owns the store, embedder and retriever
-and the memory tiers (conversations, profile, notes, Q&A, episodic).
+and the memory tiers (conversations, profile, notes, Q&A, episodic), and it is the one front door of
+every surface: ``search``, ``ingest``, ``memory(user)``, ``forget(user, ...)`` and ``turn(...)``.
 
 No globals: two ``Bara`` objects with different settings can live side by side.
 Parts are built lazily, so a command that only reads the store never loads a model.
@@ -7,10 +8,13 @@ Parts are built lazily, so a command that only reads the store never loads a mod
 
 from __future__ import annotations
 
-from dataclasses import replace
+import threading
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
+
+from bara import plugins
 
 from bara.memory.admin import Forgotten, UserMemory
 from bara.memory.conversations import Conversations
@@ -28,13 +32,35 @@ from bara.retrieval.protocol import Embedder
 from bara.retrieval.rerank import Reranker, build_reranker
 from bara.settings import Settings, load_settings
 from bara.store import Store, open_store
+from bara.trace import TurnTrace
 from bara.types import RetrievalOutcome
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    answer: str
+    trace: TurnTrace
+    conversation_id: str
+
+
+class TurnAssistant(Protocol):
+    """An assistant a surface can hand turns to: the gated and always pipeline (``bara.turn``) and a
+    domain's own assistant (``agent`` mode) implement it."""
+
+    @property
+    def mode(self) -> str: ...
+
+    def turn(self, user_id: str, message: str | bytes, conversation_id: str | None = None) -> TurnResult: ...
+
+    def open_conversation(self, user_id: str, conversation_id: str | None = None, create: bool = False) -> str: ...
 
 
 class Bara:
     def __init__(self, settings: Settings | None = None, *, store: Store | None = None,
                  embedder: Embedder | None = None):
         self.settings = settings or load_settings()
+        self._assistants: dict[tuple[str, bool], TurnAssistant] = {}
+        self._assistants_lock = threading.Lock()  # serve's worker threads ask for one at once
         if store is not None:
             self.__dict__["store"] = store
         if embedder is not None:
@@ -125,6 +151,29 @@ class Bara:
     def upload(self, source: str, data: bytes) -> FileOutcome:
         """Index one uploaded file's bytes under ``source`` (raises Unreadable with nothing stored)."""
         return self.knowledge.add_upload(source, data)
+
+    # ------------------------------------------------------------------------ turns
+    def assistant(self, mode: str = "gated", *, fallback_offline: bool = True) -> TurnAssistant:
+        """The assistant of ``mode`` (gated, always or agent) over this Bara, with the model the settings
+        name, built on first use and kept (its hooks stay on it). ``fallback_offline`` False: a model
+        failure raises (the HTTP service answers 502/504) instead of an offline answer. The assistants sit
+        in layers above this one, so they are named by the plug-in registry (``plugins.ASSISTANTS``)."""
+        with self._assistants_lock:
+            key = (mode, fallback_offline)
+            if key not in self._assistants:
+                build = plugins.load_object(plugins.ASSISTANTS)
+                self._assistants[key] = build(self, mode, fallback_offline)
+            return self._assistants[key]
+
+    def set_assistant(self, mode: str, assistant: TurnAssistant, *, fallback_offline: bool = True) -> None:
+        """Hand this Bara's turns of ``mode`` to ``assistant`` (e.g. one over another model) from now on."""
+        with self._assistants_lock:
+            self._assistants[(mode, fallback_offline)] = assistant
+
+    def turn(self, user: str, conversation: str | None, message: str | bytes, *, mode: str = "gated",
+             fallback_offline: bool = True) -> TurnResult:
+        """Answer one message of ``user`` in ``conversation`` (None starts one) with :meth:`assistant`."""
+        return self.assistant(mode, fallback_offline=fallback_offline).turn(user, message, conversation)
 
     # ------------------------------------------------------------ use cases of a user's memory
     def memory(self, user: str) -> UserMemory:

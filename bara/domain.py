@@ -1,10 +1,12 @@
 """What a surface holds of an assistant and of a domain, whichever implements them.
 
-* :class:`TurnAssistant`: ``mode``, ``turn()`` and ``open_conversation()``; the gated and always
-  pipeline (:class:`bara.turn.gated.Assistant`) and a domain's own assistant implement it.
+* :class:`TurnAssistant` (defined with :class:`~bara.app.Bara`, whose ``turn`` runs one):
+  ``mode``, ``turn()`` and ``open_conversation()``; the gated and always pipeline (``bara.turn``) and a
+  domain's own assistant implement it. :func:`build_assistant` builds the one of a mode
+  (``Bara.assistant`` names it through :data:`bara.plugins.ASSISTANTS`).
 * :class:`Domain`: a plug-in package under ``bara/domains/`` (or installed apart) that brings its
   schema steps, its tools, the services those tools use, optionally its own assistant (``agent``
-  mode) and its settings. The HTTP service, MCP and the CLI find domains with :func:`discover`
+  mode) and its settings section (a pydantic model, ``Settings.domains[<name>]``: bara.settings.sections). The HTTP service, MCP and the CLI find domains with :func:`discover`
   (the ``bara.domains`` entry points and :data:`bara.plugins.BUILTIN_DOMAINS`) and never import one.
 """
 
@@ -13,24 +15,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from bara import plugins
+from bara.app import Bara, TurnAssistant
 from bara.errors import InputError
-from bara.turn.records import TurnResult
+from bara.llm.build import build_model
 from bara.store.base import SqlRunner
+from bara.turn.gated import Assistant, pipeline_mode
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from bara.agent.tools import Tool
-    from bara.app import Bara
 
-
-class TurnAssistant(Protocol):
-    """An assistant a surface can hand turns to."""
-
-    @property
-    def mode(self) -> str: ...
-
-    def turn(self, user_id: str, message: str | bytes, conversation_id: str | None = None) -> TurnResult: ...
-
-    def open_conversation(self, user_id: str, conversation_id: str | None = None, create: bool = False) -> str: ...
+__all__ = ["Domain", "TurnAssistant", "agent_assistant", "agent_domain", "build_assistant", "discover",
+           "services_of", "tools_of"]
 
 
 class Domain(Protocol):
@@ -41,7 +38,13 @@ class Domain(Protocol):
 
     @property
     def settings_prefix(self) -> str:
-        """The prefix of the ``Settings`` fields that are this domain's section (e.g. ``router_``)."""
+        """The prefix every field of :attr:`settings_model` shares (e.g. ``router_``): flat keys with it
+        (``BARA_ROUTER_SIM_MIN``, ``router_sim_min`` in bara.toml) load into the domain's section."""
+        ...
+
+    @property
+    def settings_model(self) -> "type[BaseModel] | None":
+        """The model of the domain's settings section (``Settings.section(name, model)``), or None."""
         ...
 
     @property
@@ -111,3 +114,12 @@ def agent_assistant(bara: "Bara") -> TurnAssistant:
     if made is None:
         raise InputError("the installed domain has no assistant for agent mode: use mode gated or always")
     return made
+
+
+def build_assistant(bara: Bara, mode: str, fallback_offline: bool = True) -> TurnAssistant:
+    """The assistant of ``mode``: the gated pipeline or the always-retrieve baseline (over the model the
+    settings name), or the domain plug-in's own assistant (``agent``: the tool-using portfolio agent)."""
+    if mode == "agent":
+        return agent_assistant(bara)
+    return Assistant(bara, model=build_model(bara.settings), mode=pipeline_mode(mode),
+                     fallback_offline=fallback_offline)

@@ -41,6 +41,10 @@ BUILTIN_DOMAINS: dict[str, str] = {
     "funds": "bara.domains.funds.plugin:DOMAIN",
 }
 
+#: The function that builds a surface's assistant of a mode, ``(bara, mode, fallback_offline)``:
+#: ``Bara.assistant`` sits below the assistants, so it names them here instead of importing them.
+ASSISTANTS = "bara.domain:build_assistant"
+
 _loaded: set[str] = set()
 _lock = threading.RLock()  # two stores opened at once (serve workers' threads) load the plug-ins once
 
@@ -84,3 +88,9 @@ def load_domain(target: str) -> Any:
     """The domain object named by ``module:attribute`` (imported on first use)."""
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr or "DOMAIN")
+
+
+def load_object(target: str) -> Any:
+    """The object named by ``module:attribute`` (imported on first use)."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)

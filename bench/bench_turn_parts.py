@@ -46,6 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_turn as bt  # noqa: E402 - the sibling bench's task replay
 
 import bara.decide.gate as gate  # noqa: E402
+import bara.turn.always as always  # noqa: E402
+import bara.turn.base as pipeline_base  # noqa: E402
 import bara.turn.gated as pipeline  # noqa: E402
 import bara.turn.steps as pipeline_steps  # noqa: E402
 from bara.memory.conversations import Conversations  # noqa: E402
@@ -59,13 +61,13 @@ from bara.store.sqlite_lexical import LEXICAL_SQL, lexical_params, lexical_rows 
 PARTS: tuple[tuple[Any, str, str], ...] = (
     (gate, "compute_features", "features"), (gate, "apply_rules", "rules"),
     (pipeline, "lexical_guess", "rewrite + prefetch"), (HybridRetriever, "prefetch", "prefetch"),
-    (pipeline.Assistant, "_embed", "encoding"), (pipeline, "history_topic", "history topic"),
+    (pipeline_base.PipelineAssistant, "_embed", "encoding"), (pipeline, "history_topic", "history topic"),
     (gate.Gate, "conclude", "decision"), (gate, "topic_decision", "topic dependence"),
-    (pipeline.Assistant, "_known_names", "episodic check"), (pipeline, "compose_topic", "compose topic"),
-    (HybridRetriever, "search", "search"), (pipeline.Assistant, "_inputs", "prompt inputs"),
-    (pipeline.Assistant, "_persist", "persist"), (Conversations, "record_turn", "record turn"),
-    (pipeline, "user_meta", "message meta"), (pipeline.Assistant, "_trace", "trace"),
-    (pipeline, "gate_summary", "gate summary"), (pipeline, "retrieval_summary", "retrieval summary"),
+    (pipeline.GatedAssistant, "_known_names", "episodic check"), (pipeline, "compose_topic", "compose topic"),
+    (HybridRetriever, "search", "search"), (pipeline.GatedAssistant, "_inputs", "prompt inputs"),
+    (pipeline_base.PipelineAssistant, "_persist", "persist"), (Conversations, "record_turn", "record turn"),
+    (pipeline_base, "user_meta", "message meta"), (pipeline_base.PipelineAssistant, "_trace", "trace"),
+    (pipeline_base, "gate_summary", "gate summary"), (pipeline_base, "retrieval_summary", "retrieval summary"),
     (OnnxMiniLMEmbedder, "_run", "onnx call"),
 )
 PREFETCH = ("both", "gated", "always", "none", "wait")
@@ -156,13 +158,13 @@ def prefetch_only(choice: str) -> None:
     if choice == "both":
         return
     inner, turning = HybridRetriever.prefetch, {"mode": ""}
-    for mode, method in (("gated", "_gated"), ("always", "_always")):
-        body = getattr(pipeline.Assistant, method)
+    for mode, owner in (("gated", pipeline.GatedAssistant), ("always", always.AlwaysAssistant)):
+        body = owner._answer
 
         def marked(self: Any, *args: Any, __body: Callable = body, __mode: str = mode, **kwargs: Any) -> Any:
             turning["mode"] = __mode
             return __body(self, *args, **kwargs)
-        setattr(pipeline.Assistant, method, marked)
+        owner._answer = marked  # type: ignore[method-assign]
 
     def prefetch(self: HybridRetriever, *args: Any, **kwargs: Any) -> LexicalPrefetch | None:
         if choice not in ("wait", turning["mode"]):

@@ -23,11 +23,10 @@ from bara.cli.common import (fail, free_text, id_callback, k_option, new_sqlite,
                              say)
 from bara.datafiles import check_file, json_value, read_lines
 from bara.errors import BaraError
-from bara.llm.build import build_model
 from bara.memory.admin import TIERS, inspect_report, query_tier
 from bara.observe import build_observer
-from bara.domain import TurnAssistant, agent_assistant
-from bara.turn.gated import MODES, Assistant, pipeline_mode
+from bara.domain import TurnAssistant
+from bara.turn.gated import MODES
 from bara.text.locator import locator
 from bara.settings import load_settings
 from bara.trace import HitRecord, TurnTrace
@@ -129,14 +128,6 @@ def _conversation(bara: Bara, assistant: TurnAssistant, user: str, conversation:
     return cid
 
 
-def _assistant(bara: Bara, mode: str) -> TurnAssistant:
-    """The gated pipeline, the always-retrieve baseline, or the domain plug-in's own assistant (the
-    tool-using portfolio agent)."""
-    if mode == "agent":
-        return agent_assistant(bara)
-    return Assistant(bara, model=build_model(bara.settings), mode=pipeline_mode(mode))
-
-
 def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always (sliding-window RAG baseline) "
                                   "or agent (portfolio assistant; run `bara funds load` first)."),
          user: str = UserOption,
@@ -165,14 +156,16 @@ def chat(mode: str = typer.Option("gated", "--mode", help="gated (bara), always 
         if mode != "agent":  # the agent answers from fund data (`bara funds load`), not the knowledge base
             note_knowledge(bara, created)
         bara.check_vectors(write=True, say=say)
-        assistant = _assistant(bara, mode)
+        # the gated pipeline, the always-retrieve baseline, or the domain plug-in's own assistant (the
+        # tool-using portfolio agent), built before the first message so a bad mode or model fails now
+        assistant = bara.assistant(mode)
         cid = _conversation(bara, assistant, user, conversation, new, err if json_out else console)
         messages = _scripted(script, json_out) if script else _interactive(err if json_out else console)
         warming = None if script else _warm_while_typing(bara)
         for message in messages:
             if warming is not None:  # the first turn starts once the warm-up is done (one store user at a time)
                 warming.join()
-            cid = _one_turn(bara, assistant, user, message, cid, json_out, observer)
+            cid = _one_turn(bara, mode, user, message, cid, json_out, observer)
     except BaraError as exc:
         fail(str(exc))
     finally:
@@ -202,9 +195,9 @@ def _warm_while_typing(bara: Bara) -> threading.Thread:
     return thread
 
 
-def _one_turn(bara: Bara, assistant: TurnAssistant, user: str, message: str, cid: str, json_out: bool,
+def _one_turn(bara: Bara, mode: str, user: str, message: str, cid: str, json_out: bool,
               observer: Any = None) -> str:
-    result = assistant.turn(user, message, cid)
+    result = bara.turn(user, cid, message, mode=mode)
     if observer is not None:
         observer.turn(result.trace, message)
     if json_out:

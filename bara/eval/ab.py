@@ -3,7 +3,7 @@
 For each task the conversation so far is replayed into a fresh conversation of
 the store (every earlier user and agent message is appended, and the gate state
 is advanced over the earlier user turns exactly as the gated pipeline would),
-then the final user turn runs through :class:`bara.turn.gated.Assistant` in each
+then the final user turn runs through :class:`bara.turn.base.PipelineAssistant` of each
 mode with the same offline generator, so modes differ only in what they
 retrieve. The corpus is indexed once into a cached store (one chunk per
 passage, the ``bara eval retrieval`` index) and copied per run, so the cache
@@ -52,7 +52,8 @@ from bara.eval.ab_summary import ABReport
 from bara.eval.prereg import Prereg, load_prereg, summarize
 from bara.eval.retrieval import INDEX_VERSION, build_index, prepared_index
 from bara.memory.conversations import Conversations
-from bara.turn.gated import MODES, Assistant
+from bara.turn.base import PipelineAssistant
+from bara.turn.gated import MODES
 from bara.settings import Settings
 from bara.store.sqlite import SQLiteStore
 from bara.trace import TurnTrace
@@ -169,7 +170,7 @@ def _user(task: Task, mode: str) -> tuple[str, str]:
     return user, f"{user}-c"
 
 
-def run_task(bara: Bara, assistant: Assistant, task: Task, mode: str, shash: str, gate: GateReplay) -> ScoreRow:
+def run_task(bara: Bara, assistant: PipelineAssistant, task: Task, mode: str, shash: str, gate: GateReplay) -> ScoreRow:
     """Replay the conversation, run its final user turn in ``mode``, and score it."""
     user, cid = _user(task, mode)
     try:
@@ -182,7 +183,7 @@ def run_task(bara: Bara, assistant: Assistant, task: Task, mode: str, shash: str
     return score_row(task, mode, shash, result.trace, result.answer)
 
 
-def run_all_turns(assistant: Assistant, replies: ReferenceReplies, task: Task, conv: MixedConversation, mode: str,
+def run_all_turns(assistant: PipelineAssistant, replies: ReferenceReplies, task: Task, conv: MixedConversation, mode: str,
                   shash: str) -> ScoreRow:
     """Run every user turn of the (mixed) conversation in ``mode``; score the last, keep every turn's cost."""
     user, cid = _user(task, mode)

@@ -38,7 +38,7 @@ from bara.eval.conversation_replay import forget_user
 from bara.eval.gate import JUDGED, GateReplay, Task, file_sha256, gate_prototypes
 from bara.eval.prereg import retrieval_scores
 from bara.hooks import HookContext
-from bara.turn.gated import Assistant
+from bara.turn.gated import GatedAssistant
 from bara.settings import Settings
 
 ROUTE_FLOORS = ("kb", "continuation", "general")  # reason kb:floor_<name> -> Settings.floor_<name>
@@ -162,7 +162,7 @@ def _floor_zero(policy: PolicyDecision, ctx: HookContext) -> PolicyDecision | No
 def probe(bara: Bara, tasks: Sequence[Task], gate: GateReplay,
           progress: Callable[[int], None] | None = None) -> list[Probe]:
     """Run each judged task's final turn gated with floor 0 and keep its scored hits and route."""
-    assistant = Assistant(bara, model=None, mode="gated")
+    assistant = GatedAssistant(bara, model=None)
     assistant.hooks.add("policy_override", _floor_zero)
     out = []
     for task in tasks:

@@ -1,7 +1,7 @@
 """Whole conversations through one assistant mode (`bara eval ab --turns all`), and the `last2` reference.
 
 Every user turn of a (possibly mixed) conversation runs, in order, through
-:meth:`bara.turn.gated.Assistant.turn`. What the conversation stores after a turn
+:meth:`bara.turn.base.PipelineAssistant.turn`. What the conversation stores after a turn
 is the task's reference reply when the turn has one (a ``before_persist`` hook
 swaps it in, so later turns see the same history in every mode, as the
 ``--turns last`` replay does); after an inserted small-talk turn it is the
@@ -24,7 +24,10 @@ from typing import Any, get_args
 from bara.app import Bara
 from bara.eval.mixing import MixedConversation
 from bara.hooks import HookContext, PersistPlan
-from bara.turn.gated import Assistant, TurnInput, TurnResult, pipeline_mode
+from bara.turn.always import AlwaysAssistant
+from bara.turn.base import PipelineAssistant
+from bara.turn.gated import Assistant, pipeline_mode
+from bara.turn.records import TurnInput, TurnResult
 from bara.trace import TurnTrace
 from bara.turn import TurnStart
 from bara.types import ReferenceMode
@@ -66,11 +69,11 @@ class ReferenceReplies:
         return replace(plan, assistant_text=self.next) if self.next else None
 
 
-class Last2Assistant(Assistant):
+class Last2Assistant(AlwaysAssistant):
     """``always`` that searches the previous user message and this one joined (the ``last2`` reference)."""
 
     def __init__(self, bara: Bara, model: Any = None):
-        super().__init__(bara, model=model, mode="always")
+        super().__init__(bara, model=model)
 
     def _input(self, start: TurnStart) -> TurnInput:
         t, clean = super()._input(start), start.clean
@@ -83,12 +86,12 @@ def last2_query(earlier_user_messages: list[str], message: str) -> str:
     return " ".join([*earlier_user_messages[-1:], message])
 
 
-def build_assistant(bara: Bara, mode: str) -> Assistant:
+def build_assistant(bara: Bara, mode: str) -> PipelineAssistant:
     """The assistant of a pipeline mode, or of a reference mode (``last2``)."""
     return Last2Assistant(bara) if mode == "last2" else Assistant(bara, model=None, mode=pipeline_mode(mode))
 
 
-def run_conversation(assistant: Assistant, replies: ReferenceReplies, conv: MixedConversation, user: str,
+def run_conversation(assistant: PipelineAssistant, replies: ReferenceReplies, conv: MixedConversation, user: str,
                      cid: str) -> tuple[list[TurnCost], TurnResult]:
     """Run every user turn of ``conv`` in order; the cost of each and the final turn's result."""
     assistant.open_conversation(user, cid, create=True)
@@ -107,7 +110,7 @@ def run_conversation(assistant: Assistant, replies: ReferenceReplies, conv: Mixe
     return costs, result
 
 
-def forget_user(assistant: Assistant, user: str) -> None:
+def forget_user(assistant: PipelineAssistant, user: str) -> None:
     """Delete everything a task's run stored for its user (tiers, profile, conversations).
 
     Needed for independent rows: FTS5's ``bm25()`` takes document frequencies and lengths from its

@@ -13,7 +13,7 @@ what they put into the prompt:
 
 - ``turns``: hybrid search (BM25 + MiniLM, RRF) over every past turn, k items,
   the default search floor: the plain RAG baseline.
-- ``gated``: bara's real gated pipeline (``Assistant.turn``): the gate decides
+- ``gated``: bara's real gated pipeline (``GatedAssistant.turn``): the gate decides
   which tiers to open; the items that reached the prompt are read from the
   assembled prompt, in frame order (episodes best first, each with the turn
   that follows it), at most k. The question's own turn is not stored
@@ -269,9 +269,9 @@ def selected(config: MemoryEvalConfig) -> list[LocomoConversation]:
 
 
 def _assistant(bara: Bara) -> Any:
-    from bara.turn.gated import Assistant
+    from bara.turn.gated import GatedAssistant
 
-    return Assistant(bara, mode="gated")
+    return GatedAssistant(bara)
 
 
 def _ask(mode: str, bara: Bara, assistant: Any, r: Replayed, q: LocomoQuestion, k: int) -> QuestionRow:

@@ -1,7 +1,7 @@
 """`bara eval rewrite`: bara's follow-up queries against human standalone rewrites (TREC CAsT, CANARD).
 
 Each conversation (:mod:`bara.eval.rewrite_data`) is replayed turn by turn through the gated
-:class:`bara.turn.gated.Assistant` itself (``Assistant.turn``: features, rules, the gate, topic
+:class:`bara.turn.gated.GatedAssistant` itself (``GatedAssistant.turn``: features, rules, the gate, topic
 dependence, the rewrite, the topic vector, the knowledge-base search), one fresh user per
 conversation. After each turn a ``before_persist`` hook stores the file's reply to that turn as the
 assistant's message (an empty one where the file has none), never bara's own answer, so the next
@@ -50,7 +50,7 @@ from bara.eval.rewrite_data import Conversation, read_conversations, select
 from bara.eval.rewrite_metrics import TermCounts, term_counts, term_scores
 from bara.hooks import HookContext, PersistPlan
 from bara.errors import InputError
-from bara.turn.gated import Assistant
+from bara.turn.gated import GatedAssistant
 from bara.settings import Settings
 
 SYSTEMS = ("bara", "raw", "last2", "first_last", "human", "peer")
@@ -90,7 +90,7 @@ def _no_floor(k: int) -> Callable[[PolicyDecision, HookContext], PolicyDecision 
     return hook
 
 
-def replay_bara(assistant: Assistant, replies: _Replies, conv: Conversation, k: int) -> list[BaraTurn]:
+def replay_bara(assistant: GatedAssistant, replies: _Replies, conv: Conversation, k: int) -> list[BaraTurn]:
     """Every turn of ``conv`` through the gated pipeline, the file's replies stored as the assistant's."""
     user = f"eval-rewrite-{hashlib.sha256(conv.id.encode()).hexdigest()[:12]}"
     cid = f"{user}-c"
@@ -159,7 +159,7 @@ class _Run:
 
     def __init__(self, bara: Bara, k: int, with_corpus: bool):
         self.bara, self.k, self.with_corpus = bara, k, with_corpus
-        self.assistant = Assistant(bara, model=None, mode="gated")
+        self.assistant = GatedAssistant(bara, model=None)
         self.replies = _Replies()
         self.assistant.hooks.add("before_persist", self.replies)
         self.assistant.hooks.add("policy_override", _no_floor(k))

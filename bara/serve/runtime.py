@@ -1,4 +1,4 @@
-"""What one server process holds: the Bara object, one assistant per mode, keys and stored traces.
+"""What one server process holds: the Bara object (and its one assistant per mode), keys and stored traces.
 
 Every request is served by a worker thread (FastAPI runs these sync calls in its thread pool); the
 pipeline serialises turns on one conversation (``Conversations.turn_lock``, shared by every mode
@@ -9,16 +9,13 @@ any number of processes over one PostgreSQL serve the same users (docs/scaling.m
 from __future__ import annotations
 
 import re
-import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from bara.app import Bara
-from bara.domain import TurnAssistant, agent_assistant, agent_domain
-from bara.llm.build import build_model
-from bara.turn.gated import Assistant, pipeline_mode
+from bara.domain import TurnAssistant, agent_domain
 from bara.turn.persist import TURN_STORED
 from bara.memory.api_keys import KeyStore
 from bara.memory.service_records import ThreadLinks, TraceRecords
@@ -64,7 +61,8 @@ def trace_json(trace: TurnTrace, message: str) -> dict[str, Any]:
 
 
 class Runtime:
-    """One per process: ``run_turn`` is thread-safe; assistants are built on first use per mode."""
+    """One per process: ``run_turn`` is thread-safe; ``Bara.assistant`` builds one assistant per mode on
+    first use (without the offline fallback: a model failure is a 502/504)."""
 
     def __init__(self, settings: Settings, mode: str = "gated", bara: Bara | None = None):
         if mode not in MODES:
@@ -76,22 +74,12 @@ class Runtime:
         self.traces = TraceRecords(self.store)
         self.threads = ThreadLinks(self.store)
         self.conversations = self.bara.conversations  # the turn lock every mode's assistant takes
-        self._assistants: dict[str, TurnAssistant] = {}
-        self._lock = threading.Lock()
         self.observer: Any = None  # bara.observe.export.Observer when OpenTelemetry export is on
         self._fault: tuple[str, float] | None = None  # the last store fault: (code, monotonic time)
 
     def assistant(self, mode: str) -> TurnAssistant:
-        with self._lock:
-            if mode not in self._assistants:
-                self._assistants[mode] = self._build(mode)
-            return self._assistants[mode]
-
-    def _build(self, mode: str) -> TurnAssistant:
-        if mode == "agent":  # the domain plug-in's own assistant (bara.domain)
-            return agent_assistant(self.bara)
-        return Assistant(self.bara, model=build_model(self.settings), mode=pipeline_mode(mode),
-                         fallback_offline=False)
+        """The assistant ``run_turn`` hands a turn of ``mode`` to (hooks added to it apply to those turns)."""
+        return self.bara.assistant(mode, fallback_offline=False)
 
     def warm(self) -> None:
         """Before the first request: build the default assistant, load the embedder, and fill the shared
@@ -119,7 +107,7 @@ class Runtime:
         # learning after the response keeps the write-behind, so it cannot be in the turn's transaction
         token = TURN_STORED.set(None if self.settings.serve_learn_after_response else journal)
         try:
-            result = self.assistant(mode or self.mode).turn(user_id, message, conversation_id)
+            result = self.bara.turn(user_id, conversation_id, message, mode=mode or self.mode, fallback_offline=False)
         finally:
             TURN_STORED.reset(token)
         if self.observer is not None:  # spans continue the caller's W3C traceparent (``headers``)

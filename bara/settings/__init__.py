@@ -6,6 +6,10 @@ variables < per-call overrides (:meth:`Settings.override`).
 Environment variables use the field name upper-cased with a ``BARA_`` prefix,
 e.g. ``BARA_K=6`` or ``BARA_DB=/tmp/x.db``; a ``BARA_*`` variable that names no setting is an
 :class:`UnknownSettingWarning` naming the closest ones (:mod:`bara.settings.environment`).
+
+A domain plug-in's settings are its own section, ``Settings.domains[<domain>]`` (funds: the rule
+router's ``router_*`` thresholds, ``bara/domains/funds/settings.py``), read with :meth:`Settings.section`;
+their flat names still load and show as before (:mod:`bara.settings.sections`).
 """
 
 from __future__ import annotations
@@ -13,13 +17,15 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import Field, ValidationError
+from pydantic import (BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, ValidationError,
+                      model_serializer, model_validator)
 
 from bara.errors import ConfigError
 from bara.settings.core import CoreSettings, _cache_home
 from bara.settings.environment import UnknownSettingWarning, env_values, warn_unknown
+from bara.settings.sections import flat_values, gather, section_fields, section_of
 
 #: The rewrite's term-scorer weights, fitted on the dev halves (scripts/train_rewrite_scorer.py).
 _REWRITE_TERM_WEIGHTS = {"bias": -4.645, "carried": 0.477, "first_user": 1.845, "prev_user": 0.951,
@@ -30,6 +36,8 @@ _REWRITE_TERM_WEIGHTS = {"bias": -4.645, "carried": 0.477, "first_user": 1.845, 
                          "first_short": -0.331, "person_ref": -0.032}
 
 __all__ = ["CoreSettings", "Settings", "UnknownSettingWarning", "load_settings"]
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
@@ -126,50 +134,6 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
         "How long /api/health reports the store down after a request met a store fault (a full disk shows "
         "only on writes, so a read probe alone would say ok)."))
 
-    # --- agent router (offline tool selection; bara/domains/funds/router/) ----------
-    router_scheme_min_score: float = Field(default=85.0, ge=0.0, le=100.0, description="rapidfuzz ratio a message "
-                                           "window needs against a scheme's short name: one typo or a missing "
-                                           "'fund' passes, a different scheme of the same house does not.")
-    router_scheme_token_score: float = Field(default=85.0, ge=0.0, le=100.0, description="Per-word ratio for a held "
-                                             "scheme named without its fund house ('my flexi cap'): one typo in "
-                                             "a 7+ letter word.")
-    router_keyword_score: float = Field(default=85.0, ge=0.0, le=100.0, description="Per-word ratio at which a "
-                                        "misspelt keyword is read as the keyword ('transcations').")
-    router_sim_min: float = Field(default=0.4, ge=-1.0, le=1.0, description="With no rule firing, the best "
-                                  "cosine(message, tool's 'use for' text) that calls the tool on its own; "
-                                  "below, no tool fits (tuned on the BFCL dev half: 0.25 called a tool for "
-                                  "most near-miss requests).")
-    router_sim_floor: float = Field(default=0.3, ge=-1.0, le=1.0, description="Lowest cosine at which a tool whose "
-                                    "name the message mentions (router_name_cover_min) is still called.")
-    router_name_cover_min: float = Field(default=0.34, ge=0.0, le=1.0, description="Share of a tool name's content "
-                                         "words the message must mention to accept a cosine in [floor, min): "
-                                         "one of its (up to three) task words.")
-    router_name_cover_most: float = Field(default=0.6, ge=0.0, le=1.0, description="Share of a tool name's content "
-                                          "words (two of three) that is strong evidence on its own: the tool is "
-                                          "called down to router_sim_floor_named.")
-    router_sim_floor_named: float = Field(default=0.2, ge=-1.0, le=1.0, description="Lowest cosine at which a tool "
-                                          "whose name the message mostly mentions (router_name_cover_most) is "
-                                          "called: paraphrases such as 'how many ounces in 2 pounds' for a "
-                                          "conversion tool sit at 0.25-0.30 (simple_python +2, no "
-                                          "irrelevance dev case changed).")
-    router_spec_sim_min: float = Field(default=0.35, ge=-1.0, le=1.0, description="cosine(message, the tool's "
-                                       "whole spec: name words, description, parameter descriptions) at which a "
-                                       "tool whose name the message partly mentions fits below router_sim_floor "
-                                       "or router_name_cover_min (a 1-of-3 name cover): on simple_python +5 right, "
-                                       "irrelevance dev -1; 0.30 cost one more irrelevance case, 0.40 one fewer "
-                                       "right.")
-    router_name_weight: float = Field(default=0.2, ge=0.0, le=1.0, description="Weight of the name coverage when "
-                                      "ranking tools by cosine: breaks near ties towards the tool named for "
-                                      "the task ('search_book' over 'reserve_book').")
-    router_sim_weight: float = Field(default=1.0, ge=0.0, le=4.0, description="Weight of cosine(message, tool's 'use "
-                                     "for' text) added to a tool's rule score: a perfect match counts as one "
-                                     "keyword rule (weight 1.0).")
-    router_thin_min_hits: int = Field(default=2, ge=0, description="A document search with fewer hits is thin and is "
-                                      "reformulated once: one passage rarely answers a question.")
-    router_thin_rank: float = Field(default=40.0, gt=0.0, description="A search is also thin when its best fused score "
-                                    "is below that of a hit both arms rank here: router_thin_score = (weight_lexical "
-                                    "+ weight_dense) / (rrf_k + 40) = 0.02 at the defaults, above the 1/(rrf_k + 1) "
-                                    "~ 0.0164 a hit only one arm found can reach.")
     # --- gate-rules: topic-aware rewrite, vector cache, social turns ---
     gate_topic_standalone_similarity: float = Field(default=0.25, ge=-1.0, le=1.0, description=(
         "A message naming its own subject, with no follow-up cue, below this cosine to the conversation "
@@ -352,11 +316,27 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                   description="Turns waiting for their spans before new ones are dropped (counted): "
                                               "telemetry falls behind, never the answers.")
 
-    @property
-    def router_thin_score(self) -> float:
-        """Best fused (RRF) score below which a search is thin; derived from rrf_k and the arm weights so it
-        follows them (0.02 at rrf_k=60, weights 1 and 1)."""
-        return (self.weight_lexical + self.weight_dense) / (self.rrf_k + self.router_thin_rank)
+    # --- domain plug-ins' own sections (bara/settings/sections.py) ---
+    domains: dict[str, dict[str, Any]] = Field(default_factory=dict, description=(
+        "Each domain plug-in's settings section by domain name, checked by the domain's model (funds: "
+        "the rule router's router_* thresholds); flat keys such as router_sim_min still load into it."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _domain_keys(cls, data: Any) -> Any:
+        return gather(data, cls.model_fields)
+
+    @model_serializer(mode="wrap")
+    def _flat_sections(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        """Each section's values as the flat keys users set them by (as before the domains owned them)."""
+        data = handler(self)
+        data.pop("domains", None)
+        data.update(flat_values(self.domains, info.mode))
+        return data
+
+    def section(self, name: str, model: type[M]) -> M:
+        """Domain ``name``'s settings section as ``model`` (its plug-in's ``settings_model``)."""
+        return section_of(self.domains, name, model)
 
     def override(self, **changes: Any) -> "Settings":
         """Return a validated copy with ``changes`` applied (never mutates self)."""
@@ -367,7 +347,7 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
 
 
 def _brief(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" if e["loc"] else e["msg"] for e in exc.errors())
 
 
 def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None,
@@ -384,13 +364,14 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
         toml_path = Path("bara.toml")
     if toml_path is not None:
         values.update(_read_toml(toml_path))
-    values.update(env_values(environ, Settings.model_fields))
+    fields = [*Settings.model_fields, *section_fields()]
+    values.update(env_values(environ, fields))
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
         settings = Settings.model_validate(values)
     except ValidationError as exc:
         raise ConfigError(f"invalid settings ({toml_path or 'environment'}): {_brief(exc)}") from exc
-    warn_unknown(environ, Settings.model_fields, also=[settings.llm_api_key_env])
+    warn_unknown(environ, fields, also=[settings.llm_api_key_env])
     return settings
 
 

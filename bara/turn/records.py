@@ -15,8 +15,8 @@ from bara.memory.episodic_attribution import Attribution
 from bara.memory.notes import NoteHit
 from bara.memory.qa import QAHit
 from bara.memory.vectors import HistoryTopic
+from bara.app import TurnResult
 from bara.turn.steps import LexicalGuess, TurnFacts
-from bara.trace import TurnTrace
 from bara.turn.skeleton import TurnStart
 from bara.types import RetrievalOutcome, Utterance
 from bara.understand.sanitize import CleanInput
@@ -78,8 +78,4 @@ class Seen:
     guess: LexicalGuess
 
 
-@dataclass(frozen=True)
-class TurnResult:
-    answer: str
-    trace: TurnTrace
-    conversation_id: str
+__all__ = ["Retrieved", "Seen", "TurnInput", "TurnResult"]  # TurnResult lives with Bara.turn, which returns it

@@ -12,6 +12,7 @@ import bara.agent
 from bara.domains.funds import prompts as P
 from bara.domains.funds.golden_cases import CASES, parse_cases, unique_ids
 from bara.domains.funds.router.steps import Seen, is_thin, read_turn
+from bara.domains.funds.settings import thin_score
 from bara.errors import InputError
 from bara.messages import SystemMessage, UserMessage
 from bara.settings import Settings
@@ -80,8 +81,8 @@ def test_agent_system_prompt_is_what_the_router_reads():
 
 def test_thin_score_follows_rrf_k():
     s = Settings()  # at the defaults a hit only one arm found is thin, one both arms rank first is not
-    assert max(s.weight_lexical, s.weight_dense) / (s.rrf_k + 1) < s.router_thin_score
-    assert s.router_thin_score < (s.weight_lexical + s.weight_dense) / (s.rrf_k + 1)
+    assert max(s.weight_lexical, s.weight_dense) / (s.rrf_k + 1) < thin_score(s)
+    assert thin_score(s) < (s.weight_lexical + s.weight_dense) / (s.rrf_k + 1)
     hits = [{"score": 0.03}, {"score": 0.03}]
     search = Seen("search_documents", {"query": "q"}, {"ok": True, "data": {"hits": hits}})
     assert not is_thin(search, Settings())

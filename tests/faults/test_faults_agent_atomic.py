@@ -24,7 +24,8 @@ def runtime(rfc_kb, embedder):
     rt = Runtime(settings, mode="agent", bara=Bara(settings, embedder=embedder))
     FundsRepo(rt.bara.store)
     rt.bara.store.execute("INSERT INTO funds_users (id, name, created) VALUES (?, ?, ?)", ("u_oda", "Oda", "2026-01-01"))
-    rt._assistants["agent"] = AgentAssistant(rt.bara, model=ScriptedModel(["An index fund tracks an index."] * 4))
+    rt.bara.set_assistant("agent", AgentAssistant(rt.bara, model=ScriptedModel(["An index fund tracks an index."] * 4)),
+                          fallback_offline=False)
     yield rt
     rt.close()
 

@@ -30,6 +30,7 @@ from bara.agent.tools import Tool, ToolContext, ToolServices
 from bara.app import Bara
 from bara.domains.funds.router import SEARCH, RuleRouter
 from bara.domains.funds.router.intent import normalise, other_person
+from bara.domains.funds.settings import funds_settings
 from bara.decide import GateResult, decide
 from bara.domains.funds import (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE, FundsRepo, build_fund_tools, detect_refusal,
                                 fiqa_documents, scheme_fact_documents)
@@ -141,7 +142,7 @@ class AgentAssistant:
         if gate.intent.intent == "chitchat":
             return {}, "agent:tools_none_chitchat"
         refusal = detect_refusal(text, tuple(own))
-        if refusal is None and other_person(normalise(text, self.settings.router_keyword_score), tuple(own),
+        if refusal is None and other_person(normalise(text, funds_settings(self.settings).router_keyword_score), tuple(own),
                                             self._people()):
             refusal = REFUSE_OTHER_USER
         if refusal in (REFUSE_OTHER_USER, REFUSE_OUT_OF_SCOPE):

@@ -1,6 +1,6 @@
 """The funds domain as a plug-in (:class:`bara.domain.Domain`): its schema, its six tools, the fund
 repository they read, the portfolio assistant of ``agent`` mode and its settings section
-(``router_*``: the offline rule router's thresholds). Listed in pyproject's ``bara.domains`` entry
+(:class:`~bara.domains.funds.settings.FundsSettings`, ``router_*``: the offline rule router's thresholds). Listed in pyproject's ``bara.domains`` entry
 points and in :data:`bara.plugins.BUILTIN_DOMAINS`; the HTTP service, MCP and the CLI reach it only
 through :func:`bara.domain.discover`."""
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from bara.domains.funds.repo import FundsRepo
+from bara.domains.funds.settings import FundsSettings
 from bara.errors import InputError
 from bara.store.base import SqlRunner
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 class FundsDomain:
     name = "funds"
     settings_prefix = "router_"
+    settings_model = FundsSettings
     has_assistant = True
 
     def register(self) -> None:

@@ -49,6 +49,7 @@ from bara.domains.funds.router.dates import date_range, read_dates
 from bara.domains.funds.router.named import named_fund
 from bara.domains.funds.router.fit import contradicts, fillable, name_coverage, spec_text
 from bara.domains.funds.router.schemes import SchemeCatalogue
+from bara.domains.funds.settings import funds_settings
 from bara.domains.funds.router.steps import (MAX_COMPARE, SEARCH, Call, Plan, Seen, Turn,  # noqa: F401
                                              informed_query, is_thin, next_calls, read_turn)  # re-exported
 from bara.decide import decide
@@ -85,7 +86,8 @@ class RuleRouter:
     def for_store(cls, store: SqlRunner, embedder: Embedder | None = None, settings: Settings | None = None) -> "RuleRouter":
         """A router that knows the store's scheme names (fuzzy matching) and its users' names (refusals)."""
         s = settings or Settings()
-        catalogue = SchemeCatalogue.from_store(store, s.router_scheme_min_score, s.router_scheme_token_score)
+        f = funds_settings(s)
+        catalogue = SchemeCatalogue.from_store(store, f.router_scheme_min_score, f.router_scheme_token_score)
         people = FundsRepo(store).user_names()
         return cls(embedder, s, schemes=catalogue, people=people)
 
@@ -106,7 +108,7 @@ class RuleRouter:
         low = T.normal(text)
         if not low.strip():
             return Plan("chitchat", note="testing", reasons=("router:empty",))
-        norm = I.normalise(text, self.settings.router_keyword_score)
+        norm = I.normalise(text, funds_settings(self.settings).router_keyword_score)
         refusal = self.refusal(text, norm, own)
         if refusal and refusal != REFUSE_ADVICE:
             return Plan("refuse", note=refusal, reasons=(f"router:refuse_{refusal}",))
@@ -214,7 +216,7 @@ class RuleRouter:
         ``router_spec_sim_min``; and the text does not ask for the opposite of a name word ("lowest" for
         ``high_score``). A tool that does not fit or cannot be filled is no candidate: it neither wins nor
         makes a fitting runner-up lose."""
-        s = self.settings
+        s = funds_settings(self.settings)
         cover = {n: name_coverage(n, text) for n in scores}
         specs = {t.name: t for t in tools}
 
@@ -253,7 +255,7 @@ class RuleRouter:
         if self.embedder is not None and tools:
             message = self._embed(text)
             for spec in tools:
-                out[spec.name] += self.settings.router_sim_weight * float(np.dot(message, self._embed(use_part(spec.description))))
+                out[spec.name] += funds_settings(self.settings).router_sim_weight * float(np.dot(message, self._embed(use_part(spec.description))))
         if T.personal_figure(low) and SEARCH in out:
             out[SEARCH] -= 2.0  # the user's own figures come from computation, never from documents
         return out

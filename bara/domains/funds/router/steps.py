@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 from bara.domains.funds.router import compose as C
 from bara.domains.funds.router import parse as T
 from bara.domains.funds.router.records import Holdings, SearchHit, Xirr, search_hits
+from bara.domains.funds.settings import funds_settings, thin_score
 from bara.messages import AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage
 from bara.settings import Settings
 
@@ -160,13 +161,13 @@ def _retry_thin_search(seen: Sequence[Seen], offered: set[str], settings: Settin
 
 def is_thin(search: Seen, settings: Settings | None = None) -> bool:
     """Fewer than ``router_thin_min_hits`` hits, or none that both arms found (best fused score below
-    :attr:`~bara.settings.Settings.router_thin_score`)."""
+    :func:`~bara.domains.funds.settings.thin_score`)."""
     s = settings or Settings()
     if not search.ok:
         return False  # an argument error is not a thin corpus; the answer reports it
     hits = search.hits
     best = max((h.score for h in hits), default=0.0)
-    return len(hits) < s.router_thin_min_hits or best < s.router_thin_score
+    return len(hits) < funds_settings(s).router_thin_min_hits or best < thin_score(s)
 
 
 def informed_query(seen: Sequence[Seen]) -> str:
