@@ -117,6 +117,10 @@ def _register_store_steps() -> None:
     register_step(STORE_META.name, STORE_META.statements, phase=SCHEMA, rank=90)
     register_step(SQLITE_MEMORY_FTS.name, SQLITE_MEMORY_FTS.statements, phase=SCHEMA, rank=90, backends=("sqlite",))
     register_step("0005_owner_keys", _PG_REKEY_STORE, phase=OWNER_KEYS, rank=30, part=15, backends=("postgres",))
+    # The tsvector stays in the row (the embedding goes to TOAST first), so ranking a match reads no
+    # TOAST; rows written before keep their layout until `VACUUM FULL chunks` (docs/postgres.md).
+    register_step("0030_pg_chunks_tsv_inline", ("ALTER TABLE chunks ALTER COLUMN tsv SET STORAGE MAIN",),
+                  phase=SCHEMA, rank=95, backends=("postgres",))
     # A user's scope may read shared rows but never write one (harden-faults).
     register_policies("0012_pg_core_shared_read_only", (("documents", "owner"), ("chunks", "owner")), rank=0,
                       shared_read_only=True)
