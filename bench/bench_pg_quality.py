@@ -102,7 +102,7 @@ def main() -> None:
     if len(docs) != len(data.corpus):
         sys.exit(f"{args.index} holds {len(docs)} documents, the corpus {len(data.corpus)}: finish the index first")
     vectors = (query_vectors(judged, Path(args.vectors)) if args.index
-               else {q: np.zeros(384, dtype=np.float32) for q in judged})
+               else {q: v for q, (_, v) in zip(judged, random_vectors(data.corpus[:len(judged)]), strict=True)})
     pg_dir = args.pg_dir or tempfile.mkdtemp(prefix="bara-pg-quality-", dir="/tmp")
     local = pg_server.start(pg_dir)
     report: dict = {"dataset": Path(args.corpus).name, "queries": len(judged), "docs": len(docs)}
