@@ -297,8 +297,8 @@ class CoreSettings(BaseModel):
         "it is refused as store_busy / store_unavailable (503 with Retry-After) instead of hanging."))
     pg_lexical_rank: str = Field(default="ts_rank", pattern="^(ts_rank|ts_rank_cd|ts_rank_log)$", description=(
         "Rank function of the PostgreSQL full-text arm: ts_rank (lexeme weights and counts) costs a few us a "
-        "matching row; ts_rank_cd (cover density, the first choice) several times that for the same SciFact "
-        "quality (docs/postgres.md); ts_rank_log divides ts_rank by 1 + log(length)."))
+        "matching row and ranks SciFact better than ts_rank_cd (cover density, the first choice; several times "
+        "the cost), docs/postgres.md; ts_rank_log divides ts_rank by 1 + log(length) (not measured)."))
     pg_private_exact_max: int = Field(default=2000, ge=1, le=10_000_000, description=(
         "A user's rows (in the searched collections) up to which the PostgreSQL dense arm ranks them by exact "
         "distance; from this size on it uses the HNSW index (iterative scan, exact pass if it returns too few)."))

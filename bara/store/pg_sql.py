@@ -178,7 +178,7 @@ def hybrid(rank: str) -> str:
     return _HYBRID.replace("{rank}", LEXICAL_RANKS[rank])
 
 
-HYBRID = hybrid("ts_rank_cd")
+HYBRID = hybrid("ts_rank")  # the default pg_lexical_rank
 
 GET_CHUNKS = """SELECT c.id, c.text, d.source, c.section, c.title, c.collection, c.owner, c.ordinal,
     c.start_char, c.end_char, d.title, d.meta FROM chunks c JOIN documents d ON d.id = c.doc_id

@@ -68,3 +68,13 @@ def test_a_large_user_tier_is_searched_through_the_hnsw_index(pg_store_factory, 
         assert [c.chunk_id for c in big.search(req).candidates] == exact
     finally:
         big.close()
+
+
+def test_an_unknown_rank_function_is_refused_before_connecting():
+    import pytest
+
+    from bara.errors import StoreError
+    from bara.store.postgres import PostgresStore
+
+    with pytest.raises(StoreError, match="pg_lexical_rank must be one of .*ts_rank.*, not .bm25."):
+        PostgresStore("postgresql://nobody@/nowhere?host=/nonexistent", lexical_rank="bm25")
