@@ -52,7 +52,7 @@ class PostgresStore:
 
     def __init__(self, url: str, *, dim: int = 384, schema: str = "", admin_url: str = "",
                  app_role: str = "", pool_size: int = 8, ef_search: int = 100, pool_timeout_s: float = 30.0,
-                 lexical_rank: str = "ts_rank", private_exact_max: int = 2000):
+                 lexical_rank: str = "ts_rank_log", private_exact_max: int = 2000):
         from psycopg_pool import ConnectionPool
 
         if lexical_rank not in pg_sql.LEXICAL_RANKS:
