@@ -301,6 +301,14 @@ class CoreSettings(BaseModel):
     pg_pool_timeout_s: float = Field(default=5.0, gt=0, le=600, description=(
         "How long a request waits for a pooled PostgreSQL connection (all in use, or the server down) before "
         "it is refused as store_busy / store_unavailable (503 with Retry-After) instead of hanging."))
+    pg_lexical_rank: str = Field(default="ts_rank_log", pattern="^(ts_rank|ts_rank_cd|ts_rank_log)$", description=(
+        "Rank function of the PostgreSQL full-text arm: ts_rank_log (ts_rank divided by 1 + log(length), chosen "
+        "on SciFact's dev half), ts_rank (lexeme weights and counts; a few us a matching row, like ts_rank_log) "
+        "or ts_rank_cd (cover density, the first choice: several times the cost and ranks SciFact worse); "
+        "docs/postgres.md."))
+    pg_private_exact_max: int = Field(default=2000, ge=1, le=10_000_000, description=(
+        "A user's rows (in the searched collections) up to which the PostgreSQL dense arm ranks them by exact "
+        "distance; from this size on it uses the HNSW index (iterative scan, exact pass if it returns too few)."))
     pg_ef_search: int = Field(default=100, ge=10, le=1000,
                               description="HNSW candidate list; pgvector's 40 loses recall at k*3 = 12+ "
                                           "candidates, 100 keeps p50 ~1 ms at 100k chunks.")

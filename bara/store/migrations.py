@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from bara.store.registry import OWNER_KEYS, SCHEMA, register_policies, register_step, steps_for
+from bara.store.registry import (OWNER_KEYS, SCHEMA, SHARED_READ_ONLY, register_policies, register_step,
+                                 steps_for)
 
 
 #: Where a store says it is upgrading its schema (``bara`` commands print it on stderr).
@@ -117,6 +118,10 @@ def _register_store_steps() -> None:
     register_step(STORE_META.name, STORE_META.statements, phase=SCHEMA, rank=90)
     register_step(SQLITE_MEMORY_FTS.name, SQLITE_MEMORY_FTS.statements, phase=SCHEMA, rank=90, backends=("sqlite",))
     register_step("0005_owner_keys", _PG_REKEY_STORE, phase=OWNER_KEYS, rank=30, part=15, backends=("postgres",))
+    # The tsvector stays in the row (the embedding goes to TOAST first), so ranking a match reads no
+    # TOAST; rows written before keep their layout until `VACUUM FULL chunks` (docs/postgres.md).
+    register_step("0030_pg_chunks_tsv_inline", ("ALTER TABLE chunks ALTER COLUMN tsv SET STORAGE MAIN",),
+                  phase=SHARED_READ_ONLY, rank=99, backends=("postgres",))  # after every released step
     # A user's scope may read shared rows but never write one (harden-faults).
     register_policies("0012_pg_core_shared_read_only", (("documents", "owner"), ("chunks", "owner")), rank=0,
                       shared_read_only=True)

@@ -106,13 +106,26 @@ SET_SCOPE = "SELECT set_config('bara.owners', %s, true)"
 SET_SEARCH = ("SELECT set_config('bara.owners', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
               " set_config('hnsw.ef_search', %s, true), set_config('hnsw.max_scan_tuples', %s, true)")
 
+# Lexical rank expressions (``pg_lexical_rank``). ``ts_rank_cd`` (cover density) was the first choice;
+# ``ts_rank`` reads each matching row's lexeme weights only and is several times cheaper per row;
+# ``ts_rank_log`` (the default) is ``ts_rank`` divided by 1 + log(the row's length).
+LEXICAL_RANKS = {
+    "ts_rank_cd": "ts_rank_cd(%(rank_weights)s::float4[], c.tsv, q.query)",
+    "ts_rank": "ts_rank(%(rank_weights)s::float4[], c.tsv, q.query)",
+    "ts_rank_log": "ts_rank(%(rank_weights)s::float4[], c.tsv, q.query, 1)",
+}
+
 # One statement: both arms, weighted RRF, per-arm ranks/scores and the cosine of every candidate.
 # Dense arm: HNSW (iterative scan) over the shared scope; if that returns fewer than the limit, an
-# exact pass over the same scope runs (one-time filter, so it costs nothing otherwise); per-user
-# owners always use exact distance ((d) + 0 keeps the planner off the index).
-HYBRID = """
+# exact pass over the same scope runs (one-time filter, so it costs nothing otherwise). Per-user owners
+# use exact distance ((d) + 0 keeps the planner off the index) while they hold fewer than
+# ``private_exact_max`` rows in the searched collections (counted by the scope index, at most that
+# many), and the same HNSW-then-exact pair as the shared scope above that size.
+# The cosine of a lexical-only candidate is read by primary-key look-up (a join let the planner scan
+# the whole table to hash it: most of a search's time at 10^4 chunks and more).
+_HYBRID = """
 WITH lex AS MATERIALIZED (
-    SELECT c.id, ts_rank_cd(%(rank_weights)s::float4[], c.tsv, q.query) AS score
+    SELECT c.id, {rank} AS score
     FROM chunks c, (SELECT websearch_to_tsquery('simple', %(query)s) AS query) q
     WHERE %(use_lexical)s AND c.tsv @@ q.query
       AND c.owner = ANY (%(owners)s::text[]) AND c.collection = ANY (%(collections)s::text[])
@@ -127,26 +140,46 @@ shared_exact AS MATERIALIZED (
     WHERE %(dense)s AND %(has_shared)s AND (SELECT count(*) FROM shared_ann) < %(limit)s
       AND c.owner = '' AND c.collection = ANY (%(collections)s::text[])
     ORDER BY 2, c.id LIMIT %(limit)s),
+private_size AS MATERIALIZED (
+    SELECT count(*) AS n FROM (SELECT 1 FROM chunks c WHERE %(dense)s AND c.owner = ANY (%(private)s::text[])
+        AND c.collection = ANY (%(collections)s::text[]) LIMIT %(private_exact_max)s) s),
+private_ann AS MATERIALIZED (
+    SELECT c.id, c.embedding <=> %(vector)s::vector AS dist FROM chunks c
+    WHERE %(dense)s AND (SELECT n FROM private_size) >= %(private_exact_max)s
+      AND c.owner = ANY (%(private)s::text[]) AND c.collection = ANY (%(collections)s::text[])
+    ORDER BY c.embedding <=> %(vector)s::vector LIMIT %(limit)s),
 private_exact AS MATERIALIZED (
     SELECT c.id, (c.embedding <=> %(vector)s::vector) + 0 AS dist FROM chunks c
-    WHERE %(dense)s AND c.owner = ANY (%(private)s::text[]) AND c.collection = ANY (%(collections)s::text[])
+    WHERE %(dense)s AND (SELECT count(*) FROM private_ann) < %(limit)s
+      AND c.owner = ANY (%(private)s::text[]) AND c.collection = ANY (%(collections)s::text[])
     ORDER BY 2, c.id LIMIT %(limit)s),
 den AS (
     SELECT id, min(dist) AS dist FROM (
-        SELECT * FROM shared_ann UNION ALL SELECT * FROM shared_exact UNION ALL SELECT * FROM private_exact) u
+        SELECT * FROM shared_ann UNION ALL SELECT * FROM shared_exact
+        UNION ALL SELECT * FROM private_ann UNION ALL SELECT * FROM private_exact) u
     GROUP BY id ORDER BY 2, id LIMIT %(limit)s),
 den_ranked AS (SELECT id, 1 - dist AS score, row_number() OVER (ORDER BY dist, id) AS rank FROM den),
-fused AS (
+fused AS MATERIALIZED (
     SELECT coalesce(l.id, d.id) AS id, l.rank AS lrank, l.score AS lscore, d.rank AS drank, d.score AS dscore,
            coalesce(%(w_lex)s / (%(rrf_k)s + l.rank), 0) + coalesce(%(w_den)s / (%(rrf_k)s + d.rank), 0) AS fused,
            coalesce(l.rank, (SELECT count(*) FROM lex) + d.rank) AS first_seen
     FROM lex_ranked l FULL JOIN den_ranked d ON d.id = l.id)
 SELECT f.id, f.fused, f.lrank, f.lscore, f.drank, f.dscore,
-       CASE WHEN %(has_vector)s THEN 1 - (c.embedding <=> %(vector)s::vector) ELSE 0 END AS similarity,
+       CASE WHEN NOT %(has_vector)s THEN 0 WHEN f.dscore IS NOT NULL THEN f.dscore
+            ELSE (SELECT 1 - (c.embedding <=> %(vector)s::vector) FROM chunks c WHERE c.id = f.id) END AS similarity,
        (SELECT count(*) FROM lex) AS n_lex, (SELECT count(*) FROM den) AS n_den
-FROM fused f JOIN chunks c ON c.id = f.id
+FROM fused f
 ORDER BY f.fused DESC, least(f.lrank, f.drank), f.first_seen, f.id
 """
+
+
+@functools.lru_cache(maxsize=8)
+def hybrid(rank: str) -> str:
+    """The hybrid statement ranking its lexical arm by ``rank`` (a key of :data:`LEXICAL_RANKS`)."""
+    return _HYBRID.replace("{rank}", LEXICAL_RANKS[rank])
+
+
+HYBRID = hybrid("ts_rank_log")  # the default pg_lexical_rank
 
 GET_CHUNKS = """SELECT c.id, c.text, d.source, c.section, c.title, c.collection, c.owner, c.ordinal,
     c.start_char, c.end_char, d.title, d.meta FROM chunks c JOIN documents d ON d.id = c.doc_id

@@ -51,10 +51,14 @@ class PostgresStore:
     """Store protocol over one PostgreSQL database (optionally one schema of it)."""
 
     def __init__(self, url: str, *, dim: int = 384, schema: str = "", admin_url: str = "",
-                 app_role: str = "", pool_size: int = 8, ef_search: int = 100, pool_timeout_s: float = 30.0):
+                 app_role: str = "", pool_size: int = 8, ef_search: int = 100, pool_timeout_s: float = 30.0,
+                 lexical_rank: str = "ts_rank_log", private_exact_max: int = 2000):
         from psycopg_pool import ConnectionPool
 
+        if lexical_rank not in pg_sql.LEXICAL_RANKS:
+            raise StoreError(f"pg_lexical_rank must be one of {', '.join(pg_sql.LEXICAL_RANKS)}, not {lexical_rank!r}")
         self.location, self.schema, self.ef_search = url, schema, ef_search
+        self._hybrid, self.private_exact_max = pg_sql.hybrid(lexical_rank), private_exact_max
         self._local = threading.local()
         migrate(admin_url or url, dim=dim, schema=schema, app_role=app_role)
         self.dim = self._probe(url)
@@ -273,7 +277,7 @@ class PostgresStore:
         t0 = time.perf_counter()
         setup = (pg_sql.SET_SEARCH, (_scope(request.owners), str(max(self.ef_search, request.limit)),
                                      str(max(20000, 50 * request.limit))))
-        rows = self._run(pg_sql.HYBRID, _search_params(request), "", fetch=True, setup=setup)
+        rows = self._run(self._hybrid, _search_params(request, self.private_exact_max), "", fetch=True, setup=setup)
         ms = (time.perf_counter() - t0) * 1e3
         n_lex, n_den = (int(rows[0][7]), int(rows[0][8])) if rows else (0, 0)
         return StoreSearchResult(tuple(_candidate(r) for r in rows), n_lex, n_den, {"hybrid_sql": ms})
@@ -316,7 +320,7 @@ def _chunk_row(doc_id: int, doc: Document, chunk: Any, vec: np.ndarray) -> tuple
             chunk.start, chunk.end, chunk.content_hash, index_text(chunk.text), index_text(heading), vec)
 
 
-def _search_params(req: SearchRequest) -> dict[str, Any]:
+def _search_params(req: SearchRequest, private_exact_max: int = 2000) -> dict[str, Any]:
     tw = max(req.title_weight, 1e-6)
     body, head = (1.0 / tw, 1.0) if tw >= 1.0 else (1.0, tw)
     has_vector = req.vector is not None
@@ -327,6 +331,7 @@ def _search_params(req: SearchRequest) -> dict[str, Any]:
         "vector": np.asarray(req.vector, dtype=np.float32) if has_vector else None,
         "dense": bool(req.use_dense and has_vector), "has_vector": has_vector,
         "has_shared": SHARED in req.owners, "private": [o for o in req.owners if o != SHARED],
+        "private_exact_max": int(private_exact_max),
         "w_lex": float(req.weight_lexical), "w_den": float(req.weight_dense), "rrf_k": float(req.rrf_k),
     }
 
