@@ -42,8 +42,8 @@ fall back to FTS5's table-wide statistics. This holds whatever ``lexical_in_memo
 setting is a speed-up of the knowledge base's arm, while this is what a memory search's ranking means.
 A delete drops the owner's cached lexicons at once (:meth:`ScopeLexicons.forget`).
 
-PostgreSQL needs none of this: it ranks with ``ts_rank_cd``, which reads the row's own positions and
-no corpus statistics, so other users' rows never entered a user's scores there.
+PostgreSQL needs none of this: it ranks with the function ``pg_lexical_rank`` names (a ``ts_rank`` variant by
+default), which reads the row's own tsvector and no corpus statistics, so other users' rows never entered a user's scores there.
 """
 
 from __future__ import annotations
