@@ -280,6 +280,8 @@ def main() -> None:
     ap.add_argument("--ingest-sample", type=int, default=10_000)
     ap.add_argument("--heavy-rows", type=int, default=0, help="also one user with this many Q&A pairs")
     ap.add_argument("--skip", default="", help="comma-separated: search, turns, ingest, serve")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Settings field for the measurements (repeatable), e.g. lexical_in_memory=false")
     ap.add_argument("--results", default="/work/scale-stores/results")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -290,13 +292,18 @@ def main() -> None:
     if args.backend == "postgres" and not location.startswith("postgres"):
         print("error: --backend postgres needs --store postgresql://...", file=sys.stderr)
         raise SystemExit(2)
-    settings = Settings(db=location)
+    try:
+        settings = Settings(db=location, **dict(kv.split("=", 1) for kv in args.set))
+    except ValueError as exc:
+        print(f"error: --set takes KEY=VALUE of a Settings field ({exc})", file=sys.stderr)
+        raise SystemExit(2) from exc
     skip = set(filter(None, args.skip.split(",")))
     pool = load_pool(settings, args.pool)
     built = build_kb(location, settings, pool, args.chunks, args.sigma, args.chunk_chars)
     users = build_users(location, settings, pool, args.users, args.qa, args.notes, args.episode_turns, args.sigma)
     queries = scifact_queries(settings, args.queries)
-    out: dict[str, Any] = {"backend": args.backend, "chunks": args.chunks, "users": len(users), **built}
+    out: dict[str, Any] = {"backend": args.backend, "chunks": args.chunks, "users": len(users), **built,
+                           "settings": dict(kv.split("=", 1) for kv in args.set)}
     if args.heavy_rows:
         heavy = build_heavy(location, settings, pool, args.heavy_rows, args.sigma)
         out["heavy_scope"] = {"rows": args.heavy_rows, **measure_heavy(location, settings, heavy, queries)}
