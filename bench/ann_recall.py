@@ -34,13 +34,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--store", required=True)
     ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--skip", type=int, default=0, help="leave out the first queries (those settings were tuned on)")
     ap.add_argument("--limit", type=int, default=12)
     ap.add_argument("--configs", default="", help="search settings to compare on the same graph, as "
                     "expansion_search:oversample pairs, comma-separated (default: the settings' own)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     settings = load_settings()  # BARA_STORE_ANN_* from the environment
-    queries = scifact_queries(settings, args.queries)
+    queries = scifact_queries(settings, args.queries, skip=args.skip)
     off = AnnConfig.from_settings(settings.override(store_ann_min_chunks=0))
     with SQLiteStore(args.store, mode="read", ann=off) as exact:
         wanted, ms_exact = [], []
@@ -53,7 +54,7 @@ def main() -> None:
                                                                              settings.store_ann_oversample)]
     for ef, over in pairs:
         s = settings.override(store_ann_min_chunks=1, store_ann_expansion_search=int(ef), store_ann_oversample=float(over))
-        out = {"store": args.store, "chunks": n, "queries": len(queries), "limit": args.limit,
+        out = {"store": args.store, "chunks": n, "queries": len(queries), "skip": args.skip, "limit": args.limit,
                "connectivity": s.store_ann_connectivity, "expansion_add": s.store_ann_expansion_add,
                "expansion_search": int(ef), "oversample": float(over),
                **graph_recall(args.store, AnnConfig.from_settings(s), queries, wanted, args.limit),
