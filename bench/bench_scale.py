@@ -6,14 +6,15 @@
 The store at ``--store`` (a SQLite file, or a ``postgresql://`` URL) is built once and reused: a run finds
 the chunks and users already there and only measures.
 
-**How the store is built, without re-embedding a million texts.** The pool is a corpus whose every text
-has a real MiniLM embedding: the SciFact evaluation index that ``bara eval retrieval`` caches
-(``--pool``; 5,183 abstracts). Chunk ``i`` of the knowledge base is pool text ``a`` (cut to its first
-``--chunk-chars``) followed by one sentence of pool text ``b`` (``a``, ``b`` drawn at random): words and
-term statistics of real scientific prose, recombined. Its vector is ``a``'s real embedding plus Gaussian
-noise (``--sigma`` per dimension, 0.02) renormalised: close to the text's own embedding, never an
-embedding of the recombined text itself. Ten chunks make a document; documents are written through
-``Store.write_document`` (the normal path: FTS5 rows, generations) in large transactions.
+**How the store is built, without re-embedding a million texts** (``scale_build``'s docstring has the
+detail). The pool is every text with a real MiniLM embedding in bara's cached evaluation indexes (SciFact's
+5,183 abstracts, MTRAG-UN's 1,152 passages; ``--pool`` names others). A knowledge-base chunk recombines
+sentences of 2-3 related pool texts (a random primary and 1-2 of its 16 nearest pool texts, Dirichlet
+weights); its vector is the renormalised weighted mixture of their real embeddings plus Gaussian noise
+(``--sigma`` a dimension, 0.01), renormalised: a continuum between related texts, like a real corpus, not
+clusters of near-duplicates. Ten chunks make a document; batches of 2,000 documents are written in one
+transaction through ``SQLiteStore.write_documents`` (``write_document``'s own rows: chunks, FTS5,
+generations).
 
 The users: ``--users`` of them, each with ``--qa`` Q&A pairs, ``--notes`` notes and one episodic session of
 ``--turns`` turns, written through bara's own tiers (``QAMemory.add``, ``NotesMemory.add``,
@@ -274,11 +275,13 @@ def main() -> None:
     ap.add_argument("--qa", type=int, default=5)
     ap.add_argument("--notes", type=int, default=3)
     ap.add_argument("--episode-turns", type=int, default=6)
-    ap.add_argument("--sigma", type=float, default=0.02)
+    ap.add_argument("--sigma", type=float, default=0.01)
     ap.add_argument("--chunk-chars", type=int, default=700)
     ap.add_argument("--ingest-sample", type=int, default=10_000)
     ap.add_argument("--heavy-rows", type=int, default=0, help="also one user with this many Q&A pairs")
     ap.add_argument("--skip", default="", help="comma-separated: search, turns, ingest, serve")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Settings field for the measurements (repeatable), e.g. lexical_in_memory=false")
     ap.add_argument("--results", default="/work/scale-stores/results")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -289,13 +292,18 @@ def main() -> None:
     if args.backend == "postgres" and not location.startswith("postgres"):
         print("error: --backend postgres needs --store postgresql://...", file=sys.stderr)
         raise SystemExit(2)
-    settings = Settings(db=location)
+    try:
+        settings = Settings(db=location, **dict(kv.split("=", 1) for kv in args.set))
+    except ValueError as exc:
+        print(f"error: --set takes KEY=VALUE of a Settings field ({exc})", file=sys.stderr)
+        raise SystemExit(2) from exc
     skip = set(filter(None, args.skip.split(",")))
     pool = load_pool(settings, args.pool)
     built = build_kb(location, settings, pool, args.chunks, args.sigma, args.chunk_chars)
     users = build_users(location, settings, pool, args.users, args.qa, args.notes, args.episode_turns, args.sigma)
     queries = scifact_queries(settings, args.queries)
-    out: dict[str, Any] = {"backend": args.backend, "chunks": args.chunks, "users": len(users), **built}
+    out: dict[str, Any] = {"backend": args.backend, "chunks": args.chunks, "users": len(users), **built,
+                           "settings": dict(kv.split("=", 1) for kv in args.set)}
     if args.heavy_rows:
         heavy = build_heavy(location, settings, pool, args.heavy_rows, args.sigma)
         out["heavy_scope"] = {"rows": args.heavy_rows, **measure_heavy(location, settings, heavy, queries)}

@@ -41,6 +41,11 @@ def main() -> None:
         if all("turn_ms" in r for r in rows):
             axes[1].plot(n, [r["turn_ms"]["p50"] for r in rows], "o-", label=f"{backend} gated turn p50")
         axes[1].plot(n, [r["rss_mb"] for r in rows], "s:", label=f"{backend} bench RSS (MiB)")
+        for r in rows:  # a point measured with other settings (bench_scale --set) says so
+            if r.get("settings"):
+                note = ", ".join(f"{k}={v}" for k, v in r["settings"].items())
+                axes[0].annotate(note, (r["chunks"], r["search_ms"]["p50"]), fontsize=6, ha="right",
+                                 textcoords="offset points", xytext=(-4, 6))
     for ax, title in zip(axes, ("search, query vector given (ms)", "turn (ms) and memory (MiB)"), strict=True):
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -158,25 +158,38 @@ class SQLiteStore:
         return [r[0] for r in self.query(sql + " ORDER BY source", tuple(params))]
 
     def write_document(self, doc: Document, vectors: np.ndarray) -> int:
-        if len(doc.chunks) != len(vectors):
-            raise ValueError(f"{len(doc.chunks)} chunks but {len(vectors)} vectors for {doc.source}")
-        vecs, doc = np.ascontiguousarray(vectors, dtype=np.float32), storable_document(doc)
         with self.transaction():
-            replaced = self._delete(doc.source, doc.owner, doc.collection)
-            cur = self._conn.execute(
-                "INSERT INTO documents (owner, collection, source, title, content_hash, meta, updated_at)"
-                " VALUES (?,?,?,?,?,?,?)",
-                (doc.owner, doc.collection, doc.source, doc.title, doc.content_hash,
-                 json.dumps(dict(doc.meta)), time.time()))
-            assert cur.lastrowid is not None  # an INSERT always sets it
-            doc_id = int(cur.lastrowid)
-            ids = np.array([self._insert_chunk(doc_id, doc, chunk, vec)
-                            for chunk, vec in zip(doc.chunks, vecs, strict=False)], dtype=np.int64)
+            doc_id, replaced, ids, vecs, doc = self._put(doc, vectors)
             gen = self._bump(doc.owner, doc.collection)
             if not replaced and doc.owner != SHARED:  # a user's tier, only added rows: its cached
                 # matrices take them at commit (a knowledge base, written by ingest, is read again)
                 self._matrices.appended(Appended(doc.owner, doc.collection, gen, ids, vecs))
         return doc_id
+
+    def write_documents(self, items: Sequence[tuple[Document, np.ndarray]]) -> list[int]:
+        """Many documents in one transaction (a bulk load), each written as :meth:`write_document` writes it,
+        each scope's generation moved once: a search's cached matrix of those scopes is read again."""
+        with self.transaction():
+            written = [self._put(doc, vectors) for doc, vectors in items]
+            for owner, collection in dict.fromkeys((w[4].owner, w[4].collection) for w in written):
+                self._bump(owner, collection)
+        return [w[0] for w in written]
+
+    def _put(self, doc: Document, vectors: np.ndarray) -> tuple[int, bool, np.ndarray, np.ndarray, Document]:
+        """Replace ``doc``'s rows (call inside a transaction): (doc id, replaced?, chunk ids, vectors, doc)."""
+        if len(doc.chunks) != len(vectors):
+            raise ValueError(f"{len(doc.chunks)} chunks but {len(vectors)} vectors for {doc.source}")
+        vecs, doc = np.ascontiguousarray(vectors, dtype=np.float32), storable_document(doc)
+        replaced = self._delete(doc.source, doc.owner, doc.collection)
+        cur = self._conn.execute(
+            "INSERT INTO documents (owner, collection, source, title, content_hash, meta, updated_at)"
+            " VALUES (?,?,?,?,?,?,?)",
+            (doc.owner, doc.collection, doc.source, doc.title, doc.content_hash, json.dumps(dict(doc.meta)), time.time()))
+        assert cur.lastrowid is not None  # an INSERT always sets it
+        doc_id = int(cur.lastrowid)
+        ids = np.array([self._insert_chunk(doc_id, doc, chunk, vec) for chunk, vec in zip(doc.chunks, vecs, strict=False)],
+                       dtype=np.int64)
+        return doc_id, replaced, ids, vecs, doc
 
     def _insert_chunk(self, doc_id: int, doc: Document, chunk: Any, vec: np.ndarray) -> int:
         cur = self._conn.execute(

@@ -61,7 +61,7 @@ class AnnConfig:
     dtype: str = "i8"
     connectivity: int = 16
     expansion_add: int = 128
-    expansion_search: int = 128
+    expansion_search: int = 2048
     oversample: float = 2.0
 
     @classmethod

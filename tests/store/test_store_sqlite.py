@@ -9,7 +9,7 @@ import pytest
 from bara.errors import StoreError
 from bara.store.migrations import Migration, sqlite_migrations
 from bara.store.sqlite import SQLiteStore, chunks_sql
-from store_contract import StoreContract, doc, vecs
+from store_contract import StoreContract, doc, request, vecs
 
 
 class TestSQLiteContract(StoreContract):
@@ -90,3 +90,38 @@ def test_hits_are_read_by_id_not_by_scanning_their_scope(tmp_path, owners):
         assert [c.id for c in store.get_chunks([9, 1, 77], owners=None if owners is None else [""] * owners)] == [9, 1, 77]
     finally:
         store.close()
+
+
+def _rows(store: SQLiteStore) -> dict[str, list]:
+    """Every stored row a search or read depends on (the documents' write times aside)."""
+    return {"documents": store.query("SELECT id, owner, collection, source, title, content_hash, meta FROM documents"
+                                     " ORDER BY id"),
+            "chunks": store.query("SELECT * FROM chunks ORDER BY id"),
+            "kb_fts": store.query("SELECT rowid, body, heading, scope FROM chunks_fts ORDER BY rowid"),
+            "memory_fts": store.query("SELECT rowid, body, heading, scope FROM memory_fts ORDER BY rowid")}
+
+
+def test_bulk_write_stores_what_one_document_at_a_time_stores(tmp_path):
+    docs = [doc("a.txt", ["TCP retransmission timer", "UDP checksum"]), doc("n.txt", ["we chose Postgres"], owner="u1",
+            collection="notes"), doc("b.txt", ["DNS resolver cache"]), doc("a.txt", ["TCP timer, replaced"], version="2")]
+    vectors = [vecs(2), vecs(1, 2), vecs(1, 3), vecs(1, 4)]
+    with SQLiteStore(tmp_path / "one.db") as one, SQLiteStore(tmp_path / "bulk.db") as bulk:
+        ids = [one.write_document(d, v) for d, v in zip(docs, vectors, strict=True)]
+        assert bulk.write_documents(list(zip(docs, vectors, strict=True))) == ids
+        assert _rows(bulk) == _rows(one)
+        assert bulk.list_sources() == ["a.txt", "b.txt"] and bulk.document_hash("a.txt") == "a.txt-2"
+        gens = dict(((o, c), g) for o, c, g in bulk.query("SELECT owner, collection, gen FROM scope_generation"))
+        assert gens == {("", "kb"): 1, ("u1", "notes"): 1}  # each scope moved once, not once a document
+
+
+def test_bulk_write_is_one_transaction_and_is_seen_by_a_cached_search(tmp_path):
+    with SQLiteStore(tmp_path / "x.db") as s:
+        s.write_document(doc("a.txt", ["TCP retransmission timer"]), vecs(1))
+        before = s.search(request("DNS resolver", vecs(1, 5)[0]))  # caches the scope's matrix
+        with pytest.raises(ValueError):
+            s.write_documents([(doc("b.txt", ["DNS resolver"]), vecs(1, 5)), (doc("c.txt", ["two", "texts"]), vecs(1))])
+        assert s.list_sources() == ["a.txt"]  # the whole batch rolled back, the good document too
+        s.write_documents([(doc("b.txt", ["DNS resolver"]), vecs(1, 5))])
+        after = s.search(request("DNS resolver", vecs(1, 5)[0]))
+    assert len(before.candidates) == 1 and len(after.candidates) == 2
+    assert after.candidates[0].dense.rank == 1 and after.candidates[0].lexical.rank == 1
