@@ -121,6 +121,11 @@ class CoreSettings(BaseModel):
         "base is one scope; each user's Q&A, notes and episodes are one each), least recently searched "
         "dropped first: a server's memory no longer grows with every user it has served. A dropped "
         "scope is read again on its next search (~0.3 ms at 100 rows, ~2 ms at 1,000)."))
+    store_integrity_check: str = Field(default="changed", pattern="^(changed|always)$", description=(
+        "SQLite: when a writer runs quick_check (every page read once: ~minutes for a 5 GB store) before it "
+        "writes. 'changed': unless the file and its WAL are exactly as a writer that passed the check left "
+        "them at a clean close (size and nanosecond mtime in <db>.clean; a crash, an outside write or any "
+        "other change checks again); 'always': on every open."))
     store_busy_timeout_s: float = Field(default=30.0, gt=0, le=3600, description=(
         "SQLite: how long a write waits for another process's write lock (a running ingest, chat or serve on "
         "the same file) before the command stops with 'busy' and says to retry; a document's transaction "

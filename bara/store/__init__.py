@@ -30,7 +30,8 @@ def open_store(location: str, mode: str = "write", settings: Settings | None = N
     return SQLiteStore(location, mode=mode, matrix_scopes=settings.store_matrix_cache_scopes,
                        matrix_mb=settings.store_matrix_cache_mb, lexicon_scopes=settings.lexical_memory_cache_scopes,
                        busy_timeout_s=settings.store_busy_timeout_s, ann=AnnConfig.from_settings(settings),
-                       lexicon_topk_min=settings.lexical_topk_min_chunks)
+                       lexicon_topk_min=settings.lexical_topk_min_chunks,
+                       integrity=settings.store_integrity_check)
 
 
 def _open_postgres(url: str, settings: Settings | None) -> Store:

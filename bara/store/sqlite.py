@@ -22,7 +22,7 @@ import numpy as np
 from bara.errors import MissingStoreError, StoreError
 from bara.store.base import LexicalPrefetch, storable_document, storable_params
 from bara.store.migrations import Migration, announce_upgrade, sqlite_migrations
-from bara.store.sqlite_files import (APPLICATION_ID, DEFAULT_BUSY_TIMEOUT_S, check_identity, check_integrity,
+from bara.store.sqlite_files import (APPLICATION_ID, DEFAULT_BUSY_TIMEOUT_S, check_identity, check_integrity, closed_clean, mark_clean,
                                      connect_file, exists, file_problem, reader_uri)
 from bara.store.sqlite_ann import DEFAULT as DEFAULT_ANN
 from bara.store.sqlite_ann import AnnConfig, Graphs, approximate_dense, approximate_matrix
@@ -48,7 +48,8 @@ class SQLiteStore:
     def __init__(self, path: str | Path, migrations: Sequence[Migration] | None = None, *, mode: str = "write",
                  matrix_scopes: int = DEFAULT_SCOPES, matrix_mb: float = DEFAULT_MB,
                  lexicon_scopes: int = DEFAULT_LEXICON_SCOPES, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
-                 ann: AnnConfig = DEFAULT_ANN, lexicon_topk_min: int = DEFAULT_TOPK_MIN):
+                 ann: AnnConfig = DEFAULT_ANN, lexicon_topk_min: int = DEFAULT_TOPK_MIN,
+                 integrity: str = "always"):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.location = str(path)
@@ -60,6 +61,8 @@ class SQLiteStore:
         existed = exists(self.location)
         if not existed and mode != "write":
             raise MissingStoreError(self.location)
+        was_clean = existed and integrity == "changed" and closed_clean(self.location)
+        self._vouch = False  # set once a writer's open passed (or could skip) the page check
         self._conn, self.read_only = connect_file(self.location, mode, busy_timeout_s)
         self._readers = Readers(reader_uri(self.location), busy_timeout_s)  # a read connection per thread
         self._worker = LexicalWorker(self.location, reader_uri(self.location)) if self.location != ":memory:" else None
@@ -71,9 +74,11 @@ class SQLiteStore:
         self._scopes = ScopeLexicons(lexicon_scopes)
         with self._translated():
             check_identity(self._conn, self.location)
-            if existed and mode != "read":
-                check_integrity(self._conn, self.location)
+            # whether this open read every page (False: the file is as a clean close left it)
+            self.integrity_checked = existed and mode != "read" and \
+                check_integrity(self._conn, self.location, was_clean)
             self._migrate(list(migrations) if migrations is not None else sqlite_migrations())
+        self._vouch = mode != "read" and self.location != ":memory:"
 
     # ----------------------------------------------------------------- SQL runner
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
@@ -102,6 +107,7 @@ class SQLiteStore:
             problem = file_problem(exc, self.location)
             if problem is None:
                 raise
+            self._vouch = False  # a file that failed is never marked clean
             raise problem from exc
 
     @contextmanager
@@ -393,6 +399,8 @@ class SQLiteStore:
         self._readers.close()
         with self._lock:
             self._conn.close()
+            if self._vouch and not self.read_only:
+                mark_clean(self.location)
 
     def __enter__(self) -> "SQLiteStore":
         return self
