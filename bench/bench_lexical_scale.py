@@ -36,20 +36,11 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale_build import rss_mb  # noqa: E402  (one reader of /proc for every scale bench)
+
 SCOPE = (("",), ("kb",))
 LABEL = (0,)  # the bench's own lexicon folder: not the store's generations
-
-
-def rss_mb() -> tuple[float, float]:
-    """(resident MiB now, peak MiB) of this process."""
-    now = peak = 0.0
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                now = int(line.split()[1]) / 1024
-            elif line.startswith("VmHWM:"):
-                peak = int(line.split()[1]) / 1024
-    return round(now, 1), round(peak, 1)
 
 
 def run_of(store: str):

@@ -56,21 +56,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale_build import Pool, build_heavy, build_kb, build_users, load_pool, scifact_queries  # noqa: E402
+from scale_build import Pool, build_heavy, build_kb, build_users, load_pool, rss_mb, scifact_queries  # noqa: E402
 
 from bara.settings import Settings  # noqa: E402
-
-
-def rss_mb(pid: int | str = "self") -> tuple[float, float]:
-    """(resident MiB now, peak MiB) of a process."""
-    now = peak = 0.0
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                now = int(line.split()[1]) / 1024
-            elif line.startswith("VmHWM:"):
-                peak = int(line.split()[1]) / 1024
-    return round(now, 1), round(peak, 1)
 
 
 def disk_mb(location: str) -> float:

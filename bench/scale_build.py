@@ -56,6 +56,18 @@ class Pool:
     neighbours: np.ndarray
 
 
+def rss_mb(pid: int | str = "self") -> tuple[float, float]:
+    """(resident MiB now, peak MiB) of a process."""
+    now = peak = 0.0
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                now = int(line.split()[1]) / 1024
+            elif line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) / 1024
+    return round(now, 1), round(peak, 1)
+
+
 def data_dir(settings: Settings) -> Path:
     import os
 
