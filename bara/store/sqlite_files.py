@@ -120,10 +120,10 @@ def _sqlite_header(location: str) -> bool:
         return True  # cannot tell: keep the damaged-store message
 
 
-def check_integrity(conn: sqlite3.Connection, location: str, closed_clean: bool = False) -> bool:
+def check_integrity(conn: sqlite3.Connection, location: str, was_clean: bool = False) -> bool:
     """Writers refuse a damaged file: ``quick_check`` reads every page once (time linear in the
     file size: minutes for a 5 GB store; docs/benchmarks.md) but skips the index cross-checks of
-    ``integrity_check``. It is skipped when ``closed_clean`` (:func:`closed_clean`, read before the
+    ``integrity_check``. It is skipped when ``was_clean`` (:func:`closed_clean`, read before the
     file was opened: the file is exactly as a writer that passed the check left it at a clean close).
     Whether it ran is returned. The mark is removed before this writer changes anything, so a crash
     leaves none."""
@@ -131,7 +131,7 @@ def check_integrity(conn: sqlite3.Connection, location: str, closed_clean: bool 
         clean_mark(location).unlink(missing_ok=True)
     except OSError:
         pass  # a read-only folder: nothing here will write the file either
-    if closed_clean:
+    if was_clean:
         return False
     rows = conn.execute("PRAGMA quick_check(1)").fetchall()
     if rows != [("ok",)]:
