@@ -7,7 +7,11 @@ gold of ``bara.eval.rewrite_metrics``). L2-regularised logistic regression (Newt
 set weighted equally; then the threshold that maximises the mean over sets of dev term F1.
 Prints the weights to paste into ``Settings.rewrite_term_weights`` / ``rewrite_term_threshold``.
 
-Usage: python scripts/train_rewrite_scorer.py [--data ../shared/data] [--l2 1.0]
+``--loso`` checks a feature set the way an unseen conversation set would: for each set, fit on the
+dev halves of the other three (threshold chosen on theirs) and score its own dev half; ``--drop``
+zeroes features (to compare feature sets by that held-out-set F1, not by the fitted sets' own).
+
+Usage: python scripts/train_rewrite_scorer.py [--data ../shared/data] [--l2 1.0] [--loso] [--drop f1,f2]
 """
 
 from __future__ import annotations
@@ -60,10 +64,10 @@ def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float) -> np.ndarray:
     return beta
 
 
-def dev_f1(data: Path, weights: dict, threshold: float) -> dict:
+def dev_f1(data: Path, weights: dict, threshold: float, sets=SETS) -> dict:
     rules = RewriteRules(term_weights=tuple(sorted(weights.items())), term_threshold=threshold)
     out = {}
-    for name in SETS:
+    for name in sets:
         counts = []
         for conv in read_conversations(data / "rewrite" / f"{name}.jsonl"):
             if conv.half != "dev":
@@ -77,19 +81,34 @@ def dev_f1(data: Path, weights: dict, threshold: float) -> dict:
     return out
 
 
-def fit_round(args, rules) -> dict:
+def fit_round(args, rules, sets=SETS) -> dict:
     xs, ys, ws = [], [], []
-    for name in SETS:
+    for name in sets:
         part = list(rows(args.data / "rewrite" / f"{name}.jsonl", rules))
         xs += [r[0] for r in part]
         ys += [r[1] for r in part]
         ws += [1.0 / len(part)] * len(part)
         print(f"{name}: {len(part)} candidates, {int(sum(r[1] for r in part))} positive")
-    w = np.array(ws) * len(ws) / len(SETS)
-    beta = fit(np.array(xs), np.array(ys), w, args.l2)
+    w = np.array(ws) * len(ws) / len(sets)
+    x = np.array(xs)
+    dropped = [FEATURES.index(f) for f in args.drop]
+    x[:, dropped] = 0.0
+    beta = fit(x, np.array(ys), w, args.l2)
     weights = {"bias": round(float(beta[0]), 3), **{n: round(float(b), 3) for n, b in zip(FEATURES, beta[1:], strict=True)}}
     print(json.dumps(weights))
     return weights
+
+
+def loso(args) -> None:
+    """Leave one set out: fit on the other sets' dev halves, choose the threshold there, score the set."""
+    held = {}
+    for name in SETS:
+        others = tuple(s for s in SETS if s != name)
+        weights = fit_round(args, RewriteRules(), others)
+        best = max((sum(dev_f1(args.data, weights, t, others).values()) / len(others), t) for t in (0.2, 0.25, 0.3))
+        held[name] = dev_f1(args.data, weights, best[1], (name,))[name]
+        print(f"held out {name}: threshold {best[1]} (others {best[0]:.4f}) -> {held[name]:.4f}")
+    print(f"leave-one-set-out dev term F1 {held} mean {sum(held.values()) / len(held):.4f}")
 
 
 def main() -> None:
@@ -97,7 +116,12 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=Path(os.environ.get("BARA_DATA", "../shared/data")))
     ap.add_argument("--l2", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--loso", action="store_true")
+    ap.add_argument("--drop", type=lambda v: [f for f in v.split(",") if f], default=[])
     args = ap.parse_args()
+    if args.loso:
+        loso(args)
+        return
     rules = RewriteRules()
     for _ in range(args.rounds):
         weights = fit_round(args, rules)

@@ -28,12 +28,12 @@ from bara.settings.environment import UnknownSettingWarning, env_values, warn_un
 from bara.settings.sections import flat_values, gather, section_fields, section_of
 
 #: The rewrite's term-scorer weights, fitted on the dev halves (scripts/train_rewrite_scorer.py).
-_REWRITE_TERM_WEIGHTS = {"bias": -4.297, "carried": 1.153, "first_user": 2.112, "prev_user": 1.753, "user_share":
-                         0.023, "user_recency": 0.171, "prev_reply": 0.927, "reply_lead": 0.932, "reply_share":
-                         -0.429, "name": 0.904, "phrase": 0.107, "anchor": 0.126, "long": -0.206, "focus": 0.155,
-                         "stale": 0.356, "reply_name": 1.103, "shift": 1.672, "superseded": -0.209, "ref": 0.325,
-                         "short": 0.165, "own_name": -0.391, "overlap": -0.004, "first_ref": -0.002, "reply_ref":
-                         -0.231, "first_short": -0.391, "person_ref": 0.015, "msg_len": -1.882, "own_phrase": 0.197}
+_REWRITE_TERM_WEIGHTS = {"bias": -4.645, "carried": 0.477, "first_user": 1.845, "prev_user": 0.951,
+                         "user_share": -0.412, "user_recency": 1.117, "prev_reply": 0.734, "reply_lead": 0.944,
+                         "reply_share": -0.455, "name": 1.315, "phrase": 0.248, "anchor": -0.047, "long": -0.268,
+                         "focus": 0.55, "stale": 0.646, "reply_name": 1.093, "ref": 0.167, "short": 0.565,
+                         "own_name": -0.399, "overlap": -0.021, "first_ref": 0.112, "reply_ref": -0.124,
+                         "first_short": -0.331, "person_ref": -0.032}
 
 __all__ = ["CoreSettings", "Settings", "UnknownSettingWarning", "load_settings"]
 
@@ -288,7 +288,7 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
                                     "names its subject early.")
     rewrite_min_content_words: int = Field(default=1, ge=0, description="A user turn with fewer content words is "
                                            "chit-chat ('thanks!') and is not read.")
-    rewrite_term_threshold: float = Field(default=0.25, ge=0.0, le=1.0, description="Probability a candidate word "
+    rewrite_term_threshold: float = Field(default=0.2, ge=0.0, le=1.0, description="Probability a candidate word "
                                           "needs to be added: the dev-half threshold of best mean term F1.")
     rewrite_max_terms: int = Field(default=6, ge=0, le=50, description="Words added at most: human rewrites add "
                                    "one to four content words; more drifts the lexical query.")

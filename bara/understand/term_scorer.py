@@ -57,7 +57,7 @@ __all__ = ["FEATURES", "Candidate", "HistoryCandidates", "candidate_features", "
            "score_candidates"]
 
 FEATURES = ("carried", "first_user", "prev_user", "user_share", "user_recency", "prev_reply", "reply_lead", "reply_share",
-            "name", "phrase", "anchor", "long", "focus", "stale", "reply_name", "shift", "superseded", "ref", "short", "own_name", "overlap", "first_ref", "reply_ref", "first_short", "person_ref", "msg_len", "own_phrase")
+            "name", "phrase", "anchor", "long", "focus", "stale", "reply_name", "ref", "short", "own_name", "overlap", "first_ref", "reply_ref", "first_short", "person_ref")
 _PERSON = re.compile(r"\b(?:he|she|him|her|his|hers|himself|herself)\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
@@ -148,28 +148,6 @@ def _focus(users: Sequence[str], user_keys: Sequence[frozenset[str]]) -> tuple[i
     return focus
 
 
-_SHIFT_CUE = re.compile(r"\b(?:what|how) about\b|\btell me (?:more )?about\b|\b(?:versus|vs\.?)\b|"
-                        r"\b(?:compare[sd]?|comparison|differ(?:ence|ent)?s?) (?:to|with|from|between)\b", re.IGNORECASE)
-
-
-def _shift(users: Sequence[str], user_keys: Sequence[frozenset[str]]) -> tuple[int, frozenset[str]]:
-    """The latest user turn after the first that moved the conversation to a subject of its own: a name
-    no earlier user turn said, or a new noun phrase after a shift cue ("what about a food truck?",
-    "tell me more about biodegradable plastics", "X versus Y"); its new subject keys. (-1, empty) if none."""
-    said: set[str] = set(user_keys[0]) if user_keys else set()
-    out: tuple[int, frozenset[str]] = (-1, frozenset())
-    for j in range(1, len(users)):
-        text = users[j]
-        subject = set(_name_words(text))
-        if _SHIFT_CUE.search(text):
-            subject |= _phrase_words(text)
-        new = frozenset(k for w, k in _words(text, True) if w.lower() in subject and k not in said)
-        if new:
-            out = (j, new)
-        said |= user_keys[j]
-    return out
-
-
 @dataclass(frozen=True)
 class HistoryCandidates:
     """The history's side of the candidates, the same for every message: each word with the features
@@ -199,7 +177,6 @@ def history_candidates(users: tuple[str, ...], replies: tuple[str, ...],
     carried_keys = _keys(" ".join(carried), True)
     n_users, n_replies = len(user_keys), len(reply_keys)
     focus_turn, focus_keys = _focus(users, user_keys)
-    shift_turn, shift_keys = _shift(users, user_keys)
     last_said: dict[str, int] = {}  # key -> index of the latest user turn holding it
     user_count: dict[str, int] = {}
     for j, keys in enumerate(user_keys):
@@ -225,8 +202,7 @@ def history_candidates(users: tuple[str, ...], replies: tuple[str, ...],
                  round(reply_count.get(key, 0) / n_replies, 4) if n_replies else 0.0,
                  float(low in names), float(low in phrases), float(low in first_phrase and key in first),
                  float(len(low) >= 7), float(key in focus_keys),
-                 float(j is not None and j < focus_turn and key not in focus_keys), float(low in reply_names),
-                 float(key in shift_keys), float(j is not None and j < shift_turn and key not in shift_keys),)
+                 float(j is not None and j < focus_turn and key not in focus_keys), float(low in reply_names))
             rows.append((word, key, x, j))
     return HistoryCandidates(tuple(rows), user_keys)
 
@@ -239,15 +215,13 @@ def for_message(message: str, history: HistoryCandidates) -> list[Candidate]:
     own = 1.0 if entity_tuple(message) else 0.0
     person = 1.0 if _PERSON.search(message) else 0.0
     overlaps = [bool(keys & have) for keys in history.user_keys]
-    msg_len = round(min(len(have), 8) / 8, 4)
-    own_phrase = 1.0 if _phrase_words(message) else 0.0
     out = []
     for word, key, x, j in history.rows:
         if key in have:
             continue
         overlap = 1.0 if j is not None and overlaps[j] else 0.0
         out.append(Candidate(word, key, (*x, ref, short, own, overlap, x[1] * ref, x[5] * ref, x[1] * short,
-                                         max(x[8], x[14]) * person, msg_len, own_phrase), len(out)))
+                                         max(x[8], x[14]) * person), len(out)))
     return out
 
 
