@@ -227,12 +227,12 @@ class CoreSettings(BaseModel):
         "Weight of the user turns' topic vector in that same search vector (the one with the last reply; "
         "gate_topic_carry_weight elsewhere): the passage the user has just read says what the conversation is "
         "about now, the user turns' topic leans towards where it started. CAsT 2022 dev half, lexical 0.05: "
-        "0.8 0.840, 0.4 0.902, 0.2 0.897, 0.1 0.907, 0 0.907; 0.1 is the best 3x3 neighbourhood mean."))
+        "0.8 0.892, 0.4 0.902, 0.2 0.897, 0.1 0.907, 0 0.907; 0.1 is the best 3x3 neighbourhood mean."))
     gate_followup_weight_lexical: float = Field(default=0.05, ge=0.0, description=(
         "RRF weight of the full-text arm for that same follow-up: a tie-breaker. Its query is the rewrite, whose "
         "carried words name the topic every passage of the conversation shares, so it ranks what was already "
         "said and other branches of the topic; the dense arm reads the message and that passage (CAsT 2022 dev "
-        "half, topic 0.1: 0.5 0.845, 0.2 0.876, 0.1 0.897, 0.05 0.907, 0 0.897; weight_lexical applies to "
+        "half, topic 0.1: 0.5 0.835, 0.2 0.876, 0.1 0.897, 0.05 0.907, 0 0.897; weight_lexical applies to "
         "every other search)."))
     gate_kb_said_containment: float = Field(default=0.8, gt=0.0, le=1.0, description=(
         "A knowledge hit that shares at least this share of its distinct terms, and of the reply's, with one "
