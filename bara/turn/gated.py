@@ -115,23 +115,27 @@ class GatedAssistant(PipelineAssistant):
     def _kb(self, t: TurnInput, policy: PolicyDecision, seen: Seen, query: str,
             vectors: tuple[np.ndarray | None, np.ndarray | None], rec: TurnRecorder) -> RetrievalOutcome | None:
         """The knowledge-base search. A follow-up (the message depends on the conversation) drops the hits an
-        earlier reply already is (``drop_said``); when the last answer was itself a passage of the knowledge
-        base (``answers_are_passages``), it also adds that reply's vector to its topic (``search_vector``) and
-        weighs its lexical arm by ``gate_followup_weight_lexical`` (reason ``topic:answers_are_passages``)."""
+        earlier reply already is (``drop_said``), searching one more per earlier reply (at most
+        ``gate_kb_said_spare``) so that k remain. When the conversation's answers are passages of the knowledge
+        base (``answers_are_passages``, reason ``topic:answers_are_passages``), its dense arm searches with the
+        message, the last reply and a little of the user turns' topic (``search_vector``: reply weight
+        ``gate_followup_reply_weight``, topic weight ``gate_followup_topic_weight``; reason ``topic:with_reply``)
+        and its full-text arm weighs ``gate_followup_weight_lexical`` in the fusion."""
         s, follow = self.settings, seen.topic.depends
         (message_vector, vector), said = vectors, ()
         passages = follow and answers_are_passages(t.messages)
         rec.reason("topic:answers_are_passages" if passages else "")
-        if passages and message_vector is not None and s.gate_followup_reply_weight > 0:
-            reply = last_reply(t.messages)
-            reply_vector = self._embed(reply, rec) if reply else None
-            vector = search_vector(message_vector, seen.prior.topic, True, s.gate_topic_carry_weight,
+        reply = last_reply(t.messages) if passages and s.gate_followup_reply_weight > 0 else ""
+        reply_vector = self._embed(reply, rec) if reply and message_vector is not None else None
+        if message_vector is not None and reply_vector is not None:
+            vector = search_vector(message_vector, seen.prior.topic, True, s.gate_followup_topic_weight,
                                    reply_vector, s.gate_followup_reply_weight)
-            rec.reason("topic:with_reply" if reply_vector is not None else "")
+            rec.reason("topic:with_reply")
         if follow and s.gate_kb_said_spare:
             said = said_terms(t.messages)
+        spare = min(len(said), s.gate_kb_said_spare)  # each earlier reply can take one slot
         kb = self._tier("retrieve_kb", rec, lambda: self.bara.retriever.search(
-            query, k=policy.kb_k + (s.gate_kb_said_spare if said else 0), floor=policy.kb_floor, vector=vector,
+            query, k=policy.kb_k + spare, floor=policy.kb_floor, vector=vector,
             prefetched=seen.guess.prefetched, spare_lexical=s.gate_kb_floor_spare_lexical,
             spare_floor=policy.kb_floor - s.gate_kb_floor_spare_margin,
             weight_lexical=s.gate_followup_weight_lexical if passages else None))
@@ -263,4 +267,5 @@ class GatedAssistant(PipelineAssistant):
         """The next turn's history, analysed after the answer too."""
         self.bara.learning.prepare(next_turn_preparation(self.settings, t, plan, meta, self._rewrite_rules(),
                                                          self._embedder_id),
-                                   *reply_preparation(self.settings, plan, meta, self.bara.embedder.embed))
+                                   *reply_preparation(self.settings, plan, meta, self.bara.embedder.embed,
+                                                      answers_are_passages(t.messages)))

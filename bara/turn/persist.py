@@ -90,12 +90,13 @@ def next_turn_preparation(settings: Settings, t: TurnInput, plan: PersistPlan, m
 
 
 def reply_preparation(settings: Settings, plan: PersistPlan, meta: dict[str, Any],
-                      embed: Callable[[list[str]], object]) -> tuple[Callable[[], object], ...]:
+                      embed: Callable[[list[str]], object], passages: bool = False) -> tuple[Callable[[], object], ...]:
     """The vector of the reply just stored, computed after the answer when that reply was one of the turn's
-    hits (``meta[ANSWER_IN_KB]``): a follow-up then searches with it (``gate_followup_reply_weight``;
+    hits (``meta[ANSWER_IN_KB]``) or the conversation's answers already were (``passages``: an earlier
+    searched turn of the window): a follow-up then searches with it (``gate_followup_reply_weight``;
     ``bara.turn.steps.last_reply`` reads the same text), and the embedder's cache serves the next
     turn. An embedder failure here is left for that turn to report."""
-    use = settings.gate_followup_reply_weight > 0 and bool(meta.get(ANSWER_IN_KB))
+    use = settings.gate_followup_reply_weight > 0 and (passages or bool(meta.get(ANSWER_IN_KB)))
     reply = strip_scaffolding(plan.assistant_text) if use else ""
     if not reply:
         return ()

@@ -194,11 +194,12 @@ def answer_was_hit(reply: str, kb: RetrievalOutcome | None, containment: float) 
 
 
 def answers_are_passages(messages: Sequence[StoredMessage]) -> bool:
-    """Whether the latest searched user turn of the window was answered with one of its hits verbatim."""
-    for m in reversed(messages):
-        if m.role == "user" and not skipped(m):
-            return isinstance(m.meta, Mapping) and bool(m.meta.get(ANSWER_IN_KB))
-    return False
+    """Whether a searched user turn of the window was answered with one of its hits verbatim: the assistant
+    answers with the knowledge base's passages. A property of the conversation, not of the last turn: a
+    turn whose search missed the passage its answer was cannot show it, and its follow-up is the one that
+    most needs the passage it was just told (CAsT 2022 dev half R@5: 0.887 read from the last turn, 0.907 so)."""
+    return any(m.role == "user" and not skipped(m) and isinstance(m.meta, Mapping) and bool(m.meta.get(ANSWER_IN_KB))
+               for m in messages)
 
 
 def _contained(text: str, said: Sequence[frozenset[str]], containment: float) -> bool:

@@ -217,3 +217,63 @@ def test_a_written_answer_keeps_the_plain_follow_up_search(wonders, user):
     hits, reasons = _follow_up(wonders, user, ((TURNS[0][0], written), TURNS[1]))
     assert "topic:answers_are_passages" not in reasons and "topic:with_reply" not in reasons
     assert hits
+
+
+def test_an_earlier_answer_that_was_a_hit_marks_the_whole_conversation():
+    """A turn whose search missed the passage its answer was cannot show it; the conversation's answers still are
+    passages, and its follow-up is the one that most needs the passage it was just told."""
+    marked = [_message("user", "Which wonder?", {ANSWER_IN_KB: True}), _message("assistant", WALL)]
+    missed = [_message("user", "How is it maintained?", {"searched": True}), _message("assistant", "Crews repair it.")]
+    assert answers_are_passages([*marked, *missed])
+    assert not answers_are_passages(missed)
+    # small talk the gate skipped says nothing about the answers, even if something marked it
+    assert not answers_are_passages([_message("user", "thanks!", {"searched": False, ANSWER_IN_KB: True}),
+                                     _message("assistant", "You're welcome!")])
+
+
+# --- the passage just read leads, not where the conversation started -----------------------------------
+
+BUILT = {
+    "wall-1.txt": PASSAGES["wall-1.txt"],
+    "wall-built.txt": "Soldiers, peasants and convicts built the Great Wall from rammed earth, wood and stone, and "
+                      "many of the workers died during its construction along the northern frontier.",
+    "taj-1.txt": PASSAGES["taj.txt"] + " Its white domes stand on the bank of the Yamuna river.",
+    "taj-built.txt": "About twenty thousand artisans worked on it for twenty-two years, and a thousand elephants "
+                     "carried its white marble from Rajasthan to Agra for the Mughal emperor.",
+    "colosseum.txt": PASSAGES["colosseum.txt"],
+    "petra.txt": PASSAGES["petra.txt"],
+    "machu.txt": PASSAGES["machu.txt"],
+}
+BUILT_TURNS = (("Which wonder of the world protects the northern borders against raids?", BUILT["wall-1.txt"]),
+               ("How long is the wall, and where does it run?", BUILT["wall-1.txt"]),
+               ("Which other wonder should I visit?", BUILT["taj-1.txt"]),
+               ("How was it built?", ""))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, embedder):
+    folder = tmp_path_factory.mktemp("built")
+    docs = folder / "docs"
+    docs.mkdir()
+    for name, text in BUILT.items():
+        (docs / name).write_text(text)
+    settings = Settings(db=str(folder / "kb.db"), cache_dir=folder / "cache", k=1, floor_kb=0.0,
+                        floor_continuation=0.0, floor_general=0.0, gate_kb_relative_gap=2.0)
+    with Bara(settings, embedder=embedder) as bara:
+        bara.knowledge.ingest([docs])
+        yield bara
+
+
+def test_a_follow_up_searches_what_the_last_passage_was_about(built, user):
+    """Two questions about the wall (the first answered with its own hit: the conversation's answers are
+    passages), then the Taj Mahal as the answer, then "How was it built?": the dense arm
+    (the full-text arm out of the fusion, to see it alone) leans on the passage just read, not on the user
+    turns' topic, which is still the wall."""
+    hits, reasons = _follow_up(built, user, BUILT_TURNS, gate_followup_weight_lexical=0.0)
+    assert hits[0] == "taj-built.txt", hits
+    assert "topic:answers_are_passages" in reasons and "topic:with_reply" in reasons
+
+
+def test_with_the_user_turns_topic_at_full_weight_the_follow_up_drifts_back(built, user):
+    hits, _ = _follow_up(built, user, BUILT_TURNS, gate_followup_weight_lexical=0.0, gate_followup_topic_weight=0.8)
+    assert hits[0] == "wall-built.txt", hits
