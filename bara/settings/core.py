@@ -234,6 +234,11 @@ class CoreSettings(BaseModel):
         "said and other branches of the topic; the dense arm reads the message and that passage (CAsT 2022 dev "
         "half, topic 0.1: 0.5 0.835, 0.2 0.876, 0.1 0.897, 0.05 0.907, 0 0.897; weight_lexical applies to "
         "every other search)."))
+    gate_followup_identifier_lexical: bool = Field(default=True, description=(
+        "A follow-up that names an identifier of its own (a token of letters and digits such as E1234 or IPv6, "
+        "or a number of 3+ digits such as RFC 7231) keeps the full-text arm's usual weight even when the "
+        "answers are passages: only that arm matches such a token exactly, and the reply's vector knows "
+        "nothing of it (reason topic:names_identifier). False = gate_followup_weight_lexical always."))
     gate_kb_said_containment: float = Field(default=0.8, gt=0.0, le=1.0, description=(
         "A knowledge hit that shares at least this share of its distinct terms, and of the reply's, with one "
         "earlier reply of the window is that reply: it is dropped from a follow-up's hits, since the "

@@ -24,8 +24,8 @@ from bara.turn.base import PipelineAssistant
 from bara.turn.persist import next_turn_preparation, reply_preparation
 from bara.turn.records import Retrieved, Seen, TurnInput, TurnResult
 from bara.turn.steps import (LexicalGuess, answers_are_passages, drop_said, last_reply,
-                                 learns_qa, lexical_guess, mark_rerank, per_message, rewrite_for, said_terms,
-                                 within_gap)
+                                 learns_qa, lexical_guess, mark_rerank, names_identifier, per_message, rewrite_for,
+                                 said_terms, within_gap)
 import bara.prompts as PROMPTS
 from bara.prompts.frames import (MemorySummary, PromptInputs, attribution_note, episode_items,
                                  kb_sources, note_items, preferred_length, profile_items, qa_items)
@@ -120,11 +120,14 @@ class GatedAssistant(PipelineAssistant):
         base (``answers_are_passages``, reason ``topic:answers_are_passages``), its dense arm searches with the
         message, the last reply and a little of the user turns' topic (``search_vector``: reply weight
         ``gate_followup_reply_weight``, topic weight ``gate_followup_topic_weight``; reason ``topic:with_reply``)
-        and its full-text arm weighs ``gate_followup_weight_lexical`` in the fusion."""
+        and its full-text arm weighs ``gate_followup_weight_lexical`` in the fusion, unless the message names an
+        identifier of its own (``names_identifier``, reason ``topic:names_identifier``)."""
         s, follow = self.settings, seen.topic.depends
         (message_vector, vector), said = vectors, ()
         passages = follow and answers_are_passages(t.messages)
         rec.reason("topic:answers_are_passages" if passages else "")
+        exact = passages and s.gate_followup_identifier_lexical and names_identifier(t.clean.query)
+        rec.reason("topic:names_identifier" if exact else "")
         reply = last_reply(t.messages) if passages and s.gate_followup_reply_weight > 0 else ""
         reply_vector = self._embed(reply, rec) if reply and message_vector is not None else None
         if message_vector is not None and reply_vector is not None:
@@ -138,7 +141,7 @@ class GatedAssistant(PipelineAssistant):
             query, k=policy.kb_k + spare, floor=policy.kb_floor, vector=vector,
             prefetched=seen.guess.prefetched, spare_lexical=s.gate_kb_floor_spare_lexical,
             spare_floor=policy.kb_floor - s.gate_kb_floor_spare_margin,
-            weight_lexical=s.gate_followup_weight_lexical if passages else None))
+            weight_lexical=s.gate_followup_weight_lexical if passages and not exact else None))
         return drop_said(kb, said, s.gate_kb_said_containment, policy.kb_k)
 
     def _history_topic(self, t: TurnInput, rec: TurnRecorder) -> HistoryTopic:

@@ -6,6 +6,7 @@ helper here that is not pure: it starts the store's background search)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Mapping, Sequence
@@ -191,6 +192,15 @@ def answer_was_hit(reply: str, kb: RetrievalOutcome | None, containment: float) 
         return False
     terms = _terms(reply)
     return bool(terms) and any(_contained(h.chunk.text, (terms,), containment) for h in kb.hits)
+
+
+_IDENTIFIER = re.compile(r"(?<![\w.-])(?=[\w.-]*\d)(?=[\w.-]*[^\W\d_])\w[\w.-]*\w(?![\w.-])|(?<![\w.])\d{3,}(?![\w.])")
+
+
+def names_identifier(text: str) -> bool:
+    """Whether ``text`` names an identifier: a token mixing letters and digits ("E1234", "IPv6", "v2.3") or a
+    number of three or more digits ("RFC 7231", "port 443"), which only the full-text arm matches exactly."""
+    return bool(_IDENTIFIER.search(text))
 
 
 def answers_are_passages(messages: Sequence[StoredMessage]) -> bool:

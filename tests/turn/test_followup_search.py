@@ -277,3 +277,46 @@ def test_a_follow_up_searches_what_the_last_passage_was_about(built, user):
 def test_with_the_user_turns_topic_at_full_weight_the_follow_up_drifts_back(built, user):
     hits, _ = _follow_up(built, user, BUILT_TURNS, gate_followup_weight_lexical=0.0, gate_followup_topic_weight=0.8)
     assert hits[0] == "wall-built.txt", hits
+
+
+# --- a follow-up that names an identifier keeps the full-text arm ---------------------------------
+
+PERMITS = {  # the reply's vector leans to the first; only the second says the code the follow-up asks about
+    "permit-a.txt": "Hiking permit QX-7741 covers the Great Wall of China: the restored northern sections, the "
+                    "watchtowers and the mountain stretches the dynasties built against raids.",
+    "permit-b.txt": "Permit QX-4177 is a ferry ticket for the harbour of Valletta, valid on weekdays.",
+}
+
+
+@pytest.mark.parametrize("text, named", [
+    ("What does RFC 7231 say about it?", True), ("And error E1234?", True), ("Does it support IPv6?", True),
+    ("What about QX-7741?", True), ("How is it maintained nowadays?", False), ("Is it long?", False),
+])
+def test_names_identifier(text, named):
+    from bara.turn.steps import names_identifier
+    assert names_identifier(text) is named
+
+
+@pytest.fixture(scope="module")
+def wonders_permit(tmp_path_factory, embedder):
+    folder = tmp_path_factory.mktemp("wonders_permit")
+    docs = folder / "docs"
+    docs.mkdir()
+    for name, text in {**PASSAGES, **PERMITS}.items():
+        (docs / name).write_text(text)
+    settings = Settings(db=str(folder / "kb.db"), cache_dir=folder / "cache", k=2, floor_kb=0.0,
+                        floor_continuation=0.0, floor_general=0.0, gate_kb_relative_gap=2.0)
+    with Bara(settings, embedder=embedder) as bara:
+        bara.knowledge.ingest([docs])
+        yield bara
+
+
+def test_a_follow_up_naming_an_identifier_keeps_the_full_text_weight(wonders_permit, user):
+    turns = (TURNS[0], ("And what about QX-4177 there?", ""))
+    hits, reasons = _follow_up(wonders_permit, user, turns)
+    assert "topic:answers_are_passages" in reasons and "topic:names_identifier" in reasons
+    assert hits and hits[0] == "permit-b.txt", hits
+    # the same turn with the identifier rule off: the reply's vector and a tie-breaking full-text arm
+    off_hits, off_reasons = _follow_up(wonders_permit, user, turns, gate_followup_identifier_lexical=False)
+    assert "topic:names_identifier" not in off_reasons
+    assert not off_hits or off_hits[0] != "permit-b.txt", off_hits
