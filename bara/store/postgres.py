@@ -2,7 +2,7 @@
 
 Every statement runs with the transaction-local setting ``bara.owners`` (row-level security, see
 :mod:`bara.store.pg_sql`), sent in the same pipeline as the statement: outside a transaction the
-pipeline is BEGIN, scope, statement, COMMIT, so a search is one network round trip. Store methods
+pipeline is scope, statement, Sync (one implicit transaction), so a search is one network round trip. Store methods
 scope themselves from their arguments; generic SQL (memory tiers, funds) runs in the scope of
 :meth:`PostgresStore.scoped`, or ``*`` (all owners, WHERE clauses decide) when none is set.
 """
@@ -113,9 +113,14 @@ class PostgresStore:
         return self._run(pg_sql.to_pyformat(sql), storable_params(params), _SCOPE.get(), fetch=False)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self.transaction():
+        """All rows or none: a transaction of its own, or inside the caller's like one statement (no savepoint
+        level of its own: a failure aborts the caller's level, as a failing :meth:`execute` does)."""
+        if getattr(self._local, "depth", 0):
             self._send_many(pg_sql.to_pyformat(sql), [storable_params(r) for r in rows],
                             *self._in_scope((pg_sql.SET_SCOPE, (_SCOPE.get(),))))
+            return
+        with self.transaction():
+            self.executemany(sql, rows)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._run(pg_sql.to_pyformat(sql), storable_params(params), _SCOPE.get(), fetch=True)
@@ -126,15 +131,11 @@ class PostgresStore:
             cur = self._send(*self._in_scope(setup), (sql, params))
             return cur.fetchall() if fetch else cur.rowcount
         with self._connection() as conn:
-            try:
-                with conn.pipeline():
-                    conn.execute("BEGIN")
-                    conn.execute(*setup)
-                    cur = conn.execute(cast(LiteralString, sql), params)  # bara's SQL text; values go in params
-                    conn.execute("COMMIT")
-            except psycopg.Error:
-                quiet_rollback(conn)
-                raise
+            # No BEGIN/COMMIT: what one pipeline sends before its Sync is one implicit transaction, so the
+            # transaction-local scope holds for the statement, the Sync commits both, and a failure rolls back both.
+            with conn.pipeline():
+                conn.execute(*setup)
+                cur = conn.execute(cast(LiteralString, sql), params)  # bara's SQL text; values go in params
             return cur.fetchall() if fetch else cur.rowcount
 
     # A transaction's BEGIN, SAVEPOINT and RELEASE wait in the thread's ``pending`` list and go out in the
