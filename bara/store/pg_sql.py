@@ -196,9 +196,11 @@ GET_CHUNKS = """SELECT c.id, c.text, d.source, c.section, c.title, c.collection,
 INSERT_DOCUMENT = """INSERT INTO documents (owner, collection, source, title, content_hash, meta, updated_at)
     VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id"""
 
+# A document's chunks go in the pipeline of its INSERT: their doc_id is the id that INSERT just drew from
+# the documents' identity sequence on this connection (currval is per session, so no other writer's).
 INSERT_CHUNK = """INSERT INTO chunks (doc_id, owner, collection, ordinal, text, section, title, start_char,
     end_char, content_hash, body_terms, heading_terms, embedding)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"""
+    VALUES (currval(pg_get_serial_sequence('documents', 'id')), %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"""
 
 
 @functools.lru_cache(maxsize=4096)  # bara's SQL texts are few and reused every turn; the scan is pure Python
