@@ -57,6 +57,16 @@ class StoredMessage:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class TurnView:
+    """A conversation as a turn reads it (:meth:`Conversations.turn_view`)."""
+
+    turn_count: int  # user messages recorded
+    state: dict[str, Any]  # the saved gate state ({} when none)
+    messages: tuple[StoredMessage, ...]  # the recent window, oldest first
+    head: tuple[StoredMessage, ...]  # the opening messages the window no longer holds
+
+
 class _TurnLock:
     """A weak-referenceable holder, so locks of idle conversations are freed."""
 
@@ -183,15 +193,26 @@ class Conversations:
                                 (user_id, conversation_id))
         return json.loads(rows[0][0]) if rows and rows[0][0] else {}
 
-    def turn_state(self, user_id: str, conversation_id: str) -> tuple[int, dict[str, Any]] | None:
-        """What a turn starts from, in one read: the user messages recorded and the saved gate state
-        ({} when none); None when the conversation is not the user's."""
+    def turn_view(self, user_id: str, conversation_id: str, window: int, head: int) -> TurnView | None:
+        """What a turn starts from, in one read of the store: the user messages recorded, the saved gate
+        state, the last ``window`` messages and, of the first ``head``, those before that window (the
+        opening it lost). None when the conversation is not the user's."""
         require_user_id(user_id)
-        rows = self.store.query("SELECT turn_count, state FROM conversations WHERE user_id=? AND id=?",
-                                (user_id, conversation_id))
-        if not rows:
+        key, reads = (user_id, conversation_id), [("SELECT turn_count, state FROM conversations WHERE user_id=? AND id=?",
+                                                   (user_id, conversation_id))]
+        if window:
+            reads += [(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND conversation_id=?"
+                       " ORDER BY seq DESC LIMIT ?", (*key, window)),
+                      (f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND conversation_id=?"
+                       " ORDER BY seq LIMIT ?", (*key, max(0, head)))]
+        found = self.store.query_many(reads)
+        if not found[0]:
             return None
-        return int(rows[0][0]), json.loads(rows[0][1]) if rows[0][1] else {}
+        (turns, state), = found[0]
+        last = tuple(_message(r) for r in reversed(found[1])) if window else ()
+        first = last[0].seq if last else 1
+        opening = tuple(m for m in map(_message, found[2]) if m.seq < first) if window else ()
+        return TurnView(int(turns), json.loads(state) if state else {}, last, opening)
 
     def save_state(self, user_id: str, conversation_id: str, state: Mapping[str, Any]) -> None:
         require_user_id(user_id)

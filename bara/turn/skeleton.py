@@ -57,16 +57,12 @@ def load_conversation(conversations: Conversations, settings: Settings, user_id:
     """The recent window (``pipeline_history_messages``), the turn number and the stored state."""
     if not cid:
         return Loaded("", 1, (), None)
-    known = conversations.turn_state(user_id, cid)  # the turn count and the gate state in one read
-    if known is None:  # not the user's (unknown, another user's, or deleted since it was opened)
-        raise not_found(cid, user_id)
     window = settings.pipeline_history_messages
-    messages = tuple(conversations.history(user_id, cid, limit=window)) if window else ()
-    turn = known[0] + 1
-    state = ConversationState.from_dict(known[1], settings) if turn > 1 else None
-    first = messages[0].seq if messages else 1
-    n_head = min(settings.rewrite_head_messages, first - 1)  # the topic anchor the window lost
-    head = tuple(conversations.history_head(user_id, cid, n_head)) if n_head > 0 else ()
+    view = conversations.turn_view(user_id, cid, window, settings.rewrite_head_messages)  # one read
+    if view is None:  # not the user's (unknown, another user's, or deleted since it was opened)
+        raise not_found(cid, user_id)
+    turn, messages, head = view.turn_count + 1, view.messages, view.head
+    state = ConversationState.from_dict(view.state, settings) if turn > 1 else None
     return Loaded(cid, turn, messages, state, head)
 
 
