@@ -162,3 +162,17 @@ class StoreContract:
     def test_empty_store_search(self, store):
         res = store.search(request("anything", unit(1.0)))
         assert res.candidates == () and res.lexical_hits == 0 and res.dense_hits == 0
+
+    def test_query_many_answers_each_read_as_query_does(self, store):
+        store.execute("CREATE TABLE IF NOT EXISTS t_many (k TEXT, v INTEGER)")
+        store.executemany("INSERT INTO t_many (k, v) VALUES (?, ?)", [("a", 1), ("b", 2), ("a", 3)])
+        reads = [("SELECT v FROM t_many WHERE k=? ORDER BY v", ("a",)), ("SELECT COUNT(*) FROM t_many", ()),
+                 ("SELECT v FROM t_many WHERE k=?", ("zzz",))]
+        assert store.query_many(reads) == [store.query(sql, p) for sql, p in reads] == [[(1,), (3,)], [(3,)], []]
+        with store.transaction():  # inside a transaction: its own uncommitted rows too
+            store.execute("INSERT INTO t_many (k, v) VALUES (?, ?)", ("a", 4))
+            assert store.query_many(reads[:1]) == [[(1,), (3,), (4,)]]
+        assert store.query_many([]) == []
+        with pytest.raises(Exception, match="nope"):  # the backend's own error for an unknown column
+            store.query_many([("SELECT v FROM t_many", ()), ("SELECT nope FROM t_many", ())])
+        assert store.query_many(reads[1:2]) == [[(4,)]]  # the store still answers after a failed batch

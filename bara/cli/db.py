@@ -69,13 +69,16 @@ def migrate_cmd(db: Optional[str] = typer.Option(None, "--db", help="postgresql:
             return
     except BaraError as exc:
         fail(exc)
-    from bara.store.pg_admin import migrate, redact
+    from bara.store.pg_admin import mark_match_leakproof, migrate, redact
 
     try:
         done = migrate(url, dim=s.pg_embedding_dim, schema=s.pg_schema, app_role=s.pg_app_role)
+        advice = mark_match_leakproof(url)  # a superuser URL marks it; any other role is told who must
     except BaraError as exc:
         fail(exc)
     out.print(f"{redact(url)}: applied {', '.join(done)}" if done else f"{redact(url)}: up to date")
+    if advice:
+        err.print(f"note: {advice}")
 
 
 @db_app.command("reembed")

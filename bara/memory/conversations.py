@@ -57,6 +57,16 @@ class StoredMessage:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class TurnView:
+    """A conversation as a turn reads it (:meth:`Conversations.turn_view`)."""
+
+    turn_count: int  # user messages recorded
+    state: dict[str, Any]  # the saved gate state ({} when none)
+    messages: tuple[StoredMessage, ...]  # the recent window, oldest first
+    head: tuple[StoredMessage, ...]  # the opening messages the window no longer holds
+
+
 class _TurnLock:
     """A weak-referenceable holder, so locks of idle conversations are freed."""
 
@@ -89,9 +99,15 @@ class Conversations:
         require_user_id(user_id)
         if conversation_id is None or create:
             return self.create(user_id, conversation_id)
-        if self.get(user_id, conversation_id) is None:
+        if not self.exists(user_id, conversation_id):
             raise not_found(conversation_id, user_id)
         return conversation_id
+
+    def exists(self, user_id: str, conversation_id: str) -> bool:
+        """Whether ``user_id`` has this conversation (one indexed row read, no message count)."""
+        require_user_id(user_id)
+        return bool(self.store.query("SELECT 1 FROM conversations WHERE user_id=? AND id=?",
+                                     (user_id, conversation_id)))
 
     def get(self, user_id: str, conversation_id: str) -> ConversationInfo | None:
         require_user_id(user_id)
@@ -132,11 +148,15 @@ class Conversations:
         if role not in ROLES:
             raise InputError(f"message role {role!r} is not one of {sorted(ROLES)}: the caller must fix it")
         self._touch(user_id, conversation_id, now, 1 if role == "user" else 0)
-        seq = int(self.store.query("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages"
-                                   " WHERE user_id=? AND conversation_id=?", (user_id, conversation_id))[0][0])
+        seq = self._next_seq(user_id, conversation_id)
         self.store.execute(f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?)",
                            (conversation_id, user_id, seq, role, text, now, _dumps(meta or {}, "meta")))
         return seq
+
+    def _next_seq(self, user_id: str, conversation_id: str) -> int:
+        """The seq of the conversation's next message (inside the write transaction that touched its row)."""
+        return int(self.store.query("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages"
+                                    " WHERE user_id=? AND conversation_id=?", (user_id, conversation_id))[0][0])
 
     def _touch(self, user_id: str, conversation_id: str, now: float, turns: int,
                state: str | None = None) -> None:
@@ -173,6 +193,27 @@ class Conversations:
                                 (user_id, conversation_id))
         return json.loads(rows[0][0]) if rows and rows[0][0] else {}
 
+    def turn_view(self, user_id: str, conversation_id: str, window: int, head: int) -> TurnView | None:
+        """What a turn starts from, in one read of the store: the user messages recorded, the saved gate
+        state, the last ``window`` messages and, of the first ``head``, those before that window (the
+        opening it lost). None when the conversation is not the user's."""
+        require_user_id(user_id)
+        key, reads = (user_id, conversation_id), [("SELECT turn_count, state FROM conversations WHERE user_id=? AND id=?",
+                                                   (user_id, conversation_id))]
+        if window:
+            reads += [(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND conversation_id=?"
+                       " ORDER BY seq DESC LIMIT ?", (*key, window)),
+                      (f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND conversation_id=?"
+                       " ORDER BY seq LIMIT ?", (*key, max(0, head)))]
+        found = self.store.query_many(reads)
+        if not found[0]:
+            return None
+        (turns, state), = found[0]
+        last = tuple(_message(r) for r in reversed(found[1])) if window else ()
+        first = last[0].seq if last else 1
+        opening = tuple(m for m in map(_message, found[2]) if m.seq < first) if window else ()
+        return TurnView(int(turns), json.loads(state) if state else {}, last, opening)
+
     def save_state(self, user_id: str, conversation_id: str, state: Mapping[str, Any]) -> None:
         require_user_id(user_id)
         encoded = _dumps(state, "state")
@@ -188,13 +229,15 @@ class Conversations:
         Returns the two seqs. Any failure rolls everything back: nothing of the turn is stored.
         """
         require_user_id(user_id)
-        encoded = _dumps(state, "state")
-        with self.store.transaction():
+        encoded, metas = _dumps(state, "state"), (_dumps(user_meta or {}, "meta"), _dumps(meta or {}, "meta"))
+        with self.store.transaction():  # three statements: the row lock (and state), the next seq, both messages
             now = time.time()
-            user_seq = self._append(user_id, conversation_id, "user", user_text, user_meta, now)
-            reply_seq = self._append(user_id, conversation_id, "assistant", assistant_text, meta, now)
-            self._touch(user_id, conversation_id, now, 0, encoded)
-        return user_seq, reply_seq
+            self._touch(user_id, conversation_id, now, 1, encoded)
+            seq = self._next_seq(user_id, conversation_id)
+            self.store.executemany(f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?)", [
+                (conversation_id, user_id, seq, "user", user_text, now, metas[0]),
+                (conversation_id, user_id, seq + 1, "assistant", assistant_text, now, metas[1])])
+        return seq, seq + 1
 
     @contextmanager
     def turn_lock(self, conversation_id: str) -> Iterator[None]:

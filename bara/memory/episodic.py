@@ -180,10 +180,11 @@ class EpisodicMemory:
         with self.store.transaction():
             before = self._session_names(user_id, conversation_id, session)  # a replaced session's names
             self.store.write_document(doc, np.asarray(vectors, dtype=np.float32))
-            self.store.execute("DELETE FROM episodic_sessions WHERE user_id=? AND conversation_id=? AND session=?",
-                               (user_id, conversation_id, session))
             self.store.execute("INSERT INTO episodic_sessions (user_id, conversation_id, session, said_at, date_text,"
-                               " speakers, mentions, turns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                               " speakers, mentions, turns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                               " ON CONFLICT (user_id, conversation_id, session) DO UPDATE SET said_at=excluded.said_at,"
+                               " date_text=excluded.date_text, speakers=excluded.speakers, mentions=excluded.mentions,"
+                               " turns=excluded.turns",  # a replaced session: one statement
                                (user_id, conversation_id, session, meta["said_at"], date, json.dumps(speakers),
                                 json.dumps(names), len(turns)))
             name_index.replace_session(self.store, user_id, conversation_id, before,

@@ -110,7 +110,7 @@ def post_turn(body: TurnIn, request: Request, response: Response, background: Ba
     full trace (see TraceOut); its id is also in the ``X-Bara-Trace-Id`` header."""
     check_message(request, body.message)
     cid = body.conversation_id
-    if cid is not None and (not can_exist(cid) or runtime(request).conversations.get(key.user_id, cid) is None):
+    if cid is not None and (not can_exist(cid) or not runtime(request).conversations.exists(key.user_id, cid)):
         raise not_found()
     out = run_turn(request, key.user_id, body.message, body.conversation_id, body.mode, background)
     if body.baseline:  # the side-by-side view's other answer: nothing of it stays among the conversations

@@ -33,6 +33,11 @@ class SqlRunner(Protocol):
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
+    def query_many(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
+        """Independent reads, each as :meth:`query` would answer it, in order, as of one moment (one
+        transaction: on PostgreSQL one round trip for all)."""
+        ...
+
     def transaction(self) -> AbstractContextManager[None]:
         """All statements inside commit together or not at all (nests safely)."""
         ...

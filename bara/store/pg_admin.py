@@ -11,7 +11,7 @@ from psycopg import sql as pgsql
 
 from bara.errors import StoreError
 from bara.store.migrations import Migration, announce_upgrade, postgres_migrations
-from bara.store.pg_sql import MIGRATIONS_TABLE
+from bara.store.pg_sql import LEAKPROOF_MATCH, MIGRATIONS_TABLE
 
 _LOCK_KEY = 0x62617261  # advisory lock: one migrator at a time per database
 
@@ -83,6 +83,22 @@ def migrate(url: str, *, dim: int = 384, schema: str = "", app_role: str = "",
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
     return done
+
+
+def mark_match_leakproof(url: str) -> str | None:
+    """Mark the full-text match leakproof in ``url``'s database when its role may (a superuser); None
+    when it is marked (now or before), else what the server's administrator must run, and why."""
+    with _connect(url, "") as conn:
+        row = conn.execute("SELECT p.proleakproof, r.rolsuper FROM pg_proc p, pg_roles r WHERE p.oid ="
+                           " 'ts_match_vq(tsvector, tsquery)'::regprocedure AND r.rolname = current_user").fetchone()
+        if row is None or row[0]:
+            return None
+        if row[1]:
+            conn.execute(LEAKPROOF_MATCH)
+            return None
+    return (f"full-text search in {redact(url)} cannot use its index under row-level security (every search "
+            f"tests every row of its scope: correct, only slower): a superuser must run, once in this database, "
+            f"`{LEAKPROOF_MATCH};` (docs/postgres.md says why it is safe)")
 
 
 def _applied(conn: psycopg.Connection) -> list[str]:

@@ -18,18 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from bara.errors import StoreError
+from bara.store.pg_sql import LEAKPROOF_MATCH  # marked as the superuser when the server is created
 
 DEFAULT_DIR = Path("/tmp/bara-postgres")
 DATABASE = "bara"
 OWNER_ROLE, APP_ROLE = "bara_owner", "bara_app"
 OWNER_PASSWORD, APP_PASSWORD = "bara-owner-local", "bara-app-local"  # local dev server only
-
-# Row-level security lets the planner use an index only for leakproof operators, and PostgreSQL does
-# not mark the full-text match (tsvector @@ tsquery) leakproof: without this the GIN index is never used
-# under a policy and every search tests every row of its scope. The match returns a boolean and raises
-# no error that depends on a row's value, so it reveals nothing a policy hides. Only a superuser may
-# mark it (docs/postgres.md says what an operator of another server runs).
-LEAKPROOF_MATCH = "ALTER FUNCTION ts_match_vq(tsvector, tsquery) LEAKPROOF"
 
 _HBA = """# written by bara: superuser by trust on the local socket, every other role by password
 local all postgres trust

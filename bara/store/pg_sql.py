@@ -99,6 +99,14 @@ MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS bara_migrations (
     name TEXT NOT NULL UNIQUE,
     applied_at DOUBLE PRECISION NOT NULL)"""
 
+# Row-level security lets the planner use an index only for leakproof operators, and PostgreSQL does
+# not mark the full-text match (tsvector @@ tsquery) leakproof: without the mark the GIN index is never
+# used under a policy and every search tests every row of its scope. The match returns a boolean and
+# raises no error that depends on a row's value, so it reveals nothing a policy hides. Only a superuser
+# may mark it, once per database: `bara db start` does; `bara db migrate` does when its role is a superuser,
+# and otherwise says who must run this (docs/postgres.md).
+LEAKPROOF_MATCH = "ALTER FUNCTION ts_match_vq(tsvector, tsquery) LEAKPROOF"
+
 DELETE_DOCUMENT = "DELETE FROM documents WHERE owner=%s AND collection=%s AND source=%s"
 
 # Scope and search knobs for one transaction, sent in the same pipeline as the statement.
@@ -188,9 +196,11 @@ GET_CHUNKS = """SELECT c.id, c.text, d.source, c.section, c.title, c.collection,
 INSERT_DOCUMENT = """INSERT INTO documents (owner, collection, source, title, content_hash, meta, updated_at)
     VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id"""
 
+# A document's chunks go in the pipeline of its INSERT: their doc_id is the id that INSERT just drew from
+# the documents' identity sequence on this connection (currval is per session, so no other writer's).
 INSERT_CHUNK = """INSERT INTO chunks (doc_id, owner, collection, ordinal, text, section, title, start_char,
     end_char, content_hash, body_terms, heading_terms, embedding)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"""
+    VALUES (currval(pg_get_serial_sequence('documents', 'id')), %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"""
 
 
 @functools.lru_cache(maxsize=4096)  # bara's SQL texts are few and reused every turn; the scan is pure Python

@@ -2,7 +2,7 @@
 
 Every statement runs with the transaction-local setting ``bara.owners`` (row-level security, see
 :mod:`bara.store.pg_sql`), sent in the same pipeline as the statement: outside a transaction the
-pipeline is BEGIN, scope, statement, COMMIT, so a search is one network round trip. Store methods
+pipeline is scope, statement, Sync (one implicit transaction), so a search is one network round trip. Store methods
 scope themselves from their arguments; generic SQL (memory tiers, funds) runs in the scope of
 :meth:`PostgresStore.scoped`, or ``*`` (all owners, WHERE clauses decide) when none is set.
 """
@@ -113,12 +113,32 @@ class PostgresStore:
         return self._run(pg_sql.to_pyformat(sql), storable_params(params), _SCOPE.get(), fetch=False)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """All rows or none: a transaction of its own, or inside the caller's like one statement (no savepoint
+        level of its own: a failure aborts the caller's level, as a failing :meth:`execute` does)."""
+        if getattr(self._local, "depth", 0):
+            self._send(*self._in_scope((pg_sql.SET_SCOPE, (_SCOPE.get(),))),
+                       many=(pg_sql.to_pyformat(sql), [storable_params(r) for r in rows]))
+            return
         with self.transaction():
-            self._send_many(pg_sql.to_pyformat(sql), [storable_params(r) for r in rows],
-                            *self._in_scope((pg_sql.SET_SCOPE, (_SCOPE.get(),))))
+            self.executemany(sql, rows)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._run(pg_sql.to_pyformat(sql), storable_params(params), _SCOPE.get(), fetch=True)
+
+    def query_many(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
+        """Every statement in one pipeline behind one scope: one round trip, one (implicit) transaction."""
+        if not statements:
+            return []
+        queries = [(pg_sql.to_pyformat(sql), storable_params(params)) for sql, params in statements]
+        setup = (pg_sql.SET_SCOPE, (_SCOPE.get(),))
+        if getattr(self._local, "conn", None) is not None:
+            cursors = self._pipeline((*self._in_scope(setup), *queries))[-len(queries):]
+            return [cur.fetchall() for cur in cursors]
+        with self._connection() as conn:
+            with conn.pipeline():
+                conn.execute(*setup)
+                cursors = [conn.execute(cast(LiteralString, sql), params) for sql, params in queries]
+            return [cur.fetchall() for cur in cursors]
 
     def _run(self, sql: str, params: Any, scope: str, fetch: bool, setup: tuple | None = None) -> Any:
         setup = setup or (pg_sql.SET_SCOPE, (scope,))
@@ -126,15 +146,11 @@ class PostgresStore:
             cur = self._send(*self._in_scope(setup), (sql, params))
             return cur.fetchall() if fetch else cur.rowcount
         with self._connection() as conn:
-            try:
-                with conn.pipeline():
-                    conn.execute("BEGIN")
-                    conn.execute(*setup)
-                    cur = conn.execute(cast(LiteralString, sql), params)  # bara's SQL text; values go in params
-                    conn.execute("COMMIT")
-            except psycopg.Error:
-                quiet_rollback(conn)
-                raise
+            # No BEGIN/COMMIT: what one pipeline sends before its Sync is one implicit transaction, so the
+            # transaction-local scope holds for the statement, the Sync commits both, and a failure rolls back both.
+            with conn.pipeline():
+                conn.execute(*setup)
+                cur = conn.execute(cast(LiteralString, sql), params)  # bara's SQL text; values go in params
             return cur.fetchall() if fetch else cur.rowcount
 
     # A transaction's BEGIN, SAVEPOINT and RELEASE wait in the thread's ``pending`` list and go out in the
@@ -205,27 +221,24 @@ class PostgresStore:
             conn.execute(cast(LiteralString, control))
         pending.clear()
 
-    def _send(self, *statements: tuple[Any, Any]) -> psycopg.Cursor:
-        """The pending transaction control, then ``statements``, in one pipeline of the thread's
-        transaction: the last statement's cursor."""
-        conn = self._local.conn
+    def _send(self, *statements: tuple[Any, Any], many: tuple[str, list[Any]] | None = None) -> Any:
+        """:meth:`_pipeline`: the cursor of the last of ``statements`` (None without any)."""
+        cursors = self._pipeline(statements, many)
+        return cursors[-1] if cursors else None
+
+    def _pipeline(self, statements: Sequence[tuple[Any, Any]], many: tuple[str, list[Any]] | None = None) -> list[Any]:
+        """The pending transaction control, then ``statements``, then ``many`` (one statement over many
+        rows: psycopg pipelines them too), in one pipeline of the thread's transaction: a cursor per statement."""
+        conn, cursors = self._local.conn, []
         self._local.sent += 1
         with conn.pipeline():
             self._send_pending(conn)
             for sql, params in statements:
-                cur = conn.execute(cast(LiteralString, sql), params)
-        return cur
-
-    def _send_many(self, sql: str, rows: list[Any], *setup: tuple[Any, Any]) -> None:
-        """Like :meth:`_send`, then one statement over many rows (psycopg pipelines them too)."""
-        conn = self._local.conn
-        self._local.sent += 1
-        with conn.pipeline():
-            self._send_pending(conn)
-            for stmt, params in setup:
-                conn.execute(stmt, params)
-            with conn.cursor() as cur:
-                cur.executemany(cast(LiteralString, sql), rows)
+                cursors.append(conn.execute(cast(LiteralString, sql), params))
+            if many is not None:
+                with conn.cursor() as rows_cur:
+                    rows_cur.executemany(cast(LiteralString, many[0]), many[1])
+        return cursors
 
     # ------------------------------------------------------------------ documents
     def document_hash(self, source: str, owner: str = SHARED, collection: str = "kb") -> str | None:
@@ -250,14 +263,13 @@ class PostgresStore:
             raise StoreError(f"{self.location} stores {self.dim}-dimensional embeddings but the embedder gave "
                              f"{vecs.shape[1]}: use the embedder the store was built with, or a new database")
         scope = (pg_sql.SET_SCOPE, (_write_scope(doc.owner),))
-        with self.transaction():  # two round trips: the document's id, then its chunks
-            doc_id = cast(tuple, self._send(*self._in_scope(scope), (pg_sql.DELETE_DOCUMENT, (
+        rows = [_chunk_row(doc, c, v) for c, v in zip(doc.chunks, vecs, strict=False)]
+        with self.transaction():  # one round trip: the document, its id and its chunks in one pipeline
+            cur = self._send(*self._in_scope(scope), (pg_sql.DELETE_DOCUMENT, (
                 doc.owner, doc.collection, doc.source)), (pg_sql.INSERT_DOCUMENT, (
                     doc.owner, doc.collection, doc.source, doc.title, doc.content_hash, json.dumps(dict(doc.meta)),
-                    time.time()))).fetchone())[0]  # INSERT ... RETURNING id: one row
-            rows = [_chunk_row(doc_id, doc, c, v) for c, v in zip(doc.chunks, vecs, strict=False)]
-            if rows:
-                self._send_many(pg_sql.INSERT_CHUNK, rows)
+                    time.time())), many=(pg_sql.INSERT_CHUNK, rows) if rows else None)
+            doc_id = cast(tuple, cur.fetchone())[0]  # INSERT ... RETURNING id: one row
         return int(doc_id)
 
     def delete_document(self, source: str, owner: str = SHARED, collection: str = "kb") -> bool:
@@ -314,9 +326,9 @@ class PostgresStore:
         self.close()
 
 
-def _chunk_row(doc_id: int, doc: Document, chunk: Any, vec: np.ndarray) -> tuple:
+def _chunk_row(doc: Document, chunk: Any, vec: np.ndarray) -> tuple:
     heading = " ".join(filter(None, (doc.title, chunk.section, chunk.title)))
-    return (doc_id, doc.owner, doc.collection, chunk.ordinal, chunk.text, chunk.section, chunk.title,
+    return (doc.owner, doc.collection, chunk.ordinal, chunk.text, chunk.section, chunk.title,
             chunk.start, chunk.end, chunk.content_hash, index_text(chunk.text), index_text(heading), vec)
 
 

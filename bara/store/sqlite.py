@@ -97,6 +97,12 @@ class SQLiteStore:
         with self._translated():
             return reader.execute(sql, storable_params(params)).fetchall()
 
+    def query_many(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
+        if self._lock.mine():  # a writing thread reads its own rows, inside its transaction
+            return [self.query(sql, params) for sql, params in statements]
+        with self._readers.snapshot():  # one read transaction: every answer as of the same moment
+            return [self.query(sql, params) for sql, params in statements]
+
     @contextmanager
     def _translated(self) -> Iterator[None]:
         """A damaged or read-only file becomes a StoreError naming the file and the fix; other

@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence, TypeVar
 
-from bara.memory.conversations import Conversations, StoredMessage
+from bara.memory.conversations import Conversations, StoredMessage, not_found
 from bara.prompts import EMPTY_INPUT
 from bara.settings import Settings
 from bara.trace import StoredRecord, TurnRecorder, TurnTrace
@@ -57,14 +57,12 @@ def load_conversation(conversations: Conversations, settings: Settings, user_id:
     """The recent window (``pipeline_history_messages``), the turn number and the stored state."""
     if not cid:
         return Loaded("", 1, (), None)
-    info = conversations.get(user_id, cid)
     window = settings.pipeline_history_messages
-    messages = tuple(conversations.history(user_id, cid, limit=window)) if window else ()
-    turn = (info.turn_count if info else 0) + 1
-    state = ConversationState.from_dict(conversations.load_state(user_id, cid), settings) if turn > 1 else None
-    first = messages[0].seq if messages else 1
-    n_head = min(settings.rewrite_head_messages, first - 1)  # the topic anchor the window lost
-    head = tuple(conversations.history_head(user_id, cid, n_head)) if n_head > 0 else ()
+    view = conversations.turn_view(user_id, cid, window, settings.rewrite_head_messages)  # one read
+    if view is None:  # not the user's (unknown, another user's, or deleted since it was opened)
+        raise not_found(cid, user_id)
+    turn, messages, head = view.turn_count + 1, view.messages, view.head
+    state = ConversationState.from_dict(view.state, settings) if turn > 1 else None
     return Loaded(cid, turn, messages, state, head)
 
 
@@ -93,7 +91,10 @@ def run_turn(settings: Settings, store: ScopedStore, conversations: Conversation
     rec.reason(*clean.reasons)
     if not clean.text:
         return empty(conversation_id or "", rec)
-    cid = (open_conversation or conversations.open)(user_id, conversation_id)
+    if open_conversation is None and conversation_id is not None:
+        cid = conversation_id  # whether it is the user's is the first read of load_conversation, under the lock
+    else:
+        cid = (open_conversation or conversations.open)(user_id, conversation_id)
     with conversations.turn_lock(cid or "-"), store.scoped((SHARED, user_id)):
         with rec.stage("load"):
             loaded = load_conversation(conversations, settings, user_id, cid)

@@ -78,3 +78,35 @@ def test_an_unknown_rank_function_is_refused_before_connecting():
 
     with pytest.raises(StoreError, match="pg_lexical_rank must be one of .*ts_rank.*, not .bm25."):
         PostgresStore("postgresql://nobody@/nowhere?host=/nonexistent", lexical_rank="bm25")
+
+
+def _match_leakproof(pg_server_urls) -> bool:
+    with psycopg.connect(pg_server_urls.superuser_url, autocommit=True) as conn:
+        return conn.execute("SELECT proleakproof FROM pg_proc WHERE oid ="
+                            " 'ts_match_vq(tsvector, tsquery)'::regprocedure").fetchone()[0]
+
+
+def test_db_migrate_marks_the_match_leakproof_or_says_who_must(pg_server_urls, pg_schema, monkeypatch):
+    """A server `bara db start` did not create lacks the mark: `bara db migrate` as a superuser sets it,
+    and as any other role (the schema owner) names the statement a superuser must run."""
+    from typer.testing import CliRunner
+
+    from bara.cli import app
+
+    monkeypatch.setenv("BARA_PG_SCHEMA", pg_schema)
+    monkeypatch.setenv("BARA_PG_EMBEDDING_DIM", "8")
+    with psycopg.connect(pg_server_urls.superuser_url, autocommit=True) as conn:
+        conn.execute("ALTER FUNCTION ts_match_vq(tsvector, tsquery) NOT LEAKPROOF")  # as on another server
+    try:
+        owner = CliRunner().invoke(app, ["db", "migrate", "--db", pg_server_urls.owner_url])
+        assert owner.exit_code == 0, owner.output
+        assert f"{pg_sql.LEAKPROOF_MATCH};" in owner.output and not _match_leakproof(pg_server_urls)
+        from bara.store.pg_admin import mark_match_leakproof
+
+        assert mark_match_leakproof(pg_server_urls.superuser_url) is None  # a superuser marks it
+        assert _match_leakproof(pg_server_urls)
+        again = CliRunner().invoke(app, ["db", "migrate", "--db", pg_server_urls.owner_url])
+        assert again.exit_code == 0 and "LEAKPROOF" not in again.output, again.output
+    finally:
+        with psycopg.connect(pg_server_urls.superuser_url, autocommit=True) as conn:
+            conn.execute(pg_sql.LEAKPROOF_MATCH)

@@ -40,7 +40,7 @@ def test_search_is_one_statement_in_one_round_trip(pg_store_factory, monkeypatch
     monkeypatch.setattr(psycopg.Connection, "pipeline", lambda self: pipelines.append(1) or real_pipeline(self))
     res = store.search(request("window", unit(1.0)))
     assert len(res.candidates) == 2 and len(pipelines) == 1  # one pipeline = one Sync = one round trip
-    assert [s.split()[0] for s in sent] == ["BEGIN", "SELECT", "WITH", "COMMIT"]  # set_config, hybrid
+    assert [s.split()[0] for s in sent] == ["SELECT", "WITH"]  # set_config, hybrid: one implicit transaction
 
 
 def _owners_seen(store) -> set[str]:
