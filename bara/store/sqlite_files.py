@@ -151,14 +151,18 @@ def clean_mark(location: str) -> Path:
 
 
 def file_stamp(location: str) -> list[int]:
-    """Size and nanosecond modification time of the file and of its WAL (-1, -1 when there is none)."""
+    """Size and nanosecond modification time of the file and of its WAL (-1, -1 when there is none, or
+    when it is empty: a WAL without a frame changes nothing the file holds, and a read-only connection
+    (a ``mode=ro`` reader, ``sqlite3 -readonly``, a backup tool) leaves an empty one behind where a clean
+    close had removed it; counting it would make the next writer read every page for nothing)."""
     out: list[int] = []
-    for path in (Path(location).expanduser(), Path(str(Path(location).expanduser()) + "-wal")):
+    for k, path in enumerate((Path(location).expanduser(), Path(str(Path(location).expanduser()) + "-wal"))):
         try:
             st = path.stat()
-            out += [st.st_size, st.st_mtime_ns]
         except FileNotFoundError:
             out += [-1, -1]
+            continue
+        out += [-1, -1] if k == 1 and st.st_size == 0 else [st.st_size, st.st_mtime_ns]
     return out
 
 

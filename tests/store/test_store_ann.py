@@ -162,3 +162,29 @@ def test_the_graph_persists_beside_the_file_and_reopens(real, tmp_path):
         (late,) = _ids_of(writer, "late.txt")
     with SQLiteStore(db, ann=LOW) as reopened:
         assert _dense(reopened, real[1][4])[0] == late  # the loaded graph was brought up to date
+
+
+def test_a_mapped_graph_is_read_whole_before_it_changes_even_if_another_store_replaced_it(real, tmp_path):
+    """A reopened graph is mapped from its file (searchable, never changed in place); the first write it
+    must take loads the file whole, as another store on the same file may have saved it since."""
+    db = _copy(real, tmp_path)
+    q = real[1]
+    with SQLiteStore(db, ann=LOW) as builder:
+        before = _dense(builder, q[0])  # builds and saves the graph
+    reader = SQLiteStore(db, ann=LOW)
+    try:
+        assert _dense(reader, q[0]) == before  # the saved graph, mapped
+        with SQLiteStore(db, ann=LOW) as other:  # another process: writes, synchronises and saves the graph
+            other.write_document(doc("b.txt", ["written by the other store"]), q[5][None, :])
+            (b,) = _ids_of(other, "b.txt")
+            assert _dense(other, q[5])[0] == b
+        reader.write_document(doc("c.txt", ["written by the reader"]), q[6][None, :])
+        (c,) = _ids_of(reader, "c.txt")
+        assert _dense(reader, q[5])[0] == b  # the other store's row, through the file read again
+        assert _dense(reader, q[6])[0] == c  # and the reader's own, added to it
+        reader.delete_document("b.txt")  # a removal on the graph read whole (on a mapped one usearch crashes)
+        assert b not in _dense(reader, q[5])
+    finally:
+        reader.close()
+    with SQLiteStore(db, ann=LOW) as again:
+        assert _dense(again, q[6])[0] == c and b not in _dense(again, q[5])
