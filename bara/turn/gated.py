@@ -19,6 +19,7 @@ from bara.hooks import PersistPlan
 from bara.llm.base import Model
 from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
+from bara.retrieval.agreement import agreement_cut
 from bara.turn.always import AlwaysAssistant
 from bara.turn.base import PipelineAssistant
 from bara.turn.persist import next_turn_preparation, reply_preparation
@@ -173,6 +174,8 @@ class GatedAssistant(PipelineAssistant):
         kb = self._kb(t, policy, seen, query, (message_vector, vector), rec) if policy.inject_kb else None
         mark_rerank(rec, kb, self.settings)
         kb = within_gap(kb, self.settings.gate_kb_relative_gap)
+        kb = agreement_cut(kb, self.settings.gate_kb_agreement_ratio, self.settings.gate_kb_agreement_keep,
+                           self.settings.gate_kb_agreement_spare_lexical)
         notes = self._tier("retrieve_notes", rec, lambda: self.notes.search(  # the user's own words: a recap
             t.user_id, t.clean.query, k=policy.notes_k, vector=message_vector),  # names its kind and topic
         ) if self._open(t, "notes", policy, rec) else ()
