@@ -7,7 +7,7 @@ it was inserted or judged, and each knowledge hit shown (passage id, cosine, fus
 estimated tokens) with, on the judged turn, the reference passages. A cut rule can then be replayed on the
 tune half without rerunning the conversations (``--settings KEY=VALUE`` runs them under other settings).
 
-Usage:  python bench/probe_kb_hits.py --out hits.jsonl [--limit N] [--half tune|report|all] [--settings gate_kb_cut_ratio=0]
+Usage:  python bench/probe_kb_hits.py --out hits.jsonl [--limit N] [--half tune|report|all] [--settings gate_kb_agreement_ratio=0]
 """
 
 from __future__ import annotations

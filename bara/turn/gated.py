@@ -153,7 +153,9 @@ class GatedAssistant(PipelineAssistant):
     def _retrieve(self, t: TurnInput, policy: PolicyDecision, seen: Seen, rec: TurnRecorder) -> Retrieved:
         """Search only the tiers the policy opened. The lexical arm reads the rewrite (context carried
         only when the message depends on it); the dense arm reads the topic vector, composed from
-        vectors already computed (``bara.understand.topic``), so the rewrite is never encoded."""
+        vectors already computed (``bara.understand.topic``), so the rewrite is never encoded. How many
+        knowledge hits are shown: those within the relative gap of the best (``within_gap``), without the
+        ones only one arm returned when the best has both (``bara.retrieval.agreement``)."""
         if not policy.retrieves:
             return Retrieved(message_vector=seen.vector)
         query, rewritten = t.clean.query, False
