@@ -248,6 +248,21 @@ class CoreSettings(BaseModel):
         "At most this many knowledge hits searched beyond k, one per earlier reply of the window that could "
         "repeat one, so that k remain after they are dropped (0 = never drop what the conversation said). 4: "
         "the replies pipeline_history_messages (8) holds; at 3 a follow-up after four passages kept 4 hits."))
+    # How many knowledge passages a gated turn shows (bara.retrieval.agreement; MTRAG-UN dev tune half,
+    # mixed whole conversations, docs/evaluation.md "An adaptive passage count"):
+    gate_kb_agreement_ratio: float = Field(default=0.6, ge=0.0, le=1.0, description=(
+        "Gated knowledge hits past the first gate_kb_agreement_keep whose fused RRF score is below this share of "
+        "the best hit's are dropped (0 = off): with the best hit found by both arms, a hit only one arm returned "
+        "scores at most ~0.5 of it. Tune half: 307 of 3,207 shown passages cut (-8.7% passage tokens), 2 of the "
+        "49 cut on judged turns relevant, R@5 unchanged; 0.55-0.8 cut nearly the same hits (-7.7% to -8.9%), "
+        "0.9 starts on hits both arms found (-12.7%)."))
+    gate_kb_agreement_keep: int = Field(default=2, ge=1, le=100, description=(
+        "The agreement cut never shows fewer than this many hits: keeping one cost 0.003 R@5 on the tune half "
+        "(a second passage only one arm found is still often relevant), two cost nothing."))
+    gate_kb_agreement_spare_lexical: int = Field(default=2, ge=0, le=100, description=(
+        "The full-text arm's first N hits survive the agreement cut, as they survive the cosine floor "
+        "(gate_kb_floor_spare_lexical): a chunk that arm ranks at the top has evidence of its own; without the "
+        "spare the cut cost 0.003 R@5 on the tune half, with 2 nothing."))
     gate_notes_k: int = Field(default=3, ge=1,
                               description="Decisions/open questions are few; three notes cover a recap.")
 

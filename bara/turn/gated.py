@@ -19,6 +19,7 @@ from bara.hooks import PersistPlan
 from bara.llm.base import Model
 from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
+from bara.retrieval.agreement import agreement_cut
 from bara.turn.always import AlwaysAssistant
 from bara.turn.base import PipelineAssistant
 from bara.turn.persist import next_turn_preparation, reply_preparation
@@ -159,7 +160,9 @@ class GatedAssistant(PipelineAssistant):
     def _retrieve(self, t: TurnInput, policy: PolicyDecision, seen: Seen, rec: TurnRecorder) -> Retrieved:
         """Search only the tiers the policy opened. The lexical arm reads the rewrite (context carried
         only when the message depends on it); the dense arm reads the topic vector, composed from
-        vectors already computed (``bara.understand.topic``), so the rewrite is never encoded."""
+        vectors already computed (``bara.understand.topic``), so the rewrite is never encoded. How many
+        knowledge hits are shown: those within the relative gap of the best (``within_gap``), without the
+        ones only one arm returned when the best has both (``bara.retrieval.agreement``)."""
         if not policy.retrieves:
             return Retrieved(message_vector=seen.vector)
         query, rewritten = t.clean.query, False
@@ -180,6 +183,8 @@ class GatedAssistant(PipelineAssistant):
         kb = self._kb(t, policy, seen, query, (message_vector, vector), rec) if policy.inject_kb else None
         mark_rerank(rec, kb, self.settings)
         kb = within_gap(kb, self.settings.gate_kb_relative_gap)
+        kb = agreement_cut(kb, self.settings.gate_kb_agreement_ratio, self.settings.gate_kb_agreement_keep,
+                           self.settings.gate_kb_agreement_spare_lexical)
         notes = self._tier("retrieve_notes", rec, lambda: self.notes.search(  # the user's own words: a recap
             t.user_id, t.clean.query, k=policy.notes_k, vector=message_vector),  # names its kind and topic
         ) if self._open(t, "notes", policy, rec) else ()
