@@ -143,18 +143,23 @@ class _Reply:
         return replace(plan, assistant_text=self.next)
 
 
-@pytest.fixture(scope="module")
-def wonders(tmp_path_factory, embedder):
-    folder = tmp_path_factory.mktemp("wonders")
+def _store(tmp_path_factory, embedder, name: str, passages: dict[str, str], k: int = 2):
+    """A knowledge base of ``passages`` in a fresh folder, with the floors off (what the tests compare is ranking)."""
+    folder = tmp_path_factory.mktemp(name)
     docs = folder / "docs"
     docs.mkdir()
-    for name, text in PASSAGES.items():
-        (docs / name).write_text(text)
-    settings = Settings(db=str(folder / "kb.db"), cache_dir=folder / "cache", k=2, floor_kb=0.0,
+    for file, text in passages.items():
+        (docs / file).write_text(text)
+    settings = Settings(db=str(folder / "kb.db"), cache_dir=folder / "cache", k=k, floor_kb=0.0,
                         floor_continuation=0.0, floor_general=0.0, gate_kb_relative_gap=2.0)
     with Bara(settings, embedder=embedder) as bara:
         bara.knowledge.ingest([docs])
         yield bara
+
+
+@pytest.fixture(scope="module")
+def wonders(tmp_path_factory, embedder):
+    yield from _store(tmp_path_factory, embedder, "wonders", PASSAGES)
 
 
 def _follow_up(bara: Bara, user: str, turns: tuple[tuple[str, str], ...] = TURNS,
@@ -252,16 +257,7 @@ BUILT_TURNS = (("Which wonder of the world protects the northern borders against
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, embedder):
-    folder = tmp_path_factory.mktemp("built")
-    docs = folder / "docs"
-    docs.mkdir()
-    for name, text in BUILT.items():
-        (docs / name).write_text(text)
-    settings = Settings(db=str(folder / "kb.db"), cache_dir=folder / "cache", k=1, floor_kb=0.0,
-                        floor_continuation=0.0, floor_general=0.0, gate_kb_relative_gap=2.0)
-    with Bara(settings, embedder=embedder) as bara:
-        bara.knowledge.ingest([docs])
-        yield bara
+    yield from _store(tmp_path_factory, embedder, "built", BUILT, k=1)
 
 
 def test_a_follow_up_searches_what_the_last_passage_was_about(built, user):
@@ -299,16 +295,7 @@ def test_names_identifier(text, named):
 
 @pytest.fixture(scope="module")
 def wonders_permit(tmp_path_factory, embedder):
-    folder = tmp_path_factory.mktemp("wonders_permit")
-    docs = folder / "docs"
-    docs.mkdir()
-    for name, text in {**PASSAGES, **PERMITS}.items():
-        (docs / name).write_text(text)
-    settings = Settings(db=str(folder / "kb.db"), cache_dir=folder / "cache", k=2, floor_kb=0.0,
-                        floor_continuation=0.0, floor_general=0.0, gate_kb_relative_gap=2.0)
-    with Bara(settings, embedder=embedder) as bara:
-        bara.knowledge.ingest([docs])
-        yield bara
+    yield from _store(tmp_path_factory, embedder, "wonders_permit", {**PASSAGES, **PERMITS})
 
 
 def test_a_follow_up_naming_an_identifier_keeps_the_full_text_weight(wonders_permit, user):
