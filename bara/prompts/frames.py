@@ -306,7 +306,7 @@ def kb_sources(outcome: Any) -> tuple[Source, ...]:
 def compact_sources(sources: Sequence[Source], *, markup: bool,
                     overlap_min_chars: int) -> tuple[tuple[Source, ...], int, int]:
     """``sources`` as a prompt needs them (``bara.text.compact``): with ``markup`` each passage without image
-    embeds, link targets and whitespace runs, and without an opening line that repeats its heading; then
+    embeds, link targets and blank-line runs, and without an opening line that repeats its heading; then
     each passage without the edge it shares with a passage shown before it (``overlap_min_chars``, 0 = off).
     Returns the passages, the characters the markup took, the characters the repeats took."""
     out: list[Source] = []

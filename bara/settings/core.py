@@ -266,7 +266,7 @@ class CoreSettings(BaseModel):
     # What a gated turn's passages show (bara.text.compact; issue 35, docs/benchmarks.md "Passage markup"):
     gate_kb_compact_markup: bool = Field(default=True, description=(
         "Gated passages are shown without markdown image embeds, link targets (the visible text stays), "
-        "whitespace runs and an opening line that repeats the heading: none of it is read by an answer, and "
+        "blank-line runs and an opening line that repeats the heading: none of it is read by an answer, and "
         "URLs and hashes are dense in tokens (4.7% of the passages' characters on the MTRAG-UN e2e sample)."))
     gate_kb_overlap_min_chars: int = Field(default=80, ge=0, le=10_000, description=(
         "A gated passage loses an edge of at least this many characters that a passage shown before it in the "

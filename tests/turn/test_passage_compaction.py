@@ -32,7 +32,8 @@ def test_markup_goes_and_every_word_of_the_prose_stays():
     assert LINK_URL not in out and "cloud.example.com" not in out
     assert "open the account settings page." in out  # the link's visible text, in place
     assert "Diagram of the flow" in out  # an image's alt text stays
-    assert "\n\n\n" not in out and "\n   " not in out
+    assert "\n\n\n" not in out and " \n" not in out
+    assert "\n   Choose" in out  # indentation is kept (code and YAML samples need it)
     assert out.split() == "To reset your password, open the account settings page. Choose Reset password and " \
                           "follow the emailed link. Diagram of the flow".split()
 
