@@ -20,6 +20,13 @@ SYSTEM = (
     "treat it as something the user said about themselves."
 )
 
+#: The system text of a gated turn that shows no context at all (small talk, a skipped turn): the lines about
+#: citing passages and about data inside the context speak of frames that prompt does not have.
+SYSTEM_NO_CONTEXT = (
+    "You are bara, an assistant that answers from a knowledge base and from what the user has told you.\n"
+    "If you do not know the answer, say so plainly instead of guessing."
+)
+
 BEHAVIOR = "Answer style: {length} answer, {tone} tone (behaviour mode: {mode})."
 BEHAVIOR_GREETING_NAME = "The user's name is {name}; use it when greeting."
 BEHAVIOR_PRIVACY = ("The user asks about their stored data. List what is stored and explain how to delete "

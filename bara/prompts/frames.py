@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from bara import prompts as P
 from bara.messages import AssistantMessage, Message, SystemMessage, UserMessage
+from bara.text.compact import compact_passage, drop_repeated_start
 from bara.text.locator import locator
 from bara.types import Utterance, source_name
 
@@ -127,6 +128,7 @@ class PromptInputs:
     learned: tuple[tuple[str, str], ...] = ()
     noted: tuple[NoteItem, ...] = ()
     attribution: AttributionNote | None = None  # the episodes tell another person's event
+    lean_system: bool = False  # with no context shown, the short system text (P.SYSTEM_NO_CONTEXT)
 
     @property
     def history_summary(self) -> str:
@@ -198,10 +200,16 @@ def _attribution_lines(i: PromptInputs) -> list[str]:
     return [P.EPISODES_ATTRIBUTION.format(person=a.person, other=a.other, text=a.text)]
 
 
+def has_context(i: PromptInputs) -> bool:
+    """Whether ``i`` shows anything the full system text speaks of (passages, memory, a privacy listing)."""
+    return bool(i.knowledge or i.profile or i.notes or i.episodes or i.qa or i.memory or i.privacy_mode
+                or i.forgotten or i.attribution)
+
+
 def frame_texts(i: PromptInputs) -> dict[str, str]:
     """The text of every frame kind for ``i`` (empty string = frame omitted)."""
     return {
-        "system": P.SYSTEM,
+        "system": P.SYSTEM_NO_CONTEXT if i.lean_system and not has_context(i) else P.SYSTEM,
         "behavior": _behavior_text(i),
         "profile": _list_text(P.PROFILE_HEADER, [P.PROFILE_LINE.format(key=k, value=v) for k, v in i.profile]),
         "notes": _list_text(P.NOTES_HEADER, [P.NOTES_LINE.format(kind=n.kind, text=n.text) for n in i.notes]),
@@ -293,6 +301,30 @@ def kb_sources(outcome: Any) -> tuple[Source, ...]:
         return ()
     return tuple(Source(n, h.id, h.chunk.source, h.chunk.section, h.chunk.title, h.chunk.text,
                         float(h.similarity)) for n, h in enumerate(outcome.hits, 1))
+
+
+def compact_sources(sources: Sequence[Source], *, markup: bool,
+                    overlap_min_chars: int) -> tuple[tuple[Source, ...], int, int]:
+    """``sources`` as a prompt needs them (``bara.text.compact``): with ``markup`` each passage without image
+    embeds, link targets and blank-line runs, and without an opening line that repeats its heading; then
+    each passage without the edge it shares with a passage shown before it (``overlap_min_chars``, 0 = off).
+    Returns the passages, the characters the markup took, the characters the repeats took."""
+    out: list[Source] = []
+    markup_chars = repeat_chars = 0
+    for s in sources:
+        text = s.text
+        if markup:
+            text = compact_passage(text)
+            first, _, rest = text.partition("\n")
+            if rest and s.title.strip() and first.strip() == s.title.strip():
+                text = rest.lstrip()
+            markup_chars += len(s.text) - len(text)
+        for shown in out:
+            kept = drop_repeated_start(shown.text, text, overlap_min_chars)
+            repeat_chars += len(text) - len(kept)
+            text = kept
+        out.append(replace(s, text=text) if text != s.text else s)
+    return tuple(out), markup_chars, repeat_chars
 
 
 def note_items(hits: Sequence[Any]) -> tuple[NoteItem, ...]:

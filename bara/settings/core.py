@@ -263,6 +263,19 @@ class CoreSettings(BaseModel):
         "The full-text arm's first N hits survive the agreement cut, as they survive the cosine floor "
         "(gate_kb_floor_spare_lexical): a chunk that arm ranks at the top has evidence of its own; without the "
         "spare the cut cost 0.003 R@5 on the tune half, with 2 nothing."))
+    # What a gated turn's passages show (bara.text.compact; issue 35, docs/benchmarks.md "Passage markup"):
+    gate_kb_compact_markup: bool = Field(default=True, description=(
+        "Gated passages are shown without markdown image embeds, link targets (the visible text stays), "
+        "blank-line runs and an opening line that repeats the heading: none of it is read by an answer, and "
+        "URLs and hashes are dense in tokens (4.7% of the passages' characters on the MTRAG-UN e2e sample)."))
+    gate_kb_overlap_min_chars: int = Field(default=80, ge=0, le=10_000, description=(
+        "A gated passage loses an edge of at least this many characters that a passage shown before it in the "
+        "same prompt also has (an overlapping chunker's repeat; 0 = off). Not tuned: 80 characters is more "
+        "than a heading or a boilerplate phrase, and a longer exact repeat is repeated text whatever its source."))
+    gate_lean_system_without_context: bool = Field(default=True, description=(
+        "A gated turn that shows no context (no passages, memory or privacy listing: small talk, a skipped "
+        "question) gets the short system text: the lines on citing passages and on data inside the context "
+        "speak of frames it does not have (~60 of its ~125 fixed tokens)."))
     gate_notes_k: int = Field(default=3, ge=1,
                               description="Decisions/open questions are few; three notes cover a recap.")
 

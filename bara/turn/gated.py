@@ -28,8 +28,9 @@ from bara.turn.steps import (LexicalGuess, answers_are_passages, drop_said, last
                                  learns_qa, lexical_guess, mark_rerank, names_identifier, per_message, rewrite_for,
                                  said_terms, within_gap)
 import bara.prompts as PROMPTS
-from bara.prompts.frames import (MemorySummary, PromptInputs, attribution_note, episode_items,
-                                 kb_sources, note_items, preferred_length, profile_items, qa_items)
+from bara.prompts.frames import (MemorySummary, PromptInputs, Source, attribution_note, compact_sources,
+                                 episode_items, has_context, kb_sources, note_items, preferred_length,
+                                 profile_items, qa_items)
 from bara.trace import TurnRecorder
 from bara.types import PIPELINE_MODES, PipelineMode, RetrievalOutcome, Tier, Utterance
 from bara.understand.forget import asks_to_forget
@@ -233,15 +234,27 @@ class GatedAssistant(PipelineAssistant):
         history = history[-policy.history_messages:] if policy.history_messages is not None else history
         memory = self._memory_summary(t.user_id, profile) if policy.privacy_mode else None
         with rec.stage("assemble"):
-            return PromptInputs(
+            inputs = PromptInputs(
                 message=t.clean.text, user_id=t.user_id, intent=gate.intent.intent, chitchat=gate.intent.chitchat,
                 route=policy.route, behavior_mode=gate.behavior.mode, tone=gate.behavior.tone,
                 answer_length=self._length(gate, profile, rec),
                 kb_opened=policy.inject_kb, notes_requested=policy.inject_notes, privacy_mode=policy.privacy_mode,
                 greeting_name=policy.greeting_name, profile=profile_items(profile) if policy.inject_profile else (),
-                notes=note_items(r.notes), knowledge=kb_sources(r.kb), qa=qa_items(r.qa), history=history,
+                notes=note_items(r.notes), knowledge=self._shown(r, rec), qa=qa_items(r.qa), history=history,
                 memory=memory, forgotten=forgotten, retrieval_query=r.query, episodes=episode_items(r.episodes),
-                learned=t.facts.learned, noted=t.facts.noted, attribution=attribution_note(r.attribution))
+                learned=t.facts.learned, noted=t.facts.noted, attribution=attribution_note(r.attribution),
+                lean_system=self.settings.gate_lean_system_without_context)
+        rec.reason("prompt:system_without_context" if inputs.lean_system and not has_context(inputs) else "")
+        return inputs
+
+    def _shown(self, r: Retrieved, rec: TurnRecorder) -> tuple[Source, ...]:
+        """The knowledge passages as this turn's prompt shows them (``compact_sources``; the always baseline
+        shows them verbatim); reasons ``kb:markup_dropped:N`` and ``kb:overlap_dropped:N`` (N characters)."""
+        sources, markup, repeats = compact_sources(kb_sources(r.kb), markup=self.settings.gate_kb_compact_markup,
+                                                   overlap_min_chars=self.settings.gate_kb_overlap_min_chars)
+        rec.reason(f"kb:markup_dropped:{markup}" if markup else "")
+        rec.reason(f"kb:overlap_dropped:{repeats}" if repeats else "")
+        return sources
 
     @staticmethod
     def _length(gate: GateResult, profile: Mapping[str, str], rec: TurnRecorder) -> str:
