@@ -262,6 +262,7 @@ def run(db: str, backend: str, args: argparse.Namespace, pg_dir: Path | None) ->
     return {"backend": backend, "turns": n_turns, "bara_cpu_ms": round(per_turn["bara"] / n_turns * 1e3, 2),
             "store_cpu_ms": round(sum(store_time.cpu.values()) / n_turns * 1e3, 2),
             "server_cpu_ms": round(per_turn["server"] / n_turns * 1e3, 2),
+            "backends_cpu_ms": round(window["srv"].get("backends", 0.0) / n_turns * 1e3, 2),
             "total_cpu_ms": round(sum(per_turn.values()) / n_turns * 1e3, 2),
             "wall_ms": round(window["wall"] / n_turns * 1e3, 2), "round_trips": round(counts.trips / n_turns, 2),
             "statements": round(counts.statements / n_turns, 2),

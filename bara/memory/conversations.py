@@ -32,6 +32,12 @@ from bara.store.base import SqlRunner
 ROLES = frozenset({"user", "assistant", "system"})
 
 _MESSAGE_COLUMNS = "conversation_id, user_id, seq, role, text, created_at, meta"
+# A turn's two messages in one statement: their seqs follow the conversation's last (read in the same
+# statement, inside the transaction whose UPDATE of the conversation row orders concurrent writers).
+_INSERT_TURN = (f"INSERT INTO messages ({_MESSAGE_COLUMNS}) SELECT ?, ?, n.seq + m.k, m.role, m.text, ?, m.meta"
+                " FROM (SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM messages WHERE user_id=? AND conversation_id=?) n,"
+                " (SELECT 0 AS k, 'user' AS role, ? AS text, ? AS meta UNION ALL SELECT 1, 'assistant', ?, ?) m"
+                " RETURNING seq")
 _INFO_COLUMNS = ("c.id, c.user_id, c.created_at, c.updated_at, c.turn_count,"
                  " (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id AND m.user_id = c.user_id)")
 
@@ -230,13 +236,12 @@ class Conversations:
         """
         require_user_id(user_id)
         encoded, metas = _dumps(state, "state"), (_dumps(user_meta or {}, "meta"), _dumps(meta or {}, "meta"))
-        with self.store.transaction():  # three statements: the row lock (and state), the next seq, both messages
+        with self.store.transaction():  # two statements: the row lock (and state), then both messages
             now = time.time()
             self._touch(user_id, conversation_id, now, 1, encoded)
-            seq = self._next_seq(user_id, conversation_id)
-            self.store.executemany(f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES (?,?,?,?,?,?,?)", [
-                (conversation_id, user_id, seq, "user", user_text, now, metas[0]),
-                (conversation_id, user_id, seq + 1, "assistant", assistant_text, now, metas[1])])
+            rows = self.store.query(_INSERT_TURN, (conversation_id, user_id, now, user_id, conversation_id,
+                                                   user_text, metas[0], assistant_text, metas[1]))
+        seq = min(int(r[0]) for r in rows)
         return seq, seq + 1
 
     @contextmanager

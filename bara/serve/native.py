@@ -110,8 +110,10 @@ def post_turn(body: TurnIn, request: Request, response: Response, background: Ba
     full trace (see TraceOut); its id is also in the ``X-Bara-Trace-Id`` header."""
     check_message(request, body.message)
     cid = body.conversation_id
-    if cid is not None and (not can_exist(cid) or not runtime(request).conversations.exists(key.user_id, cid)):
+    if cid is not None and not can_exist(cid):
         raise not_found()
+    # Whether the id is the caller's is the turn's first read (bara.turn.skeleton.load_conversation, in the user's
+    # scope): an unknown or another user's id is UnknownConversationError, the same 404 (bara.serve.errors).
     out = run_turn(request, key.user_id, body.message, body.conversation_id, body.mode, background)
     if body.baseline:  # the side-by-side view's other answer: nothing of it stays among the conversations
         runtime(request).conversations.delete(key.user_id, out.conversation_id)
