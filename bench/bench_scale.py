@@ -63,13 +63,16 @@ from scale_build import Pool, build_heavy, build_kb, build_users, load_pool, rss
 from bara.settings import Settings  # noqa: E402
 
 
-def disk_mb(location: str) -> float:
-    if location.startswith("postgres"):
+def disk_mb(location: str, settings: Settings) -> float:
+    if location.startswith("postgres"):  # the store's schema (tables, their indexes and TOAST), not the database
         from bara.store import open_store
 
-        store = open_store(location)
+        store = open_store(location, settings=settings)
         try:
-            return round(float(store.query("SELECT pg_database_size(current_database())", ())[0][0]) / 2**20, 1)
+            size = store.query("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN"
+                               " pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema()"
+                               " AND c.relkind IN ('r', 'm')", ())[0][0]
+            return round(float(size) / 2**20, 1)
         finally:
             store.close()
     return round(sum(p.stat().st_size for p in store_files(location)) / 2**20, 1)
@@ -364,7 +367,7 @@ def main() -> None:
     if "turns" not in skip and users:
         out.update(measure_turns(location, settings, users, args.turns, 34))
     now, peak = rss_mb()
-    out.update(rss_mb=now, peak_rss_mb=peak, disk_mb=disk_mb(location))
+    out.update(rss_mb=now, peak_rss_mb=peak, disk_mb=disk_mb(location, settings))
     if "serve" not in skip:
         out.update(measure_serve_both(location))
     if "ingest" not in skip:
