@@ -102,7 +102,9 @@ def mark_match_leakproof(url: str) -> str | None:
 
 
 def _applied(conn: psycopg.Connection) -> list[str]:
-    row = conn.execute("SELECT to_regclass('bara_migrations')").fetchone()
+    # in the schema migrated (the path's first), not through the path: "<schema>, public" would find
+    # public's table when public holds another bara store, and leave the schema unmigrated
+    row = conn.execute("SELECT to_regclass(format('%I.bara_migrations', current_schema()))").fetchone()
     if row is None or row[0] is None:
         conn.execute(MIGRATIONS_TABLE)
     return [r[0] for r in conn.execute("SELECT name FROM bara_migrations ORDER BY seq")]

@@ -286,3 +286,40 @@ def test_portfolio_transactions_are_row_level_secured_inside_tools(pg_store_fact
     assert len(run_tool({"list_owners": careless}, "list_owners", {}, ctx).data) == len(users)  # unscoped
     with store.scoped(["", "u_asha"]):
         assert run_tool({"list_owners": careless}, "list_owners", {}, ctx).data == ["u_asha"]
+
+
+def test_a_schema_of_its_own_beside_a_store_in_public(pg_server_urls):
+    """``pg_schema`` gives a deployment its own tables even when ``public`` of the same database holds
+    another bara store: the search path is "<schema>, public", so the migrations table must be looked up
+    in the schema itself (through the path it found public's, saw every step applied, migrated nothing,
+    and the schema's store read and wrote public's rows)."""
+    import uuid
+
+    from bara.types import SHARED
+
+    name = f"t_db_{uuid.uuid4().hex[:10]}"
+    with superuser(pg_server_urls) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name),
+                                                                  sql.Identifier(pg_server.OWNER_ROLE)))
+    owner_url, app_url = pg_server_urls.url(pg_server.OWNER_ROLE, pg_server.OWNER_PASSWORD, name), \
+        pg_server_urls.url(pg_server.APP_ROLE, pg_server.APP_PASSWORD, name)
+    try:
+        with psycopg.connect(pg_server_urls.url("postgres", "", name), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION vector")
+            conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(name),
+                                                                             sql.Identifier(pg_server.APP_ROLE)))
+        with psycopg.connect(owner_url, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA second")
+        kw = {"dim": 8, "admin_url": owner_url, "app_role": pg_server.APP_ROLE}
+        with PostgresStore(app_url, **kw) as public:
+            public.write_document(doc("a.txt", ["in public"]), vecs(1))
+            with PostgresStore(app_url, schema="second", **kw) as second:
+                assert second.count_chunks(SHARED, "kb") == 0
+                second.write_document(doc("b.txt", ["in second", "and more"]), vecs(2))
+            assert public.count_chunks(SHARED, "kb") == 1
+        with psycopg.connect(owner_url) as conn:
+            tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'second'")}
+        assert {"bara_migrations", "documents", "chunks"} <= tables
+    finally:
+        with superuser(pg_server_urls) as conn:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
