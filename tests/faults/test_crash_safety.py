@@ -145,9 +145,10 @@ def test_sigkill_during_chat_stores_whole_turns(corpus, tmp_path):
     first.write_text(json.dumps({"user": "What is RFC 2119 about?"}) + "\n")
     _finish(["chat", "--script", str(first), "--user", "crash", "--conversation", "c1", "--new", "--db", str(db)], cache)
     args = ["chat", "--script", str(script), "--user", "crash", "--conversation", "c1", "--db", str(db)]
-    # the 2nd message insert of a turn is its answer: the kill falls after the question is written, inside
-    # the turn's transaction; an odd one falls before the question (kill points from seed 17)
-    for n in sorted({2 * _nth(f, len(questions)) for f in _kill_points(17, 2)} | {_nth(0.5, len(questions)) * 2 + 1}):
+    # one statement writes a turn's question and answer (Conversations.record_turn), inside the turn's
+    # transaction after its conversation row was updated: the kill falls there, mid-transaction, at the n-th
+    # turn (kill points from seed 17)
+    for n in sorted({_nth(f, len(questions)) for f in _kill_points(17, 3)}):
         crash_kill(args, cache, tmp_path, "INSERT INTO messages (", n, db)
         with sqlite3.connect(db) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
