@@ -134,6 +134,11 @@ class PromptInputs:
     def history_summary(self) -> str:
         return summarise_turns(self.summarised)
 
+    @property
+    def lean(self) -> bool:
+        """Whether the short system text is the one shown: asked for, and no context to speak of."""
+        return self.lean_system and not has_context(self)
+
 
 @dataclass(frozen=True)
 class Frame:
@@ -209,7 +214,7 @@ def has_context(i: PromptInputs) -> bool:
 def frame_texts(i: PromptInputs) -> dict[str, str]:
     """The text of every frame kind for ``i`` (empty string = frame omitted)."""
     return {
-        "system": P.SYSTEM_NO_CONTEXT if i.lean_system and not has_context(i) else P.SYSTEM,
+        "system": P.SYSTEM_NO_CONTEXT if i.lean else P.SYSTEM,
         "behavior": _behavior_text(i),
         "profile": _list_text(P.PROFILE_HEADER, [P.PROFILE_LINE.format(key=k, value=v) for k, v in i.profile]),
         "notes": _list_text(P.NOTES_HEADER, [P.NOTES_LINE.format(kind=n.kind, text=n.text) for n in i.notes]),

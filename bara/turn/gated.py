@@ -29,7 +29,7 @@ from bara.turn.steps import (LexicalGuess, answers_are_passages, drop_said, last
                                  said_terms, within_gap)
 import bara.prompts as PROMPTS
 from bara.prompts.frames import (MemorySummary, PromptInputs, Source, attribution_note, compact_sources,
-                                 episode_items, has_context, kb_sources, note_items, preferred_length,
+                                 episode_items, kb_sources, note_items, preferred_length,
                                  profile_items, qa_items)
 from bara.trace import TurnRecorder
 from bara.types import PIPELINE_MODES, PipelineMode, RetrievalOutcome, Tier, Utterance
@@ -244,7 +244,7 @@ class GatedAssistant(PipelineAssistant):
                 memory=memory, forgotten=forgotten, retrieval_query=r.query, episodes=episode_items(r.episodes),
                 learned=t.facts.learned, noted=t.facts.noted, attribution=attribution_note(r.attribution),
                 lean_system=self.settings.gate_lean_system_without_context)
-        rec.reason("prompt:system_without_context" if inputs.lean_system and not has_context(inputs) else "")
+        rec.reason("prompt:system_without_context" if inputs.lean else "")
         return inputs
 
     def _shown(self, r: Retrieved, rec: TurnRecorder) -> tuple[Source, ...]:
