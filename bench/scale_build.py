@@ -187,7 +187,7 @@ def build_kb(location: str, settings: Settings, pool: Pool, n: int, sigma: float
             return {"kb_built_s": 0.0, **({"kb_hnsw_build_s": pg_build_hnsw(settings)} if missing else {})}
         t0 = time.perf_counter()
         starts = list(range(have - have % BATCH, n, BATCH))
-        deferred = pg_drop_hnsw(location, settings) if n - have >= PG_DEFER_HNSW else None
+        deferred = pg_drop_hnsw(location, settings) if n - have >= PG_DEFER_HNSW else False
         with ProcessPoolExecutor(1, initializer=_set_pool, initargs=(pool,)) as ahead:
             future = ahead.submit(_batch, starts[0], min(BATCH, n - starts[0]), chars, sigma)
             for i, start in enumerate(starts):
@@ -200,7 +200,7 @@ def build_kb(location: str, settings: Settings, pool: Pool, n: int, sigma: float
                 done = start + len(texts)
                 print(f"  kb {done:,}/{n:,} chunks ({took:.0f} s, {(done - have) / took:,.0f} chunks/s)", flush=True)
         rows_s = time.perf_counter() - t0
-        index_s = pg_build_hnsw(deferred) if deferred else 0.0
+        index_s = pg_build_hnsw(settings) if deferred else 0.0
         took = time.perf_counter() - t0
         return {"kb_built_s": round(took, 1), "kb_chunks_per_s": round((n - have) / took, 1),
                 **({"kb_rows_s": round(rows_s, 1), "kb_hnsw_build_s": index_s} if deferred else {})}
@@ -208,19 +208,19 @@ def build_kb(location: str, settings: Settings, pool: Pool, n: int, sigma: float
         store.close()
 
 
-def pg_drop_hnsw(location: str, settings: Settings) -> Settings | None:
+def pg_drop_hnsw(location: str, settings: Settings) -> bool:
     """A bulk load into PostgreSQL: drop the chunks' HNSW index (as the owner, ``pg_admin_url``) so the rows
-    go in without a graph insert each, as pgvector advises; the settings to rebuild it with, or None (not
-    PostgreSQL, or no owner URL: the index stays and every insert updates it)."""
+    go in without a graph insert each, as pgvector advises; whether it was dropped (not on SQLite, nor
+    without an owner URL: the index stays and every insert updates it)."""
     if not location.startswith("postgres") or not settings.pg_admin_url:
-        return None
+        return False
     import psycopg
 
     with psycopg.connect(settings.pg_admin_url, autocommit=True) as conn:
         _pg_schema(conn, settings)
         conn.execute("DROP INDEX IF EXISTS chunks_embedding")
     print("  PostgreSQL bulk load: HNSW index dropped, built after the rows", flush=True)
-    return settings
+    return True
 
 
 def pg_build_hnsw(settings: Settings) -> float:
