@@ -54,6 +54,9 @@ def install(names: list[str], centre: bool = False) -> None:
     unknown = [n for n in names if n not in NAMES]
     if unknown:
         raise SystemExit(f"unknown --extra features {unknown}: choose from {NAMES}")
+    built = [n for n in names if n in term_scorer.FEATURES]
+    if built:
+        raise SystemExit(f"{built} are built into the scorer now (bara.understand.term_scorer): use --drop to compare")
     vectors = _Vectors(centre)
     base = rewrite_module.candidate_features
     term_scorer.FEATURES = (*term_scorer.FEATURES, *names)
