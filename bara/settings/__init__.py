@@ -27,14 +27,13 @@ from bara.settings.core import CoreSettings, _cache_home
 from bara.settings.environment import UnknownSettingWarning, env_values, warn_unknown
 from bara.settings.sections import flat_values, gather, section_fields, section_of
 
-#: The rewrite's term-scorer weights, fitted on the dev halves (scripts/train_rewrite_scorer.py); sim_msg and
-#: central (static word similarities) added in round 3 session 9 (docs/rewrite.md).
-_REWRITE_TERM_WEIGHTS = {"bias": -4.699, "carried": 0.737, "first_user": 1.729, "prev_user": 1.167,
-                         "user_share": -0.333, "user_recency": 0.922, "prev_reply": 0.763, "reply_lead": 0.951,
-                         "reply_share": -0.471, "name": 1.244, "phrase": 0.224, "anchor": -0.067, "long": -0.252,
-                         "focus": 0.541, "stale": 0.595, "reply_name": 1.065, "ref": 0.201, "short": 0.521,
-                         "own_name": -0.35, "overlap": 0.028, "first_ref": 0.101, "reply_ref": -0.142,
-                         "first_short": -0.326, "person_ref": -0.058, "sim_msg": -1.909, "central": 3.608}
+#: The rewrite's term-scorer weights, fitted on the dev halves (scripts/train_rewrite_scorer.py).
+_REWRITE_TERM_WEIGHTS = {"bias": -4.645, "carried": 0.477, "first_user": 1.845, "prev_user": 0.951,
+                         "user_share": -0.412, "user_recency": 1.117, "prev_reply": 0.734, "reply_lead": 0.944,
+                         "reply_share": -0.455, "name": 1.315, "phrase": 0.248, "anchor": -0.047, "long": -0.268,
+                         "focus": 0.55, "stale": 0.646, "reply_name": 1.093, "ref": 0.167, "short": 0.565,
+                         "own_name": -0.399, "overlap": -0.021, "first_ref": 0.112, "reply_ref": -0.124,
+                         "first_short": -0.331, "person_ref": -0.032}
 
 __all__ = ["CoreSettings", "Settings", "UnknownSettingWarning", "load_settings"]
 
@@ -290,8 +289,7 @@ class Settings(CoreSettings):  # the first sections are in bara/settings/core.py
     rewrite_min_content_words: int = Field(default=1, ge=0, description="A user turn with fewer content words is "
                                            "chit-chat ('thanks!') and is not read.")
     rewrite_term_threshold: float = Field(default=0.2, ge=0.0, le=1.0, description="Probability a candidate word "
-                                          "needs to be added: the threshold every leave-one-set-out fold chose (of 0.2/0.25/0.3; the fitted "
-                                          "sets' own sweep is flat from 0.15 to 0.20).")
+                                          "needs to be added: the dev-half threshold of best mean term F1.")
     rewrite_max_terms: int = Field(default=6, ge=0, le=50, description="Words added at most: human rewrites add "
                                    "one to four content words; more drifts the lexical query.")
     rewrite_term_weights: dict[str, float] = Field(default_factory=lambda: dict(_REWRITE_TERM_WEIGHTS), description=(

@@ -22,8 +22,7 @@ user's own words followed by the earlier terms a human rewrite would add, chosen
 
 Reason codes: ``topic_switch``, ``no_history``, ``nothing_to_carry``, ``resolved:<pronoun>``, ``scored_terms``, one
 ``term:<word>=<p>[<features>]`` per added word and ``weights:<name>=<weight>,...`` (the model),
-``similarity_off:<reason>`` when the static word vectors are not available (no model files: the two
-similarity features are then 0, :mod:`bara.understand.word_vectors`), and ``truncated``. The weights were fitted on the dev halves of TREC CAsT 2019/2020/2022 and
+and ``truncated``. The weights were fitted on the dev halves of TREC CAsT 2019/2020/2022 and
 CANARD (docs/rewrite.md; ``scripts/train_rewrite_scorer.py``).
 """
 
@@ -39,8 +38,7 @@ from bara.types import Utterance
 from bara.understand.names import cap as _cap, clean as _clean, content_tuple as _content_tuple
 from bara.understand.names import entities, entity_tuple as _entities, has_content, references
 from bara.understand.scaffold import strip_scaffolding, topic_switch
-from bara.understand.term_scorer import Candidate, candidate_features, history_candidates, score_candidates
-from bara.understand.word_vectors import static_vectors, unavailable_reason
+from bara.understand.term_scorer import Candidate, candidate_features, score_candidates
 
 __all__ = ["HistoryView", "RewriteResult", "RewriteRules", "entities", "has_content", "history_view", "prepare_history",
            "references", "rewrite_query"]
@@ -158,11 +156,8 @@ def history_view(history: tuple[Utterance, ...], rules: RewriteRules) -> History
 
 
 def prepare_history(history: Sequence[Utterance], rules: RewriteRules | None = None) -> None:
-    """Build and cache the view a next turn's rewrite of ``history`` will read, and its candidates
-    (with their static word vectors), so the next turn scores only its own message's part."""
-    view = history_view(tuple(history), rules or RewriteRules())
-    if not view.empty:
-        history_candidates(view.users, view.replies, view.carried)
+    """Build and cache the view a next turn's rewrite of ``history`` will read."""
+    history_view(tuple(history), rules or RewriteRules())
 
 
 # --- composition -------------------------------------------------------------------
@@ -213,13 +208,11 @@ def rewrite_query(message: str, history: Sequence[Utterance], max_chars: int = 1
     text = _clean(message)
     referent = _answer_referent(text, view)
     chosen = sorted(_chosen(text, view, rules), key=lambda c: c.order)
-    off = () if static_vectors() is not None else (f"similarity_off:{unavailable_reason() or 'unknown'}",)
     if not chosen and not referent:
-        unchanged = _unchanged(message, max_chars, "nothing_to_carry")
-        return RewriteResult(unchanged.query, unchanged.changed, unchanged.reasons + off, ()) if off else unchanged
+        return _unchanged(message, max_chars, "nothing_to_carry")
     words = list(dict.fromkeys([*referent, *(c.word for c in chosen if c.word.lower() not in {r.lower() for r in referent})]))
     full = " ".join([text, *words])
     query = _cap(full, max_chars)
     reasons = ((f"resolved:{next(r for r in references(text) if r in _PERSON_REFS)}",) if referent else ()) + (
         ("scored_terms", *(f"term:{c.explain()}" for c in chosen), rules.weights_reason) if chosen else ())
-    return RewriteResult(query, query != message, reasons + off + (("truncated",) if query != full else ()), tuple(words))
+    return RewriteResult(query, query != message, reasons + (("truncated",) if query != full else ()), tuple(words))

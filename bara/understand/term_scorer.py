@@ -39,15 +39,6 @@ Features of a candidate ``w`` for message ``m`` (user turns counted since the to
 - ``first_ref``    ``first_user`` and ``ref``;  ``reply_ref``: ``prev_reply`` and ``ref``
 - ``first_short``  ``first_user`` and ``short``
 - ``person_ref``   m refers to a person ("he", "she", "his", "her") and w is part of a name
-- ``sim_msg``      cos(v(w), mean of v over m's content words), with v the *static* word vectors of
-                   :mod:`bara.understand.word_vectors` (MiniLM's input embedding rows; no encoder call).
-                   Its weight is negative: a word close to what the message already says adds little.
-- ``central``      mean cos(v(w), v(c)) over the other candidates c: how central w is to what the
-                   history talks about (the referent a follow-up leaves out is usually the topic)
-
-The two similarity features are 0 when a word has no vector, and for every candidate when the vectors
-are not available (no model files: :func:`bara.understand.word_vectors.static_vectors` is None); the
-rewrite then says ``similarity_off:<reason>`` in its reason codes.
 """
 
 from __future__ import annotations
@@ -59,18 +50,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Mapping, Sequence
 
-import numpy as np
-
 from bara.text.stopwords import ASSISTANT_SCAFFOLDING, RETRIEVAL_STOPWORDS, REWRITE_FILLER
 from bara.understand.names import content_tuple, entity_tuple, references, terms
-from bara.understand.word_vectors import static_vectors
 
 __all__ = ["FEATURES", "Candidate", "HistoryCandidates", "candidate_features", "for_message", "history_candidates",
            "score_candidates"]
 
 FEATURES = ("carried", "first_user", "prev_user", "user_share", "user_recency", "prev_reply", "reply_lead", "reply_share",
-            "name", "phrase", "anchor", "long", "focus", "stale", "reply_name", "ref", "short", "own_name", "overlap", "first_ref", "reply_ref", "first_short", "person_ref",
-            "sim_msg", "central")
+            "name", "phrase", "anchor", "long", "focus", "stale", "reply_name", "ref", "short", "own_name", "overlap", "first_ref", "reply_ref", "first_short", "person_ref")
 _PERSON = re.compile(r"\b(?:he|she|him|her|his|hers|himself|herself)\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
@@ -168,8 +155,6 @@ class HistoryCandidates:
 
     rows: tuple[tuple[str, str, tuple[float, ...], int | None], ...]  # word, key, features, user turn
     user_keys: tuple[frozenset[str], ...]
-    vectors: np.ndarray | None = None  # a unit static vector per row (zeros: none), None: vectors unavailable
-    has_vector: np.ndarray | None = None  # bool per row
 
 
 @lru_cache(maxsize=256)
@@ -219,31 +204,7 @@ def history_candidates(users: tuple[str, ...], replies: tuple[str, ...],
                  float(len(low) >= 7), float(key in focus_keys),
                  float(j is not None and j < focus_turn and key not in focus_keys), float(low in reply_names))
             rows.append((word, key, x, j))
-    vectors = static_vectors()
-    if vectors is None:
-        return HistoryCandidates(tuple(rows), user_keys)
-    found = [vectors.vector(row[0].lower()) for row in rows]
-    zero = np.zeros(vectors.dim, dtype=np.float32)
-    matrix = np.stack([zero if v is None else v for v in found]) if rows else np.zeros((0, vectors.dim), np.float32)
-    return HistoryCandidates(tuple(rows), user_keys, matrix, np.array([v is not None for v in found], dtype=bool))
-
-
-def _similarities(message: str, history: HistoryCandidates, keep: list[int]) -> tuple[list[float], list[float]]:
-    """``sim_msg`` and ``central`` of the kept rows (zeros without vectors)."""
-    zeros = [0.0] * len(keep)
-    vectors = static_vectors()
-    if vectors is None or history.vectors is None or history.has_vector is None or not keep:
-        return zeros, zeros
-    kept = history.vectors[keep]
-    has = history.has_vector[keep]
-    n = int(has.sum())
-    central = zeros
-    if n >= 2:  # mean cosine to the others: (v . sum of all - v . v) / (n - 1), with v . v = 1
-        dots = (kept @ kept[has].sum(axis=0)).astype(np.float64)
-        central = np.where(has, (dots - 1.0) / (n - 1), 0.0).round(4).tolist()
-    target = vectors.mean(content_tuple(message))
-    sim = zeros if target is None else (kept @ target).astype(np.float64).round(4).tolist()
-    return sim, central
+    return HistoryCandidates(tuple(rows), user_keys)
 
 
 def for_message(message: str, history: HistoryCandidates) -> list[Candidate]:
@@ -254,14 +215,13 @@ def for_message(message: str, history: HistoryCandidates) -> list[Candidate]:
     own = 1.0 if entity_tuple(message) else 0.0
     person = 1.0 if _PERSON.search(message) else 0.0
     overlaps = [bool(keys & have) for keys in history.user_keys]
-    keep = [i for i, row in enumerate(history.rows) if row[1] not in have]
-    sim, central = _similarities(message, history, keep)
     out = []
-    for k, i in enumerate(keep):
-        word, key, x, j = history.rows[i]
+    for word, key, x, j in history.rows:
+        if key in have:
+            continue
         overlap = 1.0 if j is not None and overlaps[j] else 0.0
         out.append(Candidate(word, key, (*x, ref, short, own, overlap, x[1] * ref, x[5] * ref, x[1] * short,
-                                         max(x[8], x[14]) * person, sim[k], central[k]), len(out)))
+                                         max(x[8], x[14]) * person), len(out)))
     return out
 
 
