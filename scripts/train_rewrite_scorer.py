@@ -11,7 +11,19 @@ Prints the weights to paste into ``Settings.rewrite_term_weights`` / ``rewrite_t
 dev halves of the other three (threshold chosen on theirs) and score its own dev half; ``--drop``
 zeroes features (to compare feature sets by that held-out-set F1, not by the fitted sets' own).
 
+``--extra f1,f2`` probes similarity features that need no encoder call (issue 31, round 3 session 9;
+bench/criteria/issue31_static_sim.md), from *static* word vectors: the rows of MiniLM's input
+embedding table (``embeddings.word_embeddings.weight``), a word's vector the mean of its wordpieces'
+rows (``--centre`` subtracts the table's mean row first). Appended to FEATURES for this run only
+(the scorer and the rewrite see them through ``scripts/static_sim_probe.py``):
+
+- ``sim_msg``  cos(candidate, mean of the message's content words); 0 when the message has none
+- ``sim_max``  max cos(candidate, any content word of the message)
+- ``sim_prev`` cos(candidate, mean of the previous user turn's content words)
+- ``central``  mean cos(candidate, the history's other candidates): how central it is to the history
+
 Usage: python scripts/train_rewrite_scorer.py [--data ../shared/data] [--l2 1.0] [--loso] [--drop f1,f2]
+       [--extra sim_msg,sim_max,sim_prev,central] [--centre]
 """
 
 from __future__ import annotations
@@ -27,7 +39,8 @@ from bara.eval.rewrite_data import read_conversations
 from bara.eval.rewrite_metrics import added_terms, s_stem, term_counts, term_scores
 from bara.understand.rewrite import RewriteRules, history_view, rewrite_query
 from bara.types import Utterance
-from bara.understand.term_scorer import FEATURES, candidate_features
+import bara.understand.rewrite as rewrite_module
+import bara.understand.term_scorer as term_scorer
 
 SETS = ("cast2019", "cast2020", "cast2022", "canard_dev")
 
@@ -43,7 +56,7 @@ def rows(path: Path, rules):
             if i:
                 view = history_view(tuple(hist), rules)
                 gold = added_terms(t.rewrite, t.user)
-                for c in candidate_features(t.user, view.users, view.replies, view.carried):
+                for c in rewrite_module.candidate_features(t.user, view.users, view.replies, view.carried):
                     yield list(c.features), float(s_stem(c.word.lower()) in gold)
             hist += [Utterance("user", t.user), Utterance("assistant", t.assistant or "")]
 
@@ -91,10 +104,11 @@ def fit_round(args, rules, sets=SETS) -> dict:
         print(f"{name}: {len(part)} candidates, {int(sum(r[1] for r in part))} positive")
     w = np.array(ws) * len(ws) / len(sets)
     x = np.array(xs)
-    dropped = [FEATURES.index(f) for f in args.drop]
+    features = term_scorer.FEATURES
+    dropped = [features.index(f) for f in args.drop]
     x[:, dropped] = 0.0
     beta = fit(x, np.array(ys), w, args.l2)
-    weights = {"bias": round(float(beta[0]), 3), **{n: round(float(b), 3) for n, b in zip(FEATURES, beta[1:], strict=True)}}
+    weights = {"bias": round(float(beta[0]), 3), **{n: round(float(b), 3) for n, b in zip(features, beta[1:], strict=True)}}
     print(json.dumps(weights))
     return weights
 
@@ -118,7 +132,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--loso", action="store_true")
     ap.add_argument("--drop", type=lambda v: [f for f in v.split(",") if f], default=[])
+    ap.add_argument("--extra", type=lambda v: [f for f in v.split(",") if f], default=[])
+    ap.add_argument("--centre", action="store_true")
     args = ap.parse_args()
+    if args.extra:
+        import static_sim_probe
+
+        static_sim_probe.install(args.extra, centre=args.centre)
     if args.loso:
         loso(args)
         return
