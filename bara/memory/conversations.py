@@ -37,7 +37,12 @@ _MESSAGE_COLUMNS = "conversation_id, user_id, seq, role, text, created_at, meta"
 _INSERT_TURN = (f"INSERT INTO messages ({_MESSAGE_COLUMNS}) SELECT ?, ?, n.seq + m.k, m.role, m.text, ?, m.meta"
                 " FROM (SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM messages WHERE user_id=? AND conversation_id=?) n,"
                 " (SELECT 0 AS k, 'user' AS role, ? AS text, ? AS meta UNION ALL SELECT 1, 'assistant', ?, ?) m"
+                " WHERE EXISTS (SELECT 1 FROM conversations c WHERE c.user_id=? AND c.id=?)"  # else no rows: no FK error
                 " RETURNING seq")
+# A turn's update of its conversation row (the lock that orders writers, before the insert reads MAX(seq)),
+# sent with the insert in one pipeline: RETURNING says whether the row is there (the user's).
+_TOUCH_TURN = ("UPDATE conversations SET updated_at=?, turn_count=turn_count+1, state=? WHERE user_id=? AND id=?"
+               " RETURNING 1")
 _INFO_COLUMNS = ("c.id, c.user_id, c.created_at, c.updated_at, c.turn_count,"
                  " (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id AND m.user_id = c.user_id)")
 
@@ -173,8 +178,7 @@ class Conversations:
         changed = self.store.execute(f"UPDATE conversations SET {sets} WHERE user_id=? AND id=?",
                                      (*params, user_id, conversation_id))
         if changed != 1:
-            raise UnknownConversationError(f"conversation {conversation_id!r} does not exist for this user: "
-                             "the caller must create it first (Conversations.create)")
+            raise _unknown(conversation_id)
 
     def history(self, user_id: str, conversation_id: str, limit: int | None = None) -> list[StoredMessage]:
         """Messages oldest first; with ``limit``, only the last ``limit`` of them."""
@@ -236,11 +240,14 @@ class Conversations:
         """
         require_user_id(user_id)
         encoded, metas = _dumps(state, "state"), (_dumps(user_meta or {}, "meta"), _dumps(meta or {}, "meta"))
-        with self.store.transaction():  # two statements: the row lock (and state), then both messages
+        with self.store.transaction():  # the row lock (and state), then both messages: one round trip
             now = time.time()
-            self._touch(user_id, conversation_id, now, 1, encoded)
-            rows = self.store.query(_INSERT_TURN, (conversation_id, user_id, now, user_id, conversation_id,
-                                                   user_text, metas[0], assistant_text, metas[1]))
+            touched, rows = self.store.query_many([
+                (_TOUCH_TURN, (now, encoded, user_id, conversation_id)),
+                (_INSERT_TURN, (conversation_id, user_id, now, user_id, conversation_id,
+                                user_text, metas[0], assistant_text, metas[1], user_id, conversation_id))])
+            if len(touched) != 1:  # not the user's conversation: nothing was inserted
+                raise _unknown(conversation_id)
         seq = min(int(r[0]) for r in rows)
         return seq, seq + 1
 
@@ -260,6 +267,11 @@ def not_found(conversation_id: str, user_id: str) -> UnknownConversationError:
     return UnknownConversationError(f"conversation {conversation_id!r} does not exist for user {user_id!r}: pass "
                                     "an id from `bara memory inspect`, or start a new conversation (leave the id "
                                     "out, or `bara chat --new`)")
+
+
+def _unknown(conversation_id: str) -> UnknownConversationError:
+    return UnknownConversationError(f"conversation {conversation_id!r} does not exist for this user: "
+                                    "the caller must create it first (Conversations.create)")
 
 
 def _dumps(value: Mapping[str, Any], what: str) -> str:

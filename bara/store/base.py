@@ -35,7 +35,8 @@ class SqlRunner(Protocol):
 
     def query_many(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
         """Independent reads, each as :meth:`query` would answer it, in order, as of one moment (one
-        transaction: on PostgreSQL one round trip for all)."""
+        transaction: on PostgreSQL one round trip for all). Inside :meth:`transaction` they run in it, one
+        after another, so a write with ``RETURNING`` may be one of them (``Conversations.record_turn``)."""
         ...
 
     def transaction(self) -> AbstractContextManager[None]:
