@@ -27,7 +27,7 @@ from weakref import WeakValueDictionary
 from bara.errors import InputError, UnknownConversationError
 from bara.identity import require_user_id
 from bara.memory.service_records import forget_service_records
-from bara.store.base import SqlRunner
+from bara.store.base import Read, SqlRunner
 
 ROLES = frozenset({"user", "assistant", "system"})
 
@@ -76,6 +76,7 @@ class TurnView:
     state: dict[str, Any]  # the saved gate state ({} when none)
     messages: tuple[StoredMessage, ...]  # the recent window, oldest first
     head: tuple[StoredMessage, ...]  # the opening messages the window no longer holds
+    also: Mapping[str, Any] = field(default_factory=dict)  # the parsed answers of the ``also`` reads, by key
 
 
 class _TurnLock:
@@ -203,11 +204,14 @@ class Conversations:
                                 (user_id, conversation_id))
         return json.loads(rows[0][0]) if rows and rows[0][0] else {}
 
-    def turn_view(self, user_id: str, conversation_id: str, window: int, head: int) -> TurnView | None:
+    def turn_view(self, user_id: str, conversation_id: str, window: int, head: int,
+                  also: Mapping[str, Read] | None = None) -> TurnView | None:
         """What a turn starts from, in one read of the store: the user messages recorded, the saved gate
         state, the last ``window`` messages and, of the first ``head``, those before that window (the
-        opening it lost). None when the conversation is not the user's."""
+        opening it lost); and the answers of ``also`` (other tiers' reads: the profile...), sent with them.
+        None when the conversation is not the user's."""
         require_user_id(user_id)
+        also = also or {}
         key, reads = (user_id, conversation_id), [("SELECT turn_count, state FROM conversations WHERE user_id=? AND id=?",
                                                    (user_id, conversation_id))]
         if window:
@@ -215,14 +219,15 @@ class Conversations:
                        " ORDER BY seq DESC LIMIT ?", (*key, window)),
                       (f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND conversation_id=?"
                        " ORDER BY seq LIMIT ?", (*key, max(0, head)))]
-        found = self.store.query_many(reads)
+        found = self.store.query_many([*reads, *((r.sql, r.params) for r in also.values())])
         if not found[0]:
             return None
         (turns, state), = found[0]
         last = tuple(_message(r) for r in reversed(found[1])) if window else ()
         first = last[0].seq if last else 1
         opening = tuple(m for m in map(_message, found[2]) if m.seq < first) if window else ()
-        return TurnView(int(turns), json.loads(state) if state else {}, last, opening)
+        answers = {key: r.parse(rows) for (key, r), rows in zip(also.items(), found[len(reads):], strict=True)}
+        return TurnView(int(turns), json.loads(state) if state else {}, last, opening, answers)
 
     def save_state(self, user_id: str, conversation_id: str, state: Mapping[str, Any]) -> None:
         require_user_id(user_id)

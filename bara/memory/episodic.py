@@ -41,7 +41,7 @@ from bara.memory.dates import annotate, fmt_day
 from bara.retrieval.hybrid import HybridRetriever
 from bara.retrieval.protocol import Embedder
 from bara.settings import Settings
-from bara.store.base import Store
+from bara.store.base import Read, Store
 from bara.text.fusion import weighted_rrf
 from bara.text.lexical import analyze
 from bara.text.stopwords import RETRIEVAL_STOPWORDS
@@ -233,8 +233,14 @@ class EpisodicMemory:
 
     def holds_other(self, user_id: str, conversation_id: str) -> bool:
         """True when the user has episodes from any conversation but ``conversation_id``."""
-        return bool(self.store.query("SELECT 1 FROM episodic_sessions WHERE user_id=? AND conversation_id<>? LIMIT 1",
-                                     (user_id, conversation_id)))
+        read = self.holds_other_read(user_id, conversation_id)
+        return read.parse(self.store.query(read.sql, read.params))
+
+    @staticmethod
+    def holds_other_read(user_id: str, conversation_id: str) -> Read:
+        """:meth:`holds_other` as a :class:`~bara.store.base.Read`, to send with a turn's first reads."""
+        return Read("SELECT 1 FROM episodic_sessions WHERE user_id=? AND conversation_id<>? LIMIT 1",
+                    (user_id, conversation_id), bool)
 
     def _turns_in(self, user_id: str, conversation_id: str) -> int:
         rows = self.store.query("SELECT COALESCE(SUM(turns), 0) FROM episodic_sessions WHERE user_id=? "

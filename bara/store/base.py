@@ -12,7 +12,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -89,6 +89,24 @@ class Store(SqlRunner, Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Read:
+    """One read and what its rows mean: reads of several repositories sent together (:func:`read_all`, one
+    :meth:`SqlRunner.query_many`: one round trip on PostgreSQL), as a turn's first reads are."""
+
+    sql: str
+    params: tuple[Any, ...]
+    parse: Callable[[list[tuple[Any, ...]]], Any]
+
+
+def read_all(runner: SqlRunner, reads: Mapping[str, Read]) -> dict[str, Any]:
+    """Every read of ``reads`` in one :meth:`SqlRunner.query_many`, parsed, by the same keys."""
+    if not reads:
+        return {}
+    answers = runner.query_many([(r.sql, r.params) for r in reads.values()])
+    return {key: r.parse(rows) for (key, r), rows in zip(reads.items(), answers, strict=True)}
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from bara.llm.errors import LLMError
 from bara.llm.offline import FALLBACK_REASON, Generator, ModelGenerator, OfflineGenerator, answered_by
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import Prompt, PromptInputs, assemble
+from bara.store.base import Read
 from bara.trace import StoredRecord, TurnRecorder, TurnTrace, prompt_summary, retrieval_summary, trace_fields
 from bara.turn.persist import TURN_STORED, learn_profile, learning_writes, user_meta
 from bara.turn.records import Retrieved, TurnInput, TurnResult
@@ -61,7 +62,13 @@ class PipelineAssistant:
         """Answer one user message; ``conversation_id`` None starts a new conversation."""
         self.bara.flush()  # what earlier turns learned is stored before this one reads memory
         return run_turn(self.settings, self.bara.store, self.conversations, user_id, message, conversation_id,
-                        body=self._body, empty=lambda cid, rec: self._empty_turn(user_id, cid, rec))
+                        body=self._body, empty=lambda cid, rec: self._empty_turn(user_id, cid, rec),
+                        also=lambda cid: self._first_reads(user_id, cid))
+
+    def _first_reads(self, user_id: str, cid: str) -> dict[str, Read]:
+        """Reads of other tiers the turn needs before it decides anything, sent with the conversation's
+        (``bara.turn.skeleton.load_conversation``: one round trip on PostgreSQL): the user's profile."""
+        return {"profile": self.profile.read(user_id)}
 
     def _empty_turn(self, user_id: str, cid: str, rec: TurnRecorder) -> TurnResult:
         return TurnResult(EMPTY_INPUT, empty_trace(user_id, cid, self.mode, rec, behavior_mode="none"), cid)
@@ -78,7 +85,9 @@ class PipelineAssistant:
     def _input(self, start: TurnStart) -> TurnInput:
         """The turn's input: the loaded conversation and the user's profile (a reference mode may
         override this to change the query, e.g. ``bara.eval.conversation_replay.Last2Assistant``)."""
-        return TurnInput.of(start, self.profile.get(start.user_id), self.settings.memory_notes_max_concepts)
+        also = start.loaded.also
+        profile = also["profile"] if "profile" in also else self.profile.get(start.user_id)
+        return TurnInput.of(start, profile, self.settings.memory_notes_max_concepts)
 
     def _embed(self, text: str, rec: TurnRecorder) -> np.ndarray | None:
         vectors = self._embed_many([text], rec)

@@ -11,6 +11,8 @@ import pytest
 
 from bara.errors import UnknownConversationError
 from bara.memory.conversations import Conversations
+from bara.memory.episodic import EpisodicMemory
+from bara.memory.profile import ProfileFact, ProfileMemory
 
 
 class Trips:
@@ -65,3 +67,21 @@ def test_a_turn_recorded_in_a_conversation_not_the_users_stores_nothing(store):
     with store.scoped(["alice"]), pytest.raises(UnknownConversationError):
         conv.record_turn("alice", "no-such-id", "hi", "hello", {})
     assert _messages(store, "alice") == [] and _messages(store, "bob") == []
+
+
+def test_a_turns_other_first_reads_ride_in_its_conversations_round_trip(store, monkeypatch):
+    conv, profile = Conversations(store), ProfileMemory(store)
+    cid, other = conv.create("u1"), conv.create("u1")
+    with store.scoped(["u1"]):
+        conv.record_turn("u1", cid, "I am Ada", "hello Ada", {})
+        profile.set_facts("u1", [ProfileFact("name", "Ada", "I am Ada")])
+        store.execute("INSERT INTO episodic_sessions (user_id, conversation_id, session, said_at, date_text, speakers,"
+                      " mentions, turns) VALUES (?, ?, 't1', 0, '', '[]', '[]', 1)", ("u1", other))
+    also = {"profile": profile.read("u1"), "holds_other": EpisodicMemory.holds_other_read("u1", cid),
+            "holds_other_of_other": EpisodicMemory.holds_other_read("u1", other)}
+    trips = Trips(monkeypatch)
+    with store.scoped(["u1"]):
+        view = conv.turn_view("u1", cid, 8, 2, also)
+    assert trips.n == 1
+    assert view is not None and [m.text for m in view.messages] == ["I am Ada", "hello Ada"]
+    assert view.also == {"profile": {"name": "Ada"}, "holds_other": True, "holds_other_of_other": False}
