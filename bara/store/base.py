@@ -31,6 +31,13 @@ class SqlRunner(Protocol):
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
 
+    def write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """A write whose row count nobody reads. Inside a :meth:`transaction` PostgreSQL sends it with the
+        transaction's next round trip (the next statement's pipeline, or the COMMIT's), so it costs none of
+        its own; a failure is raised there and rolls the transaction back, as any failed write does.
+        Outside a transaction, and on SQLite, it runs at once (:meth:`execute`)."""
+        ...
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
     def query_many(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:

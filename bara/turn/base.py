@@ -160,25 +160,26 @@ class PipelineAssistant:
         reply = plan.assistant_text if self.generator is not self.offline else ""
         journal = TURN_STORED.get()
         behind = self.settings.memory_write_behind and journal is None
-        with rec.stage("persist"), self.bara.store.transaction():
-            meta = user_meta(self.settings, self._embedder_id, r, plan.assistant_text)
-            self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
-                                           state.to_dict() if state else {}, {"mode": self.mode}, meta)
-            facts = learn_profile(self.profile, t, plan) if plan.learn_profile else []
-            notes = t.facts.notes_of(plan.user_text, reply) if plan.extract_notes else []
-            writes = learning_writes(self.bara, t, plan, r, notes)
-            if not behind:
-                for write in writes:
-                    write()
-            stored = StoredRecord(turn=True, profile_facts={f.key: f.value for f in facts},
-                                  notes=tuple(n.text for n in notes), qa=bool(plan.add_qa))
+        with self.bara.store.transaction():
+            with rec.stage("persist"):  # the turn's writes; their COMMIT follows the stage (with the trace)
+                meta = user_meta(self.settings, self._embedder_id, r, plan.assistant_text)
+                self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
+                                               state.to_dict() if state else {}, {"mode": self.mode}, meta)
+                facts = learn_profile(self.profile, t, plan) if plan.learn_profile else []
+                notes = t.facts.notes_of(plan.user_text, reply) if plan.extract_notes else []
+                writes = learning_writes(self.bara, t, plan, r, notes)
+                if not behind:
+                    for write in writes:
+                        write()
+                stored = StoredRecord(turn=True, profile_facts={f.key: f.value for f in facts},
+                                      notes=tuple(n.text for n in notes), qa=bool(plan.add_qa))
+            rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
+                       "persist:qa_added" if plan.add_qa else "")
             if journal is not None and trace_of is not None:
-                journal(trace_of(stored))  # the surface stores the trace in this transaction
+                journal(trace_of(stored))  # the final trace, the transaction's last write (with its COMMIT)
         if behind:
             self.bara.learning.defer(t.user_id, *writes)  # stored after the answer (bara.memory.writebehind)
             self._prepare_next(t, plan, meta)
-        rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
-                   "persist:qa_added" if plan.add_qa else "")
         return stored
 
     def _prepare_next(self, t: TurnInput, plan: PersistPlan, meta: dict[str, Any]) -> None:

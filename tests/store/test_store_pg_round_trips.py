@@ -85,3 +85,57 @@ def test_a_turns_other_first_reads_ride_in_its_conversations_round_trip(store, m
     assert trips.n == 1
     assert view is not None and [m.text for m in view.messages] == ["I am Ada", "hello Ada"]
     assert view.also == {"profile": {"name": "Ada"}, "holds_other": True, "holds_other_of_other": False}
+
+
+def test_a_queued_write_rides_with_the_next_round_trip(store, monkeypatch):
+    conv = Conversations(store)
+    cid = conv.create("u1")
+    trips = Trips(monkeypatch)
+    with store.scoped(["u1"]), store.transaction():
+        conv.record_turn("u1", cid, "a", "b", {})
+        store.write("INSERT INTO serve_threads (user_id, thread_hash, conversation_id, created_at) VALUES (?,?,?,0)",
+                    ("u1", "h1", cid))
+        assert trips.n == 1  # not sent yet
+    assert trips.n == 2  # with the COMMIT
+    with store.scoped(["u1"]):
+        assert store.query("SELECT conversation_id FROM serve_threads WHERE user_id=?", ("u1",)) == [(cid,)]
+
+
+def test_a_failed_queued_write_rolls_the_whole_transaction_back(store):
+    conv = Conversations(store)
+    cid = conv.create("u1")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):  # another user's row: refused by the database
+        with store.scoped(["u1"]), store.transaction():
+            conv.record_turn("u1", cid, "a", "b", {})
+            store.write("INSERT INTO serve_threads (user_id, thread_hash, conversation_id, created_at)"
+                        " VALUES (?,?,?,0)", ("u2", "h1", cid))
+    assert _messages(store, "u1") == []  # the turn went with it
+    with store.scoped(["u1"]):  # the pooled connection is clean for the next transaction
+        assert conv.record_turn("u1", cid, "c", "d", {}) == (1, 2)
+
+
+def test_queued_writes_of_a_nested_level_are_kept_when_it_ends_and_dropped_when_it_fails(store):
+    insert = "INSERT INTO serve_threads (user_id, thread_hash, conversation_id, created_at) VALUES (?,?,'c',0)"
+    with store.scoped(["u1"]), store.transaction():
+        with store.transaction():  # nothing else of this level is sent: its write still commits
+            store.write(insert, ("u1", "kept"))
+        with pytest.raises(RuntimeError), store.transaction():
+            store.write(insert, ("u1", "dropped"))
+            raise RuntimeError("the level fails before anything of it was sent")
+    with store.scoped(["u1"]):
+        assert store.query("SELECT thread_hash FROM serve_threads WHERE user_id=?", ("u1",)) == [("kept",)]
+
+
+def test_a_transaction_whose_statement_failed_is_never_reported_committed(store):
+    """A failure an inner caller swallowed leaves the transaction aborted; PostgreSQL would answer its COMMIT
+    with a ROLLBACK and no error, so the store says so instead of returning as if it was stored."""
+    conv = Conversations(store)
+    cid = conv.create("u1")
+    with pytest.raises(Exception, match="nothing of it was stored"):
+        with store.scoped(["u1"]), store.transaction():
+            conv.record_turn("u1", cid, "a", "b", {})
+            try:
+                store.execute("SELECT 1/0")
+            except psycopg.errors.DivisionByZero:
+                pass
+    assert _messages(store, "u1") == []
