@@ -180,7 +180,7 @@ class EpisodicMemory:
         with self.store.transaction():
             before = self._session_names(user_id, conversation_id, session)  # a replaced session's names
             self.store.write_document(doc, np.asarray(vectors, dtype=np.float32))
-            self.store.execute("INSERT INTO episodic_sessions (user_id, conversation_id, session, said_at, date_text,"
+            self.store.write("INSERT INTO episodic_sessions (user_id, conversation_id, session, said_at, date_text,"
                                " speakers, mentions, turns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                                " ON CONFLICT (user_id, conversation_id, session) DO UPDATE SET said_at=excluded.said_at,"
                                " date_text=excluded.date_text, speakers=excluded.speakers, mentions=excluded.mentions,"
