@@ -6,13 +6,17 @@ from __future__ import annotations
 
 from serve_helpers import sqlite_runtime
 
+from bara.store.sqlite import SQLiteStore
+
 MESSAGE = "My name is Ada. What does the HSTS max-age directive specify?"
 
 
 def test_a_served_turn_stores_its_final_trace_in_one_statement(rfc_kb, embedder):
     runtime = sqlite_runtime(rfc_kb("trace_once"), embedder)  # learning before the response: the default
     sent: list[str] = []
-    runtime.bara.store._conn.set_trace_callback(lambda s: sent.append(s) if "serve_traces" in s else None)
+    store = runtime.bara.store
+    assert isinstance(store, SQLiteStore)
+    store._conn.set_trace_callback(lambda s: sent.append(s) if "serve_traces" in s else None)
     try:
         out = runtime.run_turn("alice", MESSAGE, None)
         assert [s.split()[0] for s in sent] == ["INSERT"]  # no UPDATE of it afterwards
