@@ -5,6 +5,11 @@ every turn of every conversation is stored, in order (results go to docs/benchma
     python bench/bench_serve_load.py --db postgresql://... --workers 2       # after `bara db start`
     python bench/bench_serve_load.py --compare --rounds 2                    # both, side by side, one run
 
+``--settle`` waits, before the load, until the server's processes are idle: with several workers
+``/api/health`` answers once the first one is ready, and the client's keep-alive connections, all opened at
+the start, can then all reach that one (docs/benchmarks.md, issue 33 session 9). Each phase reports
+``server_cpu_s``: the CPU seconds each process of the server (each worker) spent on its load.
+
 ``--think-ms N`` pauses N ms before each of a user's turns after the first (a person reading the answer):
 back to back (0, the default) a turn also waits for the previous turn's learning writes, which a
 single worker stores after the response (``serve_learn_after_response``).
@@ -127,6 +132,50 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 180) -> None
     raise SystemExit("server did not become ready")
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its descendants so far (Linux /proc)."""
+    tick, parents, cpu = os.sysconf("SC_CLK_TCK"), {}, {}
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(p)], cpu[int(p)] = int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+    tree, grew = {pid}, True
+    while grew:
+        more = {p for p, pp in parents.items() if pp in tree} - tree
+        tree, grew = tree | more, bool(more)
+    return sum(cpu.get(p, 0.0) for p in tree)
+
+
+def process_cpu_s(pid: int) -> dict[int, float]:
+    """CPU seconds of process ``pid`` and of each of its children (uvicorn's workers), by pid."""
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(p) == pid or int(fields[1]) == pid:
+            out[int(p)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def settle(proc: subprocess.Popen, idle_cpu_s: float = 0.1, timeout_s: float = 90) -> float:
+    """Wait until the server's processes are idle (under ``idle_cpu_s`` of CPU in a second): with several
+    workers, /api/health answers once the first is ready while the others still load their model, and the
+    client's keep-alive connections, all opened at the start, would then all reach the first. Returns the
+    seconds waited."""
+    start, last = time.monotonic(), tree_cpu_s(proc.pid)
+    while time.monotonic() - start < timeout_s:
+        time.sleep(1.0)
+        now = tree_cpu_s(proc.pid)
+        if now - last < idle_cpu_s:
+            break
+        last = now
+    return round(time.monotonic() - start, 1)
+
+
 def run_one(db: str, workers: int, args: argparse.Namespace) -> dict:
     """One load phase against a fresh `bara serve` on ``db``: the result as a JSON-ready dict."""
     keys = prepare(db, args.users, args.kb_files)
@@ -135,7 +184,11 @@ def run_one(db: str, workers: int, args: argparse.Namespace) -> dict:
     proc = start_server(db, port, workers, args.mode)
     try:
         wait_ready(url, proc)
+        settled = settle(proc) if args.settle else None
+        before = process_cpu_s(proc.pid)
         result = asyncio.run(drive(url, keys, args.turns, args.deadline, args.think_ms / 1e3))
+        after = process_cpu_s(proc.pid)  # what each process of the server spent on the load phase
+        result["server_cpu_s"] = sorted((round(v - before.get(p, 0.0), 2) for p, v in after.items()), reverse=True)
     finally:
         proc.terminate()
         try:
@@ -145,7 +198,8 @@ def run_one(db: str, workers: int, args: argparse.Namespace) -> dict:
     backend = "postgresql" if db.startswith("postgres") else "sqlite"
     return {"backend": backend, "workers": workers, "mode": args.mode, "think_ms": args.think_ms,
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-            "load_avg": [round(x, 2) for x in os.getloadavg()], **result}
+            "load_avg": [round(x, 2) for x in os.getloadavg()], **({"settled_s": settled} if args.settle else {}),
+            **result}
 
 
 def compare(args: argparse.Namespace) -> None:
@@ -182,6 +236,8 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=25)
     ap.add_argument("--mode", default="gated")
     ap.add_argument("--deadline", type=float, default=900, help="seconds for the whole load phase")
+    ap.add_argument("--settle", action="store_true",
+                    help="before the load, wait until every worker has finished starting (its processes idle)")
     ap.add_argument("--think-ms", type=float, default=0.0, help="pause before each of a user's later turns")
     ap.add_argument("--kb-files", nargs="*", default=[str(Path(os.environ.get("BARA_DATA", "../shared/data")) / "rfc" / f)
                                                       for f in ("rfc2119.txt", "rfc2818.txt", "rfc6797.txt")])

@@ -27,7 +27,7 @@ from weakref import WeakValueDictionary
 from bara.errors import InputError, UnknownConversationError
 from bara.identity import require_user_id
 from bara.memory.service_records import forget_service_records
-from bara.store.base import SqlRunner
+from bara.store.base import Read, SqlRunner
 
 ROLES = frozenset({"user", "assistant", "system"})
 
@@ -37,7 +37,12 @@ _MESSAGE_COLUMNS = "conversation_id, user_id, seq, role, text, created_at, meta"
 _INSERT_TURN = (f"INSERT INTO messages ({_MESSAGE_COLUMNS}) SELECT ?, ?, n.seq + m.k, m.role, m.text, ?, m.meta"
                 " FROM (SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM messages WHERE user_id=? AND conversation_id=?) n,"
                 " (SELECT 0 AS k, 'user' AS role, ? AS text, ? AS meta UNION ALL SELECT 1, 'assistant', ?, ?) m"
+                " WHERE EXISTS (SELECT 1 FROM conversations c WHERE c.user_id=? AND c.id=?)"  # else no rows: no FK error
                 " RETURNING seq")
+# A turn's update of its conversation row (the lock that orders writers, before the insert reads MAX(seq)),
+# sent with the insert in one pipeline: RETURNING says whether the row is there (the user's).
+_TOUCH_TURN = ("UPDATE conversations SET updated_at=?, turn_count=turn_count+1, state=? WHERE user_id=? AND id=?"
+               " RETURNING 1")
 _INFO_COLUMNS = ("c.id, c.user_id, c.created_at, c.updated_at, c.turn_count,"
                  " (SELECT COUNT(*) FROM messages m WHERE m.conversation_id = c.id AND m.user_id = c.user_id)")
 
@@ -71,6 +76,7 @@ class TurnView:
     state: dict[str, Any]  # the saved gate state ({} when none)
     messages: tuple[StoredMessage, ...]  # the recent window, oldest first
     head: tuple[StoredMessage, ...]  # the opening messages the window no longer holds
+    also: Mapping[str, Any] = field(default_factory=dict)  # the parsed answers of the ``also`` reads, by key
 
 
 class _TurnLock:
@@ -173,8 +179,7 @@ class Conversations:
         changed = self.store.execute(f"UPDATE conversations SET {sets} WHERE user_id=? AND id=?",
                                      (*params, user_id, conversation_id))
         if changed != 1:
-            raise UnknownConversationError(f"conversation {conversation_id!r} does not exist for this user: "
-                             "the caller must create it first (Conversations.create)")
+            raise _unknown(conversation_id)
 
     def history(self, user_id: str, conversation_id: str, limit: int | None = None) -> list[StoredMessage]:
         """Messages oldest first; with ``limit``, only the last ``limit`` of them."""
@@ -199,11 +204,14 @@ class Conversations:
                                 (user_id, conversation_id))
         return json.loads(rows[0][0]) if rows and rows[0][0] else {}
 
-    def turn_view(self, user_id: str, conversation_id: str, window: int, head: int) -> TurnView | None:
+    def turn_view(self, user_id: str, conversation_id: str, window: int, head: int,
+                  also: Mapping[str, Read] | None = None) -> TurnView | None:
         """What a turn starts from, in one read of the store: the user messages recorded, the saved gate
         state, the last ``window`` messages and, of the first ``head``, those before that window (the
-        opening it lost). None when the conversation is not the user's."""
+        opening it lost); and the answers of ``also`` (other tiers' reads: the profile...), sent with them.
+        None when the conversation is not the user's."""
         require_user_id(user_id)
+        also = also or {}
         key, reads = (user_id, conversation_id), [("SELECT turn_count, state FROM conversations WHERE user_id=? AND id=?",
                                                    (user_id, conversation_id))]
         if window:
@@ -211,14 +219,15 @@ class Conversations:
                        " ORDER BY seq DESC LIMIT ?", (*key, window)),
                       (f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND conversation_id=?"
                        " ORDER BY seq LIMIT ?", (*key, max(0, head)))]
-        found = self.store.query_many(reads)
+        found = self.store.query_many([*reads, *((r.sql, r.params) for r in also.values())])
         if not found[0]:
             return None
         (turns, state), = found[0]
         last = tuple(_message(r) for r in reversed(found[1])) if window else ()
         first = last[0].seq if last else 1
         opening = tuple(m for m in map(_message, found[2]) if m.seq < first) if window else ()
-        return TurnView(int(turns), json.loads(state) if state else {}, last, opening)
+        answers = {key: r.parse(rows) for (key, r), rows in zip(also.items(), found[len(reads):], strict=True)}
+        return TurnView(int(turns), json.loads(state) if state else {}, last, opening, answers)
 
     def save_state(self, user_id: str, conversation_id: str, state: Mapping[str, Any]) -> None:
         require_user_id(user_id)
@@ -236,11 +245,14 @@ class Conversations:
         """
         require_user_id(user_id)
         encoded, metas = _dumps(state, "state"), (_dumps(user_meta or {}, "meta"), _dumps(meta or {}, "meta"))
-        with self.store.transaction():  # two statements: the row lock (and state), then both messages
+        with self.store.transaction():  # the row lock (and state), then both messages: one round trip
             now = time.time()
-            self._touch(user_id, conversation_id, now, 1, encoded)
-            rows = self.store.query(_INSERT_TURN, (conversation_id, user_id, now, user_id, conversation_id,
-                                                   user_text, metas[0], assistant_text, metas[1]))
+            touched, rows = self.store.query_many([
+                (_TOUCH_TURN, (now, encoded, user_id, conversation_id)),
+                (_INSERT_TURN, (conversation_id, user_id, now, user_id, conversation_id,
+                                user_text, metas[0], assistant_text, metas[1], user_id, conversation_id))])
+            if len(touched) != 1:  # not the user's conversation: nothing was inserted
+                raise _unknown(conversation_id)
         seq = min(int(r[0]) for r in rows)
         return seq, seq + 1
 
@@ -260,6 +272,11 @@ def not_found(conversation_id: str, user_id: str) -> UnknownConversationError:
     return UnknownConversationError(f"conversation {conversation_id!r} does not exist for user {user_id!r}: pass "
                                     "an id from `bara memory inspect`, or start a new conversation (leave the id "
                                     "out, or `bara chat --new`)")
+
+
+def _unknown(conversation_id: str) -> UnknownConversationError:
+    return UnknownConversationError(f"conversation {conversation_id!r} does not exist for this user: "
+                                    "the caller must create it first (Conversations.create)")
 
 
 def _dumps(value: Mapping[str, Any], what: str) -> str:

@@ -41,7 +41,7 @@ from bara.memory.dates import annotate, fmt_day
 from bara.retrieval.hybrid import HybridRetriever
 from bara.retrieval.protocol import Embedder
 from bara.settings import Settings
-from bara.store.base import Store
+from bara.store.base import Read, Store
 from bara.text.fusion import weighted_rrf
 from bara.text.lexical import analyze
 from bara.text.stopwords import RETRIEVAL_STOPWORDS
@@ -180,7 +180,7 @@ class EpisodicMemory:
         with self.store.transaction():
             before = self._session_names(user_id, conversation_id, session)  # a replaced session's names
             self.store.write_document(doc, np.asarray(vectors, dtype=np.float32))
-            self.store.execute("INSERT INTO episodic_sessions (user_id, conversation_id, session, said_at, date_text,"
+            self.store.write("INSERT INTO episodic_sessions (user_id, conversation_id, session, said_at, date_text,"
                                " speakers, mentions, turns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                                " ON CONFLICT (user_id, conversation_id, session) DO UPDATE SET said_at=excluded.said_at,"
                                " date_text=excluded.date_text, speakers=excluded.speakers, mentions=excluded.mentions,"
@@ -233,8 +233,14 @@ class EpisodicMemory:
 
     def holds_other(self, user_id: str, conversation_id: str) -> bool:
         """True when the user has episodes from any conversation but ``conversation_id``."""
-        return bool(self.store.query("SELECT 1 FROM episodic_sessions WHERE user_id=? AND conversation_id<>? LIMIT 1",
-                                     (user_id, conversation_id)))
+        read = self.holds_other_read(user_id, conversation_id)
+        return read.parse(self.store.query(read.sql, read.params))
+
+    @staticmethod
+    def holds_other_read(user_id: str, conversation_id: str) -> Read:
+        """:meth:`holds_other` as a :class:`~bara.store.base.Read`, to send with a turn's first reads."""
+        return Read("SELECT 1 FROM episodic_sessions WHERE user_id=? AND conversation_id<>? LIMIT 1",
+                    (user_id, conversation_id), bool)
 
     def _turns_in(self, user_id: str, conversation_id: str) -> int:
         rows = self.store.query("SELECT COALESCE(SUM(turns), 0) FROM episodic_sessions WHERE user_id=? "

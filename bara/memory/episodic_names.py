@@ -89,8 +89,8 @@ def session_names(speakers: Iterable[str], mentions: Iterable[str]) -> set[str]:
 def replace_session(runner: SqlRunner, user_id: str, conversation_id: str, old: set[str], new: set[str]) -> None:
     """A session of ``conversation_id`` named ``old`` (empty when it is new) and now names ``new``."""
     added, gone = sorted(new - old), sorted(old - new)
-    if added:
-        runner.executemany(_ADD, [(user_id, conversation_id, name, name) for name in added])
+    for name in added:  # a turn's own session adds its speaker's name: no round trip of its own (SqlRunner.write)
+        runner.write(_ADD, (user_id, conversation_id, name, name))
     if gone:
         runner.executemany(_DROP, [(user_id, conversation_id, name) for name in gone])
         runner.execute(_PURGE, (user_id, conversation_id))

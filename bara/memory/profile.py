@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
-from bara.store.base import SqlRunner
+from bara.store.base import Read, SqlRunner
 from bara.identity import require_user_id
 
 _CLAUSE = re.compile(r"[^,;.!?\n]+[,;.!?\n]*")
@@ -177,6 +177,12 @@ class ProfileMemory:
     def get(self, user_id: str) -> dict[str, str]:
         require_user_id(user_id)
         return {e.key: e.value for e in self.entries(user_id)}
+
+    def read(self, user_id: str) -> Read:
+        """:meth:`get` as a :class:`~bara.store.base.Read`, to send with other reads (a turn's first ones)."""
+        require_user_id(user_id)
+        return Read("SELECT key, value FROM profile WHERE user_id=? ORDER BY key", (user_id,),
+                    lambda rows: {k: v for k, v in rows})
 
     def entries(self, user_id: str) -> list[ProfileEntry]:
         require_user_id(user_id)

@@ -40,16 +40,12 @@ class TraceRecords:
         self.store = store
 
     def save(self, user_id: str, trace: dict[str, Any]) -> None:
-        # one statement: atomic by itself, and part of the caller's transaction when there is one (a turn's)
-        self.store.execute("INSERT INTO serve_traces (user_id, trace_id, conversation_id, turn, mode,"
+        # one statement: atomic by itself, and part of the caller's transaction when there is one (a turn's,
+        # whose COMMIT it then rides with on PostgreSQL: SqlRunner.write)
+        self.store.write("INSERT INTO serve_traces (user_id, trace_id, conversation_id, turn, mode,"
                            " created_at, trace) VALUES (?,?,?,?,?,?,?)",
                            (user_id, trace["trace_id"], trace["conversation_id"], int(trace["turn"]),
                             trace["mode"], time.time(), json.dumps(trace, sort_keys=True)))
-
-    def update(self, user_id: str, trace: dict[str, Any]) -> None:
-        """The final form of a trace saved in its turn's transaction (same id, same turn); one statement."""
-        self.store.execute("UPDATE serve_traces SET trace=? WHERE user_id=? AND trace_id=?",
-                           (json.dumps(trace, sort_keys=True), user_id, trace["trace_id"]))
 
     def for_conversation(self, user_id: str, conversation_id: str) -> dict[int, dict[str, Any]]:
         rows = self.store.query("SELECT turn, trace FROM serve_traces WHERE user_id=? AND conversation_id=?"

@@ -100,7 +100,7 @@ class Runtime:
             self.conversations.open(user_id, conversation_id, create=True)
         saved: dict[str, Any] = {}
 
-        def journal(trace: TurnTrace) -> None:  # inside the transaction that stores the turn
+        def journal(trace: TurnTrace) -> None:  # the transaction storing the turn: its last write, with its COMMIT
             saved.update(trace_json(trace, message))
             self.traces.save(user_id, saved)
 
@@ -116,12 +116,12 @@ class Runtime:
             # Stored before the response: with several workers the next turn may reach another process,
             # whose own flush cannot see this one's queue (bara.memory.writebehind).
             self.bara.flush()
-        trace = trace_json(result.trace, message)
-        if saved:  # the turn's trace is stored already: now its final form (the persist stage's time...)
-            trace["trace_id"] = saved["trace_id"]
-            self.traces.update(user_id, trace)
-        elif result.trace.stored.turn:  # no journal: learning is stored after the response
-            self.traces.save(user_id, trace)
+        if saved:  # stored with the turn, in its final form (it lacks only the time of the COMMIT storing it)
+            trace = saved
+        else:
+            trace = trace_json(result.trace, message)
+            if result.trace.stored.turn:  # no journal: learning is stored after the response
+                self.traces.save(user_id, trace)
         return TurnOutcome(result.answer, result.conversation_id, trace, result.trace.stored)
 
     def learn_later(self, background: Any) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -31,11 +31,19 @@ class SqlRunner(Protocol):
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
 
+    def write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """A write whose row count nobody reads. Inside a :meth:`transaction` PostgreSQL sends it with the
+        transaction's next round trip (the next statement's pipeline, or the COMMIT's), so it costs none of
+        its own; a failure is raised there and rolls the transaction back, as any failed write does.
+        Outside a transaction, and on SQLite, it runs at once (:meth:`execute`)."""
+        ...
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
     def query_many(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
         """Independent reads, each as :meth:`query` would answer it, in order, as of one moment (one
-        transaction: on PostgreSQL one round trip for all)."""
+        transaction: on PostgreSQL one round trip for all). Inside :meth:`transaction` they run in it, one
+        after another, so a write with ``RETURNING`` may be one of them (``Conversations.record_turn``)."""
         ...
 
     def transaction(self) -> AbstractContextManager[None]:
@@ -88,6 +96,24 @@ class Store(SqlRunner, Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Read:
+    """One read and what its rows mean: reads of several repositories sent together (:func:`read_all`, one
+    :meth:`SqlRunner.query_many`: one round trip on PostgreSQL), as a turn's first reads are."""
+
+    sql: str
+    params: tuple[Any, ...]
+    parse: Callable[[list[tuple[Any, ...]]], Any]
+
+
+def read_all(runner: SqlRunner, reads: Mapping[str, Read]) -> dict[str, Any]:
+    """Every read of ``reads`` in one :meth:`SqlRunner.query_many`, parsed, by the same keys."""
+    if not reads:
+        return {}
+    answers = runner.query_many([(r.sql, r.params) for r in reads.values()])
+    return {key: r.parse(rows) for (key, r), rows in zip(reads.items(), answers, strict=True)}
 
 
 @dataclass(frozen=True)

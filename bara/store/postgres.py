@@ -122,6 +122,15 @@ class PostgresStore:
         with self.transaction():
             self.executemany(sql, rows)
 
+    def write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Inside a transaction: queued, in its scope, for the transaction's next pipeline (see ``pending``)."""
+        local = self._local
+        if not getattr(local, "depth", 0):
+            self.execute(sql, params)
+            return
+        local.pending.extend(self._in_scope((pg_sql.SET_SCOPE, (_SCOPE.get(),))))
+        local.pending.append((pg_sql.to_pyformat(sql), storable_params(params)))
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._run(pg_sql.to_pyformat(sql), storable_params(params), _SCOPE.get(), fetch=True)
 
@@ -158,6 +167,7 @@ class PostgresStore:
     # own, and a level whose block ran no statement sends nothing (a turn nests a dozen such levels: under
     # load each round trip is a wait for the server process to be scheduled, docs/benchmarks.md).
     # ``sent`` counts the pipelines sent in the transaction: a level is on the server once it changed.
+    # :meth:`write` queues its statement (a (sql, params) pair, after its scope) there too, in order.
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """BEGIN on a pooled connection at the outermost level (per thread), savepoints inside;
@@ -176,10 +186,23 @@ class PostgresStore:
                     quiet_rollback(conn)
                 raise
             else:
-                if self._local.sent:
-                    self._send(("COMMIT", None))
+                if self._local.sent or _writes(self._local.pending):
+                    self._commit(conn)
             finally:
                 self._local.conn, self._local.depth, self._local.pending = None, 0, []
+
+    def _commit(self, conn: psycopg.Connection) -> None:
+        """COMMIT, in one pipeline with what is pending (queued writes: the turn's trace). A transaction a
+        failure aborted is never reported committed: PostgreSQL answers its COMMIT with a silent ROLLBACK."""
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+            quiet_rollback(conn)
+            raise StoreError("a statement of this transaction failed, so nothing of it was stored")
+        try:
+            self._send(("COMMIT", None))
+        except BaseException:  # a queued write failed: the pipeline skipped the COMMIT
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                quiet_rollback(conn)
+            raise
 
     def _savepoint(self, depth: int) -> Iterator[None]:
         local, name = self._local, f"sp{depth}"
@@ -190,17 +213,22 @@ class PostgresStore:
             yield
         except BaseException:
             if local.sent == sent:  # nothing of this level reached the server: forget its SAVEPOINT
+                if _writes(local.pending[mark:]):
+                    local.scope = None  # a scope queued with the writes is forgotten too
                 del local.pending[mark:]
             else:  # what is still pending are RELEASEs of inner levels, which the rollback undoes anyway
                 local.pending.clear()
                 local.scope = None  # the rollback undoes a scope set inside
-                local.conn.execute(pgsql.SQL("ROLLBACK TO SAVEPOINT {}").format(pgsql.Identifier(name)))
+                try:
+                    local.conn.execute(pgsql.SQL("ROLLBACK TO SAVEPOINT {}").format(pgsql.Identifier(name)))
+                except psycopg.Error:  # its SAVEPOINT never ran (a write queued before it failed): the
+                    pass  # transaction stays aborted, the error raised is the level's, and _commit refuses
             raise
         finally:
             local.depth = depth
-        if local.sent == sent:
+        if local.sent == sent and not _writes(local.pending[mark:]):
             del local.pending[mark:]
-        else:
+        else:  # on the server, or it will be with its queued writes
             local.pending.append(f"RELEASE SAVEPOINT {name}")
 
     def _in_scope(self, setup: tuple) -> tuple[tuple[Any, Any], ...]:
@@ -215,10 +243,13 @@ class PostgresStore:
         return (setup,)
 
     def _send_pending(self, conn: psycopg.Connection) -> None:
-        """The transaction control statements waiting for the next statement (BEGIN, SAVEPOINT...)."""
+        """What waits for the next statement: transaction control (BEGIN, SAVEPOINT...) and queued writes."""
         pending = self._local.pending
-        for control in pending:
-            conn.execute(cast(LiteralString, control))
+        for item in pending:
+            if isinstance(item, str):
+                conn.execute(cast(LiteralString, item))
+            else:
+                conn.execute(cast(LiteralString, item[0]), item[1])
         pending.clear()
 
     def _send(self, *statements: tuple[Any, Any], many: tuple[str, list[Any]] | None = None) -> Any:
@@ -324,6 +355,11 @@ class PostgresStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _writes(pending: Sequence[Any]) -> bool:
+    """Whether ``pending`` holds a queued write (a (sql, params) pair; control statements are text)."""
+    return any(not isinstance(item, str) for item in pending)
 
 
 def _chunk_row(doc: Document, chunk: Any, vec: np.ndarray) -> tuple:

@@ -89,6 +89,9 @@ class SQLiteStore:
         with self._lock, self._translated():
             self._conn.executemany(sql, (storable_params(r) for r in rows))
 
+    def write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self.execute(sql, params)  # no round trips to save: at once
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         reader = None if self._lock.mine() else self._readers.get()  # a writing thread reads its own rows
         if reader is None:

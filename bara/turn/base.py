@@ -28,6 +28,7 @@ from bara.llm.errors import LLMError
 from bara.llm.offline import FALLBACK_REASON, Generator, ModelGenerator, OfflineGenerator, answered_by
 from bara.prompts import EMPTY_INPUT
 from bara.prompts.frames import Prompt, PromptInputs, assemble
+from bara.store.base import Read
 from bara.trace import StoredRecord, TurnRecorder, TurnTrace, prompt_summary, retrieval_summary, trace_fields
 from bara.turn.persist import TURN_STORED, learn_profile, learning_writes, user_meta
 from bara.turn.records import Retrieved, TurnInput, TurnResult
@@ -61,7 +62,13 @@ class PipelineAssistant:
         """Answer one user message; ``conversation_id`` None starts a new conversation."""
         self.bara.flush()  # what earlier turns learned is stored before this one reads memory
         return run_turn(self.settings, self.bara.store, self.conversations, user_id, message, conversation_id,
-                        body=self._body, empty=lambda cid, rec: self._empty_turn(user_id, cid, rec))
+                        body=self._body, empty=lambda cid, rec: self._empty_turn(user_id, cid, rec),
+                        also=lambda cid: self._first_reads(user_id, cid))
+
+    def _first_reads(self, user_id: str, cid: str) -> dict[str, Read]:
+        """Reads of other tiers the turn needs before it decides anything, sent with the conversation's
+        (``bara.turn.skeleton.load_conversation``: one round trip on PostgreSQL): the user's profile."""
+        return {"profile": self.profile.read(user_id)}
 
     def _empty_turn(self, user_id: str, cid: str, rec: TurnRecorder) -> TurnResult:
         return TurnResult(EMPTY_INPUT, empty_trace(user_id, cid, self.mode, rec, behavior_mode="none"), cid)
@@ -78,7 +85,9 @@ class PipelineAssistant:
     def _input(self, start: TurnStart) -> TurnInput:
         """The turn's input: the loaded conversation and the user's profile (a reference mode may
         override this to change the query, e.g. ``bara.eval.conversation_replay.Last2Assistant``)."""
-        return TurnInput.of(start, self.profile.get(start.user_id), self.settings.memory_notes_max_concepts)
+        also = start.loaded.also
+        profile = also["profile"] if "profile" in also else self.profile.get(start.user_id)
+        return TurnInput.of(start, profile, self.settings.memory_notes_max_concepts)
 
     def _embed(self, text: str, rec: TurnRecorder) -> np.ndarray | None:
         vectors = self._embed_many([text], rec)
@@ -151,25 +160,26 @@ class PipelineAssistant:
         reply = plan.assistant_text if self.generator is not self.offline else ""
         journal = TURN_STORED.get()
         behind = self.settings.memory_write_behind and journal is None
-        with rec.stage("persist"), self.bara.store.transaction():
-            meta = user_meta(self.settings, self._embedder_id, r, plan.assistant_text)
-            self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
-                                           state.to_dict() if state else {}, {"mode": self.mode}, meta)
-            facts = learn_profile(self.profile, t, plan) if plan.learn_profile else []
-            notes = t.facts.notes_of(plan.user_text, reply) if plan.extract_notes else []
-            writes = learning_writes(self.bara, t, plan, r, notes)
-            if not behind:
-                for write in writes:
-                    write()
-            stored = StoredRecord(turn=True, profile_facts={f.key: f.value for f in facts},
-                                  notes=tuple(n.text for n in notes), qa=bool(plan.add_qa))
+        with self.bara.store.transaction():
+            with rec.stage("persist"):  # the turn's writes; their COMMIT follows the stage (with the trace)
+                meta = user_meta(self.settings, self._embedder_id, r, plan.assistant_text)
+                self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,
+                                               state.to_dict() if state else {}, {"mode": self.mode}, meta)
+                facts = learn_profile(self.profile, t, plan) if plan.learn_profile else []
+                notes = t.facts.notes_of(plan.user_text, reply) if plan.extract_notes else []
+                writes = learning_writes(self.bara, t, plan, r, notes)
+                if not behind:
+                    for write in writes:
+                        write()
+                stored = StoredRecord(turn=True, profile_facts={f.key: f.value for f in facts},
+                                      notes=tuple(n.text for n in notes), qa=bool(plan.add_qa))
+            rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
+                       "persist:qa_added" if plan.add_qa else "")
             if journal is not None and trace_of is not None:
-                journal(trace_of(stored))  # the surface stores the trace in this transaction
+                journal(trace_of(stored))  # the final trace, the transaction's last write (with its COMMIT)
         if behind:
             self.bara.learning.defer(t.user_id, *writes)  # stored after the answer (bara.memory.writebehind)
             self._prepare_next(t, plan, meta)
-        rec.reason(*(f"persist:profile_{f.key}" for f in facts), *(f"persist:note_{n.kind}" for n in notes),
-                   "persist:qa_added" if plan.add_qa else "")
         return stored
 
     def _prepare_next(self, t: TurnInput, plan: PersistPlan, meta: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from bara.llm.base import Model
 from bara.memory.history import curate_history
 from bara.memory.vectors import HistoryTopic, history_topic
 from bara.retrieval.agreement import agreement_cut
+from bara.store.base import Read
 from bara.turn.always import AlwaysAssistant
 from bara.turn.base import PipelineAssistant
 from bara.turn.persist import next_turn_preparation, reply_preparation
@@ -107,10 +108,15 @@ class GatedAssistant(PipelineAssistant):
         rec.reason(*decision.reasons)
         return decision.result, Seen(vector, prior, decision.topic, guess)
 
+    def _first_reads(self, user_id: str, cid: str) -> dict[str, Read]:
+        """The profile, and whether the user has episodes of another conversation (``_known_names``)."""
+        return {**super()._first_reads(user_id, cid), "holds_other": self.episodic.holds_other_read(user_id, cid)}
+
     def _known_names(self, t: TurnInput, words: tuple[str, ...]) -> frozenset[str] | None:
         """The stored names of the user's other conversations that ``words`` may name; None when there
         is no other conversation (this conversation is its own history, so no episodic overlay)."""
-        if not self.episodic.holds_other(t.user_id, t.conversation_id):
+        others = t.also.get("holds_other")
+        if not (self.episodic.holds_other(t.user_id, t.conversation_id) if others is None else others):
             return None
         return self.episodic.known_names(t.user_id, t.conversation_id, words)
 

@@ -3,9 +3,9 @@ gate computed that retrieval reuses, what the tiers returned, and the turn's res
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -37,12 +37,13 @@ class TurnInput:
     profile: Mapping[str, str]
     facts: TurnFacts  # what the message states, extracted once: shown by the generator, then stored
     head: tuple[StoredMessage, ...] = ()  # the conversation's opening messages the window no longer holds
+    also: Mapping[str, Any] = field(default_factory=dict)  # answers of the first reads (``Loaded.also``)
 
     @classmethod
     def of(cls, s: TurnStart, profile: Mapping[str, str], max_concepts: int) -> "TurnInput":
         c = s.loaded
         return cls(s.user_id, s.clean, c.conversation_id, c.turn, c.messages, c.state, profile,
-                   TurnFacts.of(s.clean.text, max_concepts), c.head)
+                   TurnFacts.of(s.clean.text, max_concepts), c.head, c.also)
 
     @cached_property
     def history(self) -> tuple[Utterance, ...]:

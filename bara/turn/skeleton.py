@@ -10,12 +10,13 @@ state (timed as ``load``) and hand a :class:`TurnStart` to the assistant's ``bod
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
 
 from bara.memory.conversations import Conversations, StoredMessage, not_found
 from bara.prompts import EMPTY_INPUT
 from bara.settings import Settings
+from bara.store.base import Read, read_all
 from bara.trace import StoredRecord, TurnRecorder, TurnTrace
 from bara.types import SHARED, Utterance
 from bara.understand.sanitize import CleanInput, sanitize
@@ -38,6 +39,7 @@ class Loaded:
     messages: tuple[StoredMessage, ...]
     state: ConversationState | None
     head: tuple[StoredMessage, ...] = ()  # the opening messages when the window no longer holds them
+    also: Mapping[str, Any] = field(default_factory=dict)  # the answers of the assistant's first reads, by key
 
     @property
     def history(self) -> tuple[Utterance, ...]:
@@ -53,17 +55,19 @@ class TurnStart:
     loaded: Loaded
 
 
-def load_conversation(conversations: Conversations, settings: Settings, user_id: str, cid: str) -> Loaded:
-    """The recent window (``pipeline_history_messages``), the turn number and the stored state."""
+def load_conversation(conversations: Conversations, settings: Settings, user_id: str, cid: str,
+                      also: Mapping[str, Read] | None = None) -> Loaded:
+    """The recent window (``pipeline_history_messages``), the turn number and the stored state, and the
+    answers of ``also`` (the assistant's other first reads: the profile...), all in one read of the store."""
     if not cid:
-        return Loaded("", 1, (), None)
+        return Loaded("", 1, (), None, also=read_all(conversations.store, also or {}))
     window = settings.pipeline_history_messages
-    view = conversations.turn_view(user_id, cid, window, settings.rewrite_head_messages)  # one read
+    view = conversations.turn_view(user_id, cid, window, settings.rewrite_head_messages, also)  # one read
     if view is None:  # not the user's (unknown, another user's, or deleted since it was opened)
         raise not_found(cid, user_id)
     turn, messages, head = view.turn_count + 1, view.messages, view.head
     state = ConversationState.from_dict(view.state, settings) if turn > 1 else None
-    return Loaded(cid, turn, messages, state, head)
+    return Loaded(cid, turn, messages, state, head, view.also)
 
 
 def empty_trace(user_id: str, cid: str, mode: str, rec: TurnRecorder, behavior_mode: str = "") -> TurnTrace:
@@ -79,11 +83,13 @@ def run_turn(settings: Settings, store: ScopedStore, conversations: Conversation
              message: str | bytes, conversation_id: str | None, *,
              body: Callable[[TurnStart, TurnRecorder], R],
              empty: Callable[[str, TurnRecorder], R],
-             open_conversation: Callable[[str, str | None], str] | None = None) -> R:
+             open_conversation: Callable[[str, str | None], str] | None = None,
+             also: Callable[[str], Mapping[str, Read]] | None = None) -> R:
     """Run the preamble, then ``body`` under the conversation's turn lock and the user's scope.
 
     ``empty(cid, rec)`` answers an empty message; ``open_conversation`` (default
-    ``conversations.open``) resolves the id (the agent's evaluation runs store nothing: "" then).
+    ``conversations.open``) resolves the id (the agent's evaluation runs store nothing: "" then);
+    ``also(cid)``: the body's own first reads, sent with the conversation's (``Loaded.also``).
     """
     rec = TurnRecorder()
     with rec.stage("sanitize"):
@@ -97,5 +103,5 @@ def run_turn(settings: Settings, store: ScopedStore, conversations: Conversation
         cid = (open_conversation or conversations.open)(user_id, conversation_id)
     with conversations.turn_lock(cid or "-"), store.scoped((SHARED, user_id)):
         with rec.stage("load"):
-            loaded = load_conversation(conversations, settings, user_id, cid)
+            loaded = load_conversation(conversations, settings, user_id, cid, also(cid) if also else None)
         return body(TurnStart(user_id, clean, loaded), rec)

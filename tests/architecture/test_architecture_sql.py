@@ -16,7 +16,7 @@ FUNDS = BARA / "domains" / "funds"
 #: A string that starts like an SQL statement (upper-case keyword, as every statement here is written).
 _SQL = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|WITH)\s")
 #: The store's SQL-runner methods (``bara.store.base.SqlRunner``).
-_RUNNER = frozenset({"execute", "executemany", "query"})
+_RUNNER = frozenset({"execute", "executemany", "write", "query", "query_many"})
 
 
 def front_ends() -> list[Path]:

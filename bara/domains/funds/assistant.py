@@ -162,9 +162,10 @@ class AgentAssistant:
         crash leaves the turn and its trace both, or neither."""
         meta = {"route": "agent", "status": run.status, "tools": [c.name for c in run.tool_calls]}
         journal = TURN_STORED.get()
-        with rec.stage("persist"), self.bara.store.transaction():
-            seqs = self.conversations.record_turn(user_id, cid, text, answer, gate.new_state.to_dict(), meta)
-            stored = StoredRecord(turn=True, seqs=tuple(seqs))
+        with self.bara.store.transaction():
+            with rec.stage("persist"):  # the turn's writes; the COMMIT follows the stage (with the trace)
+                seqs = self.conversations.record_turn(user_id, cid, text, answer, gate.new_state.to_dict(), meta)
+                stored = StoredRecord(turn=True, seqs=tuple(seqs))
             if journal is not None:
                 journal(trace_of(stored, rec))
         return stored
