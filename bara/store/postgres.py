@@ -53,7 +53,7 @@ class PostgresStore:
     def __init__(self, url: str, *, dim: int = 384, schema: str = "", admin_url: str = "",
                  app_role: str = "", pool_size: int = 8, ef_search: int = 100, pool_timeout_s: float = 30.0,
                  lexical_rank: str = "ts_rank_log", private_exact_max: int = 2000,
-                 lexical_bounded_min_rows: int = 20_000, lexical_candidates: int = 2000):
+                 lexical_bounded_min_rows: int = 20_000, lexical_candidates: int = 5000):
         from psycopg_pool import ConnectionPool
 
         if lexical_rank not in pg_sql.LEXICAL_RANKS:
@@ -336,7 +336,7 @@ def _chunk_row(doc: Document, chunk: Any, vec: np.ndarray) -> tuple:
 
 
 def _search_params(req: SearchRequest, private_exact_max: int = 2000, bounded_min_rows: int = 0,
-                   candidates: int = 2000) -> dict[str, Any]:
+                   candidates: int = 5000) -> dict[str, Any]:
     tw = max(req.title_weight, 1e-6)
     body, head = (1.0 / tw, 1.0) if tw >= 1.0 else (1.0, tw)
     has_vector = req.vector is not None

@@ -114,3 +114,34 @@ def test_the_step_backfills_a_store_written_before_it(pg_server_urls, pg_schema,
     kept, counted = _frequencies(pg_server_urls, pg_schema)
     assert kept == counted and kept[(SHARED, "kb", "window")] == 2 and kept[("alice", "kb", "window")] == 1
     assert REBUILD[0].startswith("SELECT set_config('bara.owners', '*'")  # the backfill reads every owner
+
+
+def test_crossed_writers_deadlock_as_a_busy_store_and_keep_counts_exact(pg_store_factory, pg_server_urls, pg_schema):
+    """Every writer of a scope updates its row count (``term = ''``): two transactions writing two scopes in
+    opposite orders deadlock; PostgreSQL aborts one, which must surface as a retryable busy store (not as
+    an unreachable server), with nothing of it kept and the frequencies still exact."""
+    import threading
+
+    from bara.errors import StoreBusyError
+
+    store = pg_store_factory()
+    barrier, errors = threading.Barrier(2, timeout=20), []
+
+    def write(first: str, second: str) -> None:
+        try:
+            with store.transaction():
+                store.write_document(doc(f"{first}-1", [f"{first} note"], owner=first, collection="notes"), vecs(1))
+                barrier.wait()
+                store.write_document(doc(f"{first}-2", [f"{second} note"], owner=second, collection="notes"), vecs(1))
+        except Exception as exc:  # noqa: BLE001 - the test inspects which fault it was
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=pair) for pair in (("alice", "bob"), ("bob", "alice"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(errors) == 1 and isinstance(errors[0], StoreBusyError), errors
+    assert "rolled this transaction back" in str(errors[0])
+    kept, counted = _frequencies(pg_server_urls, pg_schema)
+    assert kept == counted and kept[("alice", "notes", "")] + kept[("bob", "notes", "")] == 2  # the winner's two
