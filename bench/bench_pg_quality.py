@@ -8,7 +8,10 @@ report ``test``. Results go to docs/postgres.md and docs/benchmarks.md.
 
     python bench/bench_pg_quality.py --index ~/.cache/bara/eval/corpus-<hash>.db \\
         --corpus data/scifact/corpus.jsonl.gz --queries data/scifact/queries.train.jsonl \\
-        --qrels data/scifact/qrels/train.tsv [--ranks ts_rank_cd,ts_rank] [--arms bm25,hybrid]
+        --qrels data/scifact/qrels/train.tsv [--ranks ts_rank_cd,ts_rank] [--arms bm25,hybrid] [--caps 100,250]
+
+``--caps``: also each rank with the bounded full-text arm (``pg_lexical_bounded_min_rows`` 1, so it runs on
+this small corpus, ``pg_lexical_candidates`` each value; bara/store/pg_lexical.py), reported as ``RANK@capN``.
 
 Starts its own embedded PostgreSQL in a fresh /tmp directory (or uses --pg-dir) and stops it at the end.
 """
@@ -93,6 +96,7 @@ def main() -> None:
     ap.add_argument("--qrels", required=True)
     ap.add_argument("--ranks", default="ts_rank_cd,ts_rank")
     ap.add_argument("--arms", default="bm25,hybrid")
+    ap.add_argument("--caps", default="", help="comma-separated candidate budgets of the bounded arm, also run")
     ap.add_argument("--pg-dir", default="", help="reuse this local server (default: a fresh one, removed after)")
     ap.add_argument("--vectors", default="/tmp/bara-pg-quality-queries.npz", help="query vector cache")
     args = ap.parse_args()
@@ -125,21 +129,24 @@ def run_ranks(local, docs, judged, vectors, qrels, args) -> dict:
                                                                        sql.Identifier(pg_server.OWNER_ROLE)))
     settings = load_settings()
     out: dict = {}
-    for rank in args.ranks.split(","):
+    runs = [(rank, rank, {}) for rank in args.ranks.split(",")]
+    runs += [(f"{rank}@cap{cap}", rank, {"lexical_bounded_min_rows": 1, "lexical_candidates": int(cap)})
+             for rank in args.ranks.split(",") for cap in filter(None, args.caps.split(","))]
+    for name, rank, bounded in runs:
         store = PostgresStore(local.app_url, schema=schema, admin_url=local.owner_url, app_role=pg_server.APP_ROLE,
-                              lexical_rank=rank)
+                              lexical_rank=rank, **bounded)
         if not store.count_chunks():
             out["load_s"] = round(load(store, docs), 1)
             with psycopg.connect(local.owner_url, autocommit=True) as conn:
                 conn.execute(sql.SQL("ANALYZE {}.chunks").format(sql.Identifier(schema)))
         retriever = HybridRetriever(store, cast(Any, None), settings)  # query vectors are given: no encoder
-        out[rank] = {}
+        out[name] = {}
         for arm in args.arms.split(","):
             run, stages = run_arm(retriever, ARMS[arm], judged, vectors, depth=100)
             by_half = {h: score({q: qrels[q] for q in run if half(q) == h}, {q: r for q, r in run.items()
                                                                              if half(q) == h})
                        for h in ("dev", "test")}
-            out[rank][arm] = {"all": score(qrels, run), **by_half,
+            out[name][arm] = {"all": score(qrels, run), **by_half,
                               "search_ms_p50": round(float(np.percentile(stages["search"], 50)), 2)}
         store.close()
     return out

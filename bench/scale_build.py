@@ -216,19 +216,23 @@ def pg_drop_hnsw(location: str, settings: Settings) -> bool:
         return False
     import psycopg
 
+    from bara.store.pg_lexical import INSERT_TRIGGER
+
     with psycopg.connect(settings.pg_admin_url, autocommit=True) as conn:
         _pg_schema(conn, settings)
         conn.execute("DROP INDEX IF EXISTS chunks_embedding")
-    print("  PostgreSQL bulk load: HNSW index dropped, built after the rows", flush=True)
+        conn.execute(f"ALTER TABLE chunks DISABLE TRIGGER {INSERT_TRIGGER}")  # frequencies recounted after
+    print("  PostgreSQL bulk load: HNSW index dropped and term counting paused, both redone after the rows", flush=True)
     return True
 
 
 def pg_build_hnsw(settings: Settings) -> float:
-    """Re-create the index exactly as the schema defines it (``pg_sql``), in memory, one process, then
-    VACUUM ANALYZE the tables (fresh statistics and visibility map for the measurements); seconds taken."""
+    """Re-create the index exactly as the schema defines it (``pg_sql``), in memory, one process, recount
+    the term frequencies (``pg_lexical.REBUILD``, the insert trigger enabled again), then VACUUM ANALYZE
+    the tables (fresh statistics and visibility map for the measurements); seconds the index took."""
     import psycopg
 
-    from bara.store import pg_sql
+    from bara.store import pg_lexical, pg_sql
 
     create = next(s for s in pg_sql.core_statements(settings.pg_embedding_dim) if "USING hnsw" in s)
     t0 = time.perf_counter()
@@ -239,8 +243,15 @@ def pg_build_hnsw(settings: Settings) -> float:
         conn.execute(create)
         took = time.perf_counter() - t0
         print(f"  PostgreSQL HNSW index built in {took:.0f} s", flush=True)
+        t1 = time.perf_counter()
+        with conn.transaction():
+            for statement in pg_lexical.REBUILD:
+                conn.execute(statement)
+            conn.execute(f"ALTER TABLE chunks ENABLE TRIGGER {pg_lexical.INSERT_TRIGGER}")
+        print(f"  PostgreSQL term frequencies counted in {time.perf_counter() - t1:.0f} s", flush=True)
         conn.execute("VACUUM (ANALYZE) chunks")
         conn.execute("VACUUM (ANALYZE) documents")
+        conn.execute("VACUUM (ANALYZE) chunk_terms")
     return round(took, 1)
 
 

@@ -356,6 +356,15 @@ class CoreSettings(BaseModel):
         "on SciFact's dev half), ts_rank (lexeme weights and counts; a few us a matching row, like ts_rank_log) "
         "or ts_rank_cd (cover density, the first choice: several times the cost and ranks SciFact worse); "
         "docs/postgres.md."))
+    pg_lexical_bounded_min_rows: int = Field(default=20_000, ge=0, le=10**12, description=(
+        "Rows in a search's scope (its collections, every owner in it) from which the PostgreSQL full-text arm "
+        "ranks only the rows of the query's rarest terms (pg_lexical_candidates) instead of every matching row; "
+        "0 = always exact. Every evaluation tier is below it (SciFact 5,183, RFC 8,243); bara/store/pg_lexical.py."))
+    pg_lexical_candidates: int = Field(default=5000, ge=1, le=10_000_000, description=(
+        "The bounded full-text arm's candidate budget: the rarest query terms whose document frequencies add "
+        "up to at most this many rows (and at least the rarest term) are matched, and those rows ranked by "
+        "pg_lexical_rank over the whole query. 5,000: of the budgets measured at 10^5 chunks (500-5,000), the "
+        "only one whose fused top 10 kept >= 0.90 of the exact arm's; docs/benchmarks.md."))
     pg_private_exact_max: int = Field(default=2000, ge=1, le=10_000_000, description=(
         "A user's rows (in the searched collections) up to which the PostgreSQL dense arm ranks them by exact "
         "distance; from this size on it uses the HNSW index (iterative scan, exact pass if it returns too few)."))

@@ -48,4 +48,6 @@ def _open_postgres(url: str, settings: Settings | None) -> Store:
     return PostgresStore(url, dim=s.pg_embedding_dim, schema=s.pg_schema, admin_url=s.pg_admin_url,
                          app_role=s.pg_app_role, pool_size=s.pg_pool_size, ef_search=s.pg_ef_search,
                          pool_timeout_s=s.pg_pool_timeout_s, lexical_rank=s.pg_lexical_rank,
-                         private_exact_max=s.pg_private_exact_max)
+                         private_exact_max=s.pg_private_exact_max,
+                         lexical_bounded_min_rows=s.pg_lexical_bounded_min_rows,
+                         lexical_candidates=s.pg_lexical_candidates)

@@ -122,6 +122,10 @@ def _register_store_steps() -> None:
     # TOAST; rows written before keep their layout until `VACUUM FULL chunks` (docs/postgres.md).
     register_step("0030_pg_chunks_tsv_inline", ("ALTER TABLE chunks ALTER COLUMN tsv SET STORAGE MAIN",),
                   phase=SHARED_READ_ONLY, rank=99, backends=("postgres",))  # after every released step
+    # Per-scope document frequencies for the bounded full-text arm (bara.store.pg_lexical), backfilled.
+    from bara.store.pg_lexical import step_statements
+
+    register_step("0031_pg_chunk_terms", step_statements(), phase=SHARED_READ_ONLY, rank=99, backends=("postgres",))
     # A user's scope may read shared rows but never write one (harden-faults).
     register_policies("0012_pg_core_shared_read_only", (("documents", "owner"), ("chunks", "owner")), rank=0,
                       shared_read_only=True)

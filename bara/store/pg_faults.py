@@ -31,6 +31,10 @@ def translate(exc: BaseException, reachable: Callable[[], bool]) -> StoreFaultEr
         return StoreFullError("the PostgreSQL server's disk is full; nothing of this write was stored")
     if isinstance(exc, pgerrors.ReadOnlySqlTransaction):
         return StoreReadOnlyError("the PostgreSQL server is read-only (a standby?); nothing was stored")
+    if isinstance(exc, psycopg.Error) and (exc.sqlstate or "").startswith("40"):  # class 40, transaction rollback:
+        # a deadlock (two writers' chunk_terms row locks, bara/store/pg_lexical.py) or a serialization failure
+        return StoreBusyError(f"the PostgreSQL server rolled this transaction back ({type(exc).__name__}: it "
+                              "conflicted with a concurrent write); nothing of it was stored: retry")
     if isinstance(exc, (pgerrors.AdminShutdown, pgerrors.CannotConnectNow, pgerrors.CrashShutdown)):
         return _unreachable(exc)
     if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)) and not isinstance(

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import functools
 
+from bara.store import pg_lexical
+
 OWNERS_FUNCTION = """CREATE FUNCTION bara_owners() RETURNS text[] LANGUAGE sql STABLE AS $fn$
     SELECT CASE WHEN s IS NULL OR s IN ('', '*') THEN ARRAY[]::text[]
                 ELSE ARRAY(SELECT jsonb_array_elements_text(s::jsonb)) END
@@ -124,6 +126,8 @@ LEXICAL_RANKS = {
 }
 
 # One statement: both arms, weighted RRF, per-arm ranks/scores and the cosine of every candidate.
+# Lexical arm: exact below ``pg_lexical_bounded_min_rows`` rows in the scope, bounded above (the
+# rows of the query's rarest terms only, :mod:`bara.store.pg_lexical`).
 # Dense arm: HNSW (iterative scan) over the shared scope; if that returns fewer than the limit, an
 # exact pass over the same scope runs (one-time filter, so it costs nothing otherwise). Per-user owners
 # use exact distance ((d) + 0 keeps the planner off the index) while they hold fewer than
@@ -132,12 +136,7 @@ LEXICAL_RANKS = {
 # The cosine of a lexical-only candidate is read by primary-key look-up (a join let the planner scan
 # the whole table to hash it: most of a search's time at 10^4 chunks and more).
 _HYBRID = """
-WITH lex AS MATERIALIZED (
-    SELECT c.id, {rank} AS score
-    FROM chunks c, (SELECT websearch_to_tsquery('simple', %(query)s) AS query) q
-    WHERE %(use_lexical)s AND c.tsv @@ q.query
-      AND c.owner = ANY (%(owners)s::text[]) AND c.collection = ANY (%(collections)s::text[])
-    ORDER BY score DESC, c.id LIMIT %(limit)s),
+WITH{lexical}
 lex_ranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank FROM lex),
 shared_ann AS MATERIALIZED (
     SELECT c.id, c.embedding <=> %(vector)s::vector AS dist FROM chunks c
@@ -184,7 +183,7 @@ ORDER BY f.fused DESC, least(f.lrank, f.drank), f.first_seen, f.id
 @functools.lru_cache(maxsize=8)
 def hybrid(rank: str) -> str:
     """The hybrid statement ranking its lexical arm by ``rank`` (a key of :data:`LEXICAL_RANKS`)."""
-    return _HYBRID.replace("{rank}", LEXICAL_RANKS[rank])
+    return _HYBRID.replace("{lexical}", pg_lexical.LEXICAL_CTES).replace("{rank}", LEXICAL_RANKS[rank])
 
 
 HYBRID = hybrid("ts_rank_log")  # the default pg_lexical_rank

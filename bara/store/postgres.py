@@ -52,13 +52,15 @@ class PostgresStore:
 
     def __init__(self, url: str, *, dim: int = 384, schema: str = "", admin_url: str = "",
                  app_role: str = "", pool_size: int = 8, ef_search: int = 100, pool_timeout_s: float = 30.0,
-                 lexical_rank: str = "ts_rank_log", private_exact_max: int = 2000):
+                 lexical_rank: str = "ts_rank_log", private_exact_max: int = 2000,
+                 lexical_bounded_min_rows: int = 20_000, lexical_candidates: int = 5000):
         from psycopg_pool import ConnectionPool
 
         if lexical_rank not in pg_sql.LEXICAL_RANKS:
             raise StoreError(f"pg_lexical_rank must be one of {', '.join(pg_sql.LEXICAL_RANKS)}, not {lexical_rank!r}")
         self.location, self.schema, self.ef_search = url, schema, ef_search
         self._hybrid, self.private_exact_max = pg_sql.hybrid(lexical_rank), private_exact_max
+        self.lexical_bounded_min_rows, self.lexical_candidates = lexical_bounded_min_rows, lexical_candidates
         self._local = threading.local()
         migrate(admin_url or url, dim=dim, schema=schema, app_role=app_role)
         self.dim = self._probe(url)
@@ -320,7 +322,8 @@ class PostgresStore:
         t0 = time.perf_counter()
         setup = (pg_sql.SET_SEARCH, (_scope(request.owners), str(max(self.ef_search, request.limit)),
                                      str(max(20000, 50 * request.limit))))
-        rows = self._run(self._hybrid, _search_params(request, self.private_exact_max), "", fetch=True, setup=setup)
+        params = _search_params(request, self.private_exact_max, self.lexical_bounded_min_rows, self.lexical_candidates)
+        rows = self._run(self._hybrid, params, "", fetch=True, setup=setup)
         ms = (time.perf_counter() - t0) * 1e3
         n_lex, n_den = (int(rows[0][7]), int(rows[0][8])) if rows else (0, 0)
         return StoreSearchResult(tuple(_candidate(r) for r in rows), n_lex, n_den, {"hybrid_sql": ms})
@@ -368,12 +371,17 @@ def _chunk_row(doc: Document, chunk: Any, vec: np.ndarray) -> tuple:
             chunk.start, chunk.end, chunk.content_hash, index_text(chunk.text), index_text(heading), vec)
 
 
-def _search_params(req: SearchRequest, private_exact_max: int = 2000) -> dict[str, Any]:
+def _search_params(req: SearchRequest, private_exact_max: int = 2000, bounded_min_rows: int = 0,
+                   candidates: int = 5000) -> dict[str, Any]:
     tw = max(req.title_weight, 1e-6)
     body, head = (1.0 / tw, 1.0) if tw >= 1.0 else (1.0, tw)
     has_vector = req.vector is not None
+    terms = list(dict.fromkeys(req.terms))
     return {
-        "query": " or ".join(dict.fromkeys(req.terms)), "use_lexical": bool(req.use_lexical and req.terms),
+        "query": " or ".join(terms), "use_lexical": bool(req.use_lexical and req.terms), "terms": terms,
+        # bounded_min_rows 0: the exact arm always (lex_size reads nothing and is 0, below the minimum 1)
+        "lex_bounded": bounded_min_rows > 0, "lex_bounded_min": max(1, int(bounded_min_rows)),
+        "lex_candidates": int(candidates),
         "rank_weights": [body, body, body, head], "owners": list(req.owners),
         "collections": list(req.collections), "limit": int(req.limit),
         "vector": np.asarray(req.vector, dtype=np.float32) if has_vector else None,
