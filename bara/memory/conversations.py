@@ -27,7 +27,7 @@ from weakref import WeakValueDictionary
 from bara.errors import InputError, UnknownConversationError
 from bara.identity import require_user_id
 from bara.memory.service_records import forget_service_records
-from bara.store.base import Read, SqlRunner
+from bara.store.base import Read, SqlRunner, parsed, statements
 
 ROLES = frozenset({"user", "assistant", "system"})
 
@@ -219,15 +219,14 @@ class Conversations:
                        " ORDER BY seq DESC LIMIT ?", (*key, window)),
                       (f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE user_id=? AND conversation_id=?"
                        " ORDER BY seq LIMIT ?", (*key, max(0, head)))]
-        found = self.store.query_many([*reads, *((r.sql, r.params) for r in also.values())])
+        found = self.store.query_many([*reads, *statements(also)])
         if not found[0]:
             return None
         (turns, state), = found[0]
         last = tuple(_message(r) for r in reversed(found[1])) if window else ()
         first = last[0].seq if last else 1
         opening = tuple(m for m in map(_message, found[2]) if m.seq < first) if window else ()
-        answers = {key: r.parse(rows) for (key, r), rows in zip(also.items(), found[len(reads):], strict=True)}
-        return TurnView(int(turns), json.loads(state) if state else {}, last, opening, answers)
+        return TurnView(int(turns), json.loads(state) if state else {}, last, opening, parsed(also, found[len(reads):]))
 
     def save_state(self, user_id: str, conversation_id: str, state: Mapping[str, Any]) -> None:
         require_user_id(user_id)

@@ -112,7 +112,16 @@ def read_all(runner: SqlRunner, reads: Mapping[str, Read]) -> dict[str, Any]:
     """Every read of ``reads`` in one :meth:`SqlRunner.query_many`, parsed, by the same keys."""
     if not reads:
         return {}
-    answers = runner.query_many([(r.sql, r.params) for r in reads.values()])
+    return parsed(reads, runner.query_many(statements(reads)))
+
+
+def statements(reads: Mapping[str, Read]) -> list[tuple[str, tuple[Any, ...]]]:
+    """The ``(sql, params)`` of ``reads``, in order, for :meth:`SqlRunner.query_many`."""
+    return [(r.sql, r.params) for r in reads.values()]
+
+
+def parsed(reads: Mapping[str, Read], answers: Sequence[list[tuple[Any, ...]]]) -> dict[str, Any]:
+    """``answers`` (one row list per read of ``reads``, in order) parsed by each read, by the same keys."""
     return {key: r.parse(rows) for (key, r), rows in zip(reads.items(), answers, strict=True)}
 
 
