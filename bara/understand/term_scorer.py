@@ -39,11 +39,6 @@ Features of a candidate ``w`` for message ``m`` (user turns counted since the to
 - ``first_ref``    ``first_user`` and ``ref``;  ``reply_ref``: ``prev_reply`` and ``ref``
 - ``first_short``  ``first_user`` and ``short``
 - ``person_ref``   m refers to a person ("he", "she", "his", "her") and w is part of a name
-- ``plural_ref``   m has a plural pronoun ("they", "their", "these"...) and w is in a plural run of an
-                   earlier turn (content words ending in a plural: "What do they eat?" -> "*mako sharks*"):
-                   a pronoun agrees in number with its referent
-- ``plural_clash`` m's pronouns are only singular ("it", "its") and w is in a plural run ("What are its effects?"
-                   points at "taurine", not at "drinks")
 """
 
 from __future__ import annotations
@@ -62,42 +57,9 @@ __all__ = ["FEATURES", "Candidate", "HistoryCandidates", "candidate_features", "
            "score_candidates"]
 
 FEATURES = ("carried", "first_user", "prev_user", "user_share", "user_recency", "prev_reply", "reply_lead", "reply_share",
-            "name", "phrase", "anchor", "long", "focus", "stale", "reply_name", "ref", "short", "own_name", "overlap", "first_ref", "reply_ref", "first_short", "person_ref",
-            "plural_ref", "plural_clash")
+            "name", "phrase", "anchor", "long", "focus", "stale", "reply_name", "ref", "short", "own_name", "overlap", "first_ref", "reply_ref", "first_short", "person_ref")
 _PERSON = re.compile(r"\b(?:he|she|him|her|his|hers|himself|herself)\b", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-_PLURAL_REFS = frozenset("they them their theirs themselves these those".split())
-_SINGULAR_REFS = frozenset("it its itself".split())
-
-
-def _plural(word: str) -> bool:
-    """A plural surface form, roughly: more than 3 letters ending in "s" but not "ss/us/is/ics" ("sharks",
-    not "virus", "analysis", "physics"); no lexicon, so "Paris" or "series" can be misread."""
-    low = word.lower()
-    return len(low) > 3 and low.endswith("s") and not low.endswith(("ss", "us", "is", "ics", "'s", "\u2019s"))
-
-
-@lru_cache(maxsize=4096)
-def _plural_runs(text: str) -> frozenset[str]:
-    """Lower-cased words of the runs of content words whose last word is plural: "mako *sharks*" marks
-    both "mako" and "sharks", "the Great Lakes region" neither (the run's head is "region")."""
-    out: set[str] = set()
-    run: list[str] = []
-    for token in [*_TOKEN.findall(text.lower()), "."]:
-        if token in RETRIEVAL_STOPWORDS or token in _PHRASE_LEAD or token == ".":
-            if run and _plural(run[-1]):
-                out.update(run)
-            run = []
-        else:
-            run.append(token)
-    return frozenset(out)
-
-
-def _number(message: str) -> tuple[float, float]:
-    """(the message has a plural pronoun, its pronouns are only singular "it / its / itself")."""
-    tokens = set(re.findall(r"[a-z]+", message.lower()))
-    plural = bool(tokens & _PLURAL_REFS)
-    return float(plural), float(not plural and bool(tokens & _SINGULAR_REFS))
 
 
 @dataclass(frozen=True)
@@ -193,7 +155,6 @@ class HistoryCandidates:
 
     rows: tuple[tuple[str, str, tuple[float, ...], int | None], ...]  # word, key, features, user turn
     user_keys: tuple[frozenset[str], ...]
-    plural: frozenset[str] = frozenset()  # words of a plural run in some earlier turn (``_plural_runs``)
 
 
 @lru_cache(maxsize=256)
@@ -243,8 +204,7 @@ def history_candidates(users: tuple[str, ...], replies: tuple[str, ...],
                  float(len(low) >= 7), float(key in focus_keys),
                  float(j is not None and j < focus_turn and key not in focus_keys), float(low in reply_names))
             rows.append((word, key, x, j))
-    plural = frozenset().union(*(_plural_runs(t) for t in (*users, *replies)))
-    return HistoryCandidates(tuple(rows), user_keys, plural)
+    return HistoryCandidates(tuple(rows), user_keys)
 
 
 def for_message(message: str, history: HistoryCandidates) -> list[Candidate]:
@@ -254,17 +214,14 @@ def for_message(message: str, history: HistoryCandidates) -> list[Candidate]:
     short = 1.0 if len(have) <= 2 else 0.0
     own = 1.0 if entity_tuple(message) else 0.0
     person = 1.0 if _PERSON.search(message) else 0.0
-    plural_msg, singular_msg = _number(message)
     overlaps = [bool(keys & have) for keys in history.user_keys]
     out = []
     for word, key, x, j in history.rows:
         if key in have:
             continue
         overlap = 1.0 if j is not None and overlaps[j] else 0.0
-        number = float(word.lower() in history.plural)
         out.append(Candidate(word, key, (*x, ref, short, own, overlap, x[1] * ref, x[5] * ref, x[1] * short,
-                                         max(x[8], x[14]) * person, plural_msg * number,
-                                         singular_msg * number), len(out)))
+                                         max(x[8], x[14]) * person), len(out)))
     return out
 
 
