@@ -22,8 +22,11 @@ rows (``--centre`` subtracts the table's mean row first). Appended to FEATURES f
 - ``sim_prev`` cos(candidate, mean of the previous user turn's content words)
 - ``central``  mean cos(candidate, the history's other candidates): how central it is to the history
 
+``--number plural_ref,plural_clash`` probes pronoun number agreement (round 3 session 10;
+bench/criteria/issue31_s10.md; ``scripts/number_probe.py``), appended the same way.
+
 Usage: python scripts/train_rewrite_scorer.py [--data ../shared/data] [--l2 1.0] [--loso] [--drop f1,f2]
-       [--extra sim_msg,sim_max,sim_prev,central] [--centre]
+       [--extra sim_msg,sim_max,sim_prev,central] [--centre] [--number plural_ref,plural_clash]
 """
 
 from __future__ import annotations
@@ -134,11 +137,16 @@ def main() -> None:
     ap.add_argument("--drop", type=lambda v: [f for f in v.split(",") if f], default=[])
     ap.add_argument("--extra", type=lambda v: [f for f in v.split(",") if f], default=[])
     ap.add_argument("--centre", action="store_true")
+    ap.add_argument("--number", type=lambda v: [f for f in v.split(",") if f], default=[])
     args = ap.parse_args()
     if args.extra:
         import static_sim_probe
 
         static_sim_probe.install(args.extra, centre=args.centre)
+    if args.number:
+        import number_probe
+
+        number_probe.install(args.number)
     if args.loso:
         loso(args)
         return
