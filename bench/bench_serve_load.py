@@ -5,9 +5,10 @@ every turn of every conversation is stored, in order (results go to docs/benchma
     python bench/bench_serve_load.py --db postgresql://... --workers 2       # after `bara db start`
     python bench/bench_serve_load.py --compare --rounds 2                    # both, side by side, one run
 
-``--settle`` waits, before the load, until the server's processes are idle: with several workers
-``/api/health`` answers once the first one is ready, and the client's keep-alive connections, all opened at
-the start, can then all reach that one (docs/benchmarks.md, issue 33 session 9). Each phase reports
+The load starts once every worker has answered ``/api/health`` (its ``worker`` field; with several workers
+the first answers while the others still load their model, and the client's keep-alive connections, all
+opened at the start, would reach only the ready ones). ``--settle`` also waits until the server's
+processes are idle (docs/benchmarks.md, issue 33 sessions 9-10). Each phase reports
 ``server_cpu_s``: the CPU seconds each process of the server (each worker) spent on its load.
 
 ``--think-ms N`` pauses N ms before each of a user's turns after the first (a person reading the answer):
@@ -118,14 +119,21 @@ def start_server(db: str, port: int, workers: int, mode: str) -> subprocess.Pope
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def wait_ready(url: str, proc: subprocess.Popen, timeout_s: float = 180) -> None:
-    start = time.monotonic()
+def wait_ready(url: str, proc: subprocess.Popen, workers: int = 1, timeout_s: float = 180) -> None:
+    """Until ``/api/health`` answers, and with several workers until each has answered once (a new
+    connection each time; ``worker`` in the answer is the process): the load starts on a fully started
+    server. A server whose health has no ``worker`` field counts as ready at its first answer."""
+    start, seen = time.monotonic(), set()
     while time.monotonic() - start < timeout_s:
         if proc.poll() is not None:
             raise SystemExit(f"server exited: {(proc.stderr.read() if proc.stderr else '')[-2000:]}")
         try:
-            if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
-                return
+            answer = httpx.get(f"{url}/api/health", timeout=2)
+            if answer.status_code == 200:
+                seen.add(answer.json().get("worker"))
+                if None in seen or len(seen) >= workers:
+                    return
+                continue
         except httpx.HTTPError:
             pass
         time.sleep(0.3)
@@ -183,7 +191,7 @@ def run_one(db: str, workers: int, args: argparse.Namespace) -> dict:
     url = f"http://127.0.0.1:{port}"
     proc = start_server(db, port, workers, args.mode)
     try:
-        wait_ready(url, proc)
+        wait_ready(url, proc, workers)
         settled = settle(proc) if args.settle else None
         before = process_cpu_s(proc.pid)
         result = asyncio.run(drive(url, keys, args.turns, args.deadline, args.think_ms / 1e3))

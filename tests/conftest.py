@@ -109,10 +109,10 @@ def sqlite_store(tmp_path):
 @pytest.fixture
 def serve_calls(monkeypatch, tmp_path):
     """`bara serve` up to the point it would start uvicorn: the environment its workers would read."""
-    import uvicorn
     from typer.testing import CliRunner
 
     from bara.cli import app
+    from bara.serve import workers
     from bara.serve.app import ENV_MODE
 
     for name in ("BARA_EMBED_SPIN_IN_CALL", "BARA_SERVE_LEARN_AFTER_RESPONSE", "BARA_DB", ENV_MODE):  # serve sets these:
@@ -121,7 +121,7 @@ def serve_calls(monkeypatch, tmp_path):
     monkeypatch.delenv("BARA_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)  # no ./bara.toml
     seen: list[dict[str, str]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: seen.append(dict(os.environ)))
+    monkeypatch.setattr(workers, "serve", lambda *a, **k: seen.append(dict(os.environ)))
     db = tmp_path / "s.db"
     with socket.socket() as probe:  # a port free right now (serve refuses a busy one)
         probe.bind(("127.0.0.1", 0))

@@ -56,8 +56,7 @@ def serve(db: Optional[str] = DbOption,
     if workers > 1 and not settings.db.startswith(("postgresql://", "postgres://")):
         err.print("[yellow]note:[/yellow] several workers on one SQLite file serialise their writes; "
                   "use PostgreSQL (`bara db start`) to scale")
-    import uvicorn
-
+    from bara.serve import workers as serving
     from bara.serve.app import ENV_MODE
 
     if db:
@@ -73,7 +72,7 @@ def serve(db: Optional[str] = DbOption,
     os.environ[ENV_MODE] = mode
     _export_to(otlp)
     err.print(f"bara serve: http://{host}:{port}  (docs /docs, mode {mode}, {workers} worker(s), db {shown(_safe(settings.db))})")
-    uvicorn.run("bara.serve.app:factory", factory=True, host=host, port=port, workers=workers, log_level="warning")
+    serving.serve(host, port, workers)  # several workers: one SO_REUSEPORT socket each (bara.serve.workers)
 
 
 def _export_to(url: str | None) -> None:

@@ -6,6 +6,7 @@ that belongs to another user get the same 404. Sync handlers run in FastAPI's th
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from typing import Any
 
@@ -90,7 +91,7 @@ def health(request: Request) -> HealthOut:
     rt = runtime(request)
     fault = rt.store_health()
     return HealthOut(status="degraded" if fault else "ok", mode=rt.mode, version=_version(),
-                     store="down" if fault else "ok", store_error=fault)
+                     store="down" if fault else "ok", store_error=fault, worker=os.getpid())
 
 
 def _version() -> str:

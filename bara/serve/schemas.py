@@ -218,3 +218,5 @@ class HealthOut(BaseModel):
                                          "serve_health_fault_window_s, or the store does not answer now")
     store_error: str | None = Field(None, description="the fault's code (store_busy, store_full, store_read_only, "
                                     "store_unavailable) while the store is down")
+    worker: int = Field(0, description="process id of the worker that answered (`bara serve --workers N` spreads "
+                        "connections over N processes; a new connection may reach another one)")
