@@ -12,6 +12,9 @@ machine's memory (the cgroup limit if lower: PostgreSQL's own advice is 25 %), a
 blocks every 300 s and at shutdown, and reads them back in after a start. Both settings need a restart:
 :func:`configure` applies a changed value with ``ALTER SYSTEM`` and one ``pg_ctl restart`` (which ends
 the server's open connections), checks that the server reports it, and does nothing when nothing changed.
+A server that will not start with the new values (not enough memory for them) is started again with its
+previous configuration file, and the start is *degraded*: a note with the server's reason and what to
+set, not an error, since the server runs as before.
 After a start or restart with a saved block list it waits (``pg_local_prewarm_wait_s`` at most) until
 the worker logs that it has loaded them, so the server it hands back is warm.
 
@@ -120,15 +123,16 @@ def configure(url: str, path: Path, want: Tuning, started_at: int | None,
         pg_ctl("restart")
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         auto.write_text(before)  # the previous settings back, so the server can start again as it was
-        tail = _log_since(log, offset)[-800:]
+        cause = _cause(_log_since(log, offset)) or str(exc)
+        advice = "set BARA_PG_LOCAL_SHARED_BUFFERS_MB (or BARA_PG_LOCAL_PREWARM=false) and run `bara db start` again"
         try:
             pg_ctl("start")
-            state = "it was started again with its previous settings"
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
-            state = "it could not be started again: see its log"
-        raise StoreError(f"PostgreSQL in {path} did not restart with {'; '.join(changes)} ({exc}); {state}. "
-                         f"{tail}\nSet BARA_PG_LOCAL_SHARED_BUFFERS_MB (or BARA_PG_LOCAL_PREWARM=false) and "
-                         "run `bara db start` again.") from exc
+            raise StoreError(f"PostgreSQL in {path} did not restart with {'; '.join(changes)} ({cause}), nor with "
+                             f"its previous settings: see {log}; {advice}") from exc
+        # Degraded, not failed: the server runs as it was, and says why the memory was not applied.
+        return (f"memory: degraded: PostgreSQL did not start with {'; '.join(changes)} ({cause}); "
+                f"it runs with its previous settings ({mb} MB); {advice}",)
     with psycopg.connect(url, autocommit=True) as conn:
         now = _current(conn)
     if now != (want.shared_buffers_mb, wanted):
@@ -138,6 +142,12 @@ def configure(url: str, path: Path, want: Tuning, started_at: int | None,
     if want.prewarm:
         notes.append(_await_prewarm(path, offset, want.prewarm_wait_s))
     return tuple(notes)
+
+
+def _cause(text: str) -> str:
+    """The server's own reason in its log (its FATAL or first ERROR line), shortened."""
+    lines = [ln for ln in text.splitlines() if "FATAL:" in ln or "ERROR:" in ln]
+    return lines[0].split(":", 3)[-1].strip()[:300] if lines else ""
 
 
 def _await_prewarm(path: Path, offset: int, wait_s: float) -> str:

@@ -85,3 +85,28 @@ def test_db_start_sizes_shared_buffers_loads_pg_prewarm_and_reloads_the_buffers(
     finally:
         pg_server.stop(data)  # a failed assertion must not leave a server running
         shutil.rmtree(data, ignore_errors=True)
+
+
+def test_a_size_the_server_cannot_start_with_leaves_it_running_as_it_was(pg_server_urls):
+    """pg_ctl's restart fails (the server refuses the new memory): the previous configuration file is put
+    back, the server is started as it was, and the start is degraded with the server's reason, not an
+    error. The failing restart is pg_ctl's answer, simulated; the server and its files are real."""
+    auto = pg_server_urls.data_dir / "postgresql.auto.conf"
+    before = auto.read_text()
+    mb = int(_show(pg_server_urls.superuser_url, "shared_buffers").removesuffix("MB"))
+    actions: list[str] = []
+
+    def pg_ctl(action: str) -> None:
+        actions.append(action)
+        if action == "restart":
+            raise subprocess.CalledProcessError(1, ["pg_ctl", "restart"])
+
+    libs = _show(pg_server_urls.superuser_url, "shared_preload_libraries")
+    want = pg_tuning.Tuning(mb + 16, prewarm="pg_prewarm" in libs)
+    notes = pg_tuning.configure(pg_server_urls.url("postgres", "", "postgres"), pg_server_urls.data_dir, want,
+                                None, pg_ctl)
+    assert actions == ["restart", "start"]
+    assert len(notes) == 1 and notes[0].startswith("memory: degraded:") and f"{mb + 16} MB" in notes[0], notes
+    assert "BARA_PG_LOCAL_SHARED_BUFFERS_MB" in notes[0]  # what to change
+    assert auto.read_text() == before  # nothing of the refused size left for the next restart
+    assert _show(pg_server_urls.superuser_url, "shared_buffers") == f"{mb}MB"
