@@ -37,7 +37,10 @@ commit: writers of one (owner, collection) are serialised on its row-count row, 
 writing two scopes in opposite orders can deadlock (PostgreSQL aborts one: ``StoreBusyError``, nothing
 of it stored; :mod:`bara.store.pg_faults`). Each insert costs an upsert of its row's lexemes: ~2.2x a
 one-chunk document's write in its own transaction, 6-8x in a transaction of 256 (docs/benchmarks.md);
-a bulk load may disable :data:`INSERT_TRIGGER` and run :data:`REBUILD` after it.
+a bulk load may disable :data:`INSERT_TRIGGER` and run :func:`rebuild_statements` after it. Since
+``0032_pg_chunk_terms_lazy`` the per-term rows are kept only for scopes of ``pg_lexical_terms_min_rows``
+rows or more (marked by ``term = ' '``); a smaller scope keeps its row count, and a bounded search counts
+its terms from its rows (``lex_small``).
 """
 
 from __future__ import annotations
