@@ -228,7 +228,7 @@ def pg_drop_hnsw(location: str, settings: Settings) -> bool:
 
 def pg_build_hnsw(settings: Settings) -> float:
     """Re-create the index exactly as the schema defines it (``pg_sql``), in memory, one process, recount
-    the term frequencies (``pg_lexical.REBUILD``, the insert trigger enabled again), then VACUUM ANALYZE
+    the term frequencies (``pg_lexical.rebuild_statements``, the insert trigger enabled again), then VACUUM ANALYZE
     the tables (fresh statistics and visibility map for the measurements); seconds the index took."""
     import psycopg
 
@@ -245,7 +245,7 @@ def pg_build_hnsw(settings: Settings) -> float:
         print(f"  PostgreSQL HNSW index built in {took:.0f} s", flush=True)
         t1 = time.perf_counter()
         with conn.transaction():
-            for statement in pg_lexical.REBUILD:
+            for statement in pg_lexical.rebuild_statements():
                 conn.execute(statement)
             conn.execute(f"ALTER TABLE chunks ENABLE TRIGGER {pg_lexical.INSERT_TRIGGER}")
         print(f"  PostgreSQL term frequencies counted in {time.perf_counter() - t1:.0f} s", flush=True)

@@ -381,6 +381,11 @@ class CoreSettings(BaseModel):
         "up to at most this many rows (and at least the rarest term) are matched, and those rows ranked by "
         "pg_lexical_rank over the whole query. 5,000: of the budgets measured at 10^5 chunks (500-5,000), the "
         "only one whose fused top 10 kept >= 0.90 of the exact arm's; docs/benchmarks.md."))
+    pg_lexical_terms_min_rows: int = Field(default=1000, ge=0, le=10**12, description=(
+        "Rows of a scope (one owner's collection) from which PostgreSQL keeps its per-term document frequencies "
+        "for the bounded full-text arm; a smaller scope keeps its row count only (a turn's Q&A or episodic write "
+        "is then one upsert, not one per lexeme) and a bounded search counts its terms from its rows. The write "
+        "that crosses it counts the scope's terms once. 0 = every scope; bara/store/pg_lexical.py."))
     pg_private_exact_max: int = Field(default=2000, ge=1, le=10_000_000, description=(
         "A user's rows (in the searched collections) up to which the PostgreSQL dense arm ranks them by exact "
         "distance; from this size on it uses the HNSW index (iterative scan, exact pass if it returns too few)."))

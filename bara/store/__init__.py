@@ -50,4 +50,5 @@ def _open_postgres(url: str, settings: Settings | None) -> Store:
                          pool_timeout_s=s.pg_pool_timeout_s, lexical_rank=s.pg_lexical_rank,
                          private_exact_max=s.pg_private_exact_max,
                          lexical_bounded_min_rows=s.pg_lexical_bounded_min_rows,
-                         lexical_candidates=s.pg_lexical_candidates)
+                         lexical_candidates=s.pg_lexical_candidates,
+                         lexical_terms_min_rows=s.pg_lexical_terms_min_rows)

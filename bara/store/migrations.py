@@ -126,6 +126,11 @@ def _register_store_steps() -> None:
     from bara.store.pg_lexical import step_statements
 
     register_step("0031_pg_chunk_terms", step_statements(), phase=SHARED_READ_ONLY, rank=99, backends=("postgres",))
+    # ... kept per term only for scopes of pg_lexical_terms_min_rows rows or more (existing scopes stay kept).
+    from bara.store.pg_lexical import lazy_step_statements
+
+    register_step("0032_pg_chunk_terms_lazy", lazy_step_statements(), phase=SHARED_READ_ONLY, rank=99,
+                  backends=("postgres",))
     # A user's scope may read shared rows but never write one (harden-faults).
     register_policies("0012_pg_core_shared_read_only", (("documents", "owner"), ("chunks", "owner")), rank=0,
                       shared_read_only=True)

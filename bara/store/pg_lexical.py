@@ -37,7 +37,10 @@ commit: writers of one (owner, collection) are serialised on its row-count row, 
 writing two scopes in opposite orders can deadlock (PostgreSQL aborts one: ``StoreBusyError``, nothing
 of it stored; :mod:`bara.store.pg_faults`). Each insert costs an upsert of its row's lexemes: ~2.2x a
 one-chunk document's write in its own transaction, 6-8x in a transaction of 256 (docs/benchmarks.md);
-a bulk load may disable :data:`INSERT_TRIGGER` and run :data:`REBUILD` after it.
+a bulk load may disable :data:`INSERT_TRIGGER` and run :func:`rebuild_statements` after it. Since
+``0032_pg_chunk_terms_lazy`` the per-term rows are kept only for scopes of ``pg_lexical_terms_min_rows``
+rows or more (marked by ``term = ' '``); a smaller scope keeps its row count, and a bounded search counts
+its terms from its rows (``lex_small``).
 """
 
 from __future__ import annotations
@@ -124,17 +127,30 @@ def step_statements() -> tuple[str, ...]:
 
 
 # The search's lexical CTEs (spliced into pg_sql's hybrid statement). ``lex_size``: rows in the scope,
-# read only when the bounded arm is enabled; ``lex_exact`` runs below ``lex_bounded_min`` rows,
+# read only when the bounded arm is enabled; ``lex_small``: the query's lexemes counted from the rows of
+# the scope's unmarked (small) parts (0032 above); ``lex_exact`` runs below ``lex_bounded_min`` rows,
 # ``lex_bounded`` from there (one-time filters: the branch not taken costs nothing).
 LEXICAL_CTES = """
 lex_size AS MATERIALIZED (
     SELECT coalesce(sum(d.df), 0) AS n FROM chunk_terms d
     WHERE %(use_lexical)s AND %(lex_bounded)s AND d.term = ''
       AND d.owner = ANY (%(owners)s::text[]) AND d.collection = ANY (%(collections)s::text[])),
+lex_small AS MATERIALIZED (
+    SELECT x AS term, count(*) AS df FROM chunk_terms d
+    JOIN chunks c ON c.owner = d.owner AND c.collection = d.collection,
+    unnest(tsvector_to_array(c.tsv)) x
+    WHERE (SELECT n FROM lex_size) >= %(lex_bounded_min)s AND d.term = ''
+      AND d.owner = ANY (%(owners)s::text[]) AND d.collection = ANY (%(collections)s::text[])
+      AND NOT EXISTS (SELECT 1 FROM chunk_terms m WHERE m.owner = d.owner AND m.collection = d.collection
+                      AND m.term = ' ')
+      AND x = ANY (tsvector_to_array(to_tsvector('simple', array_to_string(%(terms)s::text[], ' '))))
+    GROUP BY x),
 lex_terms AS MATERIALIZED (
     SELECT t.term, t.ord, (SELECT coalesce(sum(d.df), 0) FROM chunk_terms d
         WHERE d.term = ANY (tsvector_to_array(to_tsvector('simple', t.term)))
-          AND d.owner = ANY (%(owners)s::text[]) AND d.collection = ANY (%(collections)s::text[])) AS df
+          AND d.owner = ANY (%(owners)s::text[]) AND d.collection = ANY (%(collections)s::text[]))
+        + (SELECT coalesce(sum(u.df), 0) FROM lex_small u
+           WHERE u.term = ANY (tsvector_to_array(to_tsvector('simple', t.term)))) AS df
     FROM unnest(%(terms)s::text[]) WITH ORDINALITY t(term, ord)
     WHERE (SELECT n FROM lex_size) >= %(lex_bounded_min)s),
 lex_pick AS MATERIALIZED (
@@ -155,3 +171,93 @@ lex_bounded AS (
       AND c.owner = ANY (%(owners)s::text[]) AND c.collection = ANY (%(collections)s::text[])
     ORDER BY score DESC, c.id LIMIT %(limit)s),
 lex AS MATERIALIZED (SELECT * FROM lex_exact UNION ALL SELECT * FROM lex_bounded),"""
+
+
+# --- 0032: per-term counts only for scopes that can be large -------------------------------------------
+#
+# A scope (owner, collection) keeps its per-term counts once it holds ``bara.terms_min_rows`` rows (the
+# pool sets it from ``pg_lexical_terms_min_rows`` on every connection; unset = 0, every scope, as 0031
+# did) and is marked by the row ``term = ' '`` (never a lexeme: the parser splits on blanks). Below that
+# a scope keeps only its row count (``term = ''``), so a write of a turn's Q&A or episodic row (a small
+# per-user scope) costs one upsert instead of one per lexeme. The write that takes a scope over the
+# threshold counts that scope's terms from its rows once and marks it; a search that ranks with the
+# bounded arm counts an unmarked scope's terms from its rows (fewer than the threshold, by the row
+# count). Order inside a write: the row-count rows first (in key order: they are the scopes' locks),
+# then, in statements that see every writer committed before those locks, the terms of marked scopes.
+MARKER = " "
+_MIN_ROWS = "coalesce(nullif(current_setting('bara.terms_min_rows', true), '')::bigint, 0)"
+_MARKED = ("EXISTS (SELECT 1 FROM chunk_terms m WHERE m.owner = {row}.owner AND m.collection = {row}.collection"
+           f" AND m.term = '{MARKER}')")
+_LEXEMES = "unnest(tsvector_to_array({row}.tsv))"
+
+_LAZY_APPLY = f"""CREATE OR REPLACE FUNCTION bara_chunk_terms_apply() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+    s record;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO chunk_terms AS t (owner, collection, term, df)
+            SELECT owner, collection, '', count(*) FROM bara_new GROUP BY 1, 2 ORDER BY 1, 2
+            ON CONFLICT (owner, collection, term) DO UPDATE SET df = t.df + EXCLUDED.df;
+        INSERT INTO chunk_terms AS t (owner, collection, term, df)
+            SELECT owner, collection, term, count(*) FROM (
+                SELECT n.owner, n.collection, {_LEXEMES.format(row="n")} AS term FROM bara_new n
+                WHERE {_MARKED.format(row="n")}) s
+            GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+            ON CONFLICT (owner, collection, term) DO UPDATE SET df = t.df + EXCLUDED.df;
+        FOR s IN SELECT d.owner, d.collection FROM chunk_terms d
+                WHERE d.term = '' AND d.df >= {_MIN_ROWS} AND NOT {_MARKED.format(row="d")}
+                  AND (d.owner, d.collection) IN (SELECT owner, collection FROM bara_new)
+                ORDER BY 1, 2 LOOP
+            INSERT INTO chunk_terms AS t (owner, collection, term, df)
+                SELECT s.owner, s.collection, x, count(*) FROM chunks c, {_LEXEMES.format(row="c")} x
+                WHERE c.owner = s.owner AND c.collection = s.collection GROUP BY x ORDER BY x
+                ON CONFLICT (owner, collection, term) DO UPDATE SET df = EXCLUDED.df;
+            INSERT INTO chunk_terms (owner, collection, term, df) VALUES (s.owner, s.collection, '{MARKER}', 1);
+        END LOOP;
+    ELSE
+        UPDATE chunk_terms t SET df = t.df - g.n FROM (
+                SELECT owner, collection, count(*) AS n FROM bara_old GROUP BY 1, 2 ORDER BY 1, 2) g
+            WHERE t.owner = g.owner AND t.collection = g.collection AND t.term = '';
+        UPDATE chunk_terms t SET df = t.df - g.n FROM {_GONE} g
+            WHERE t.owner = g.owner AND t.collection = g.collection AND t.term = g.term AND g.term <> ''
+              AND {_MARKED.format(row="t")};
+        DELETE FROM chunk_terms t USING {_GONE} g
+            WHERE t.owner = g.owner AND t.collection = g.collection AND t.term = g.term AND t.df <= 0;
+    END IF;
+    RETURN NULL;
+END $fn$"""
+
+# An UPDATE of a row's analysed text, owner or collection: its lexemes move only in marked scopes.
+_LAZY_UPDATE = f"""CREATE OR REPLACE FUNCTION bara_chunk_terms_update() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF OLD.tsv IS DISTINCT FROM NEW.tsv OR OLD.owner <> NEW.owner OR OLD.collection <> NEW.collection THEN
+        UPDATE chunk_terms t SET df = t.df - 1 WHERE t.owner = OLD.owner AND t.collection = OLD.collection
+            AND (t.term = '' OR (t.term = ANY (tsvector_to_array(OLD.tsv)) AND {_MARKED.format(row="t")}));
+        DELETE FROM chunk_terms t WHERE t.owner = OLD.owner AND t.collection = OLD.collection
+            AND t.term = ANY (array_append(tsvector_to_array(OLD.tsv), ''::text)) AND t.df <= 0;
+        INSERT INTO chunk_terms AS t (owner, collection, term, df)
+            SELECT NEW.owner, NEW.collection, x, 1 FROM unnest(CASE WHEN {_MARKED.format(row="NEW")}
+                THEN array_append(tsvector_to_array(NEW.tsv), ''::text) ELSE ARRAY[''::text] END) x
+            ORDER BY x ON CONFLICT (owner, collection, term) DO UPDATE SET df = t.df + 1;
+    END IF;
+    RETURN NULL;
+END $fn$"""
+
+# Every scope that has a row count: marked (0031 counted all of its terms; run after :data:`REBUILD` too).
+MARK_ALL = f"""INSERT INTO chunk_terms (owner, collection, term, df)
+    SELECT owner, collection, '{MARKER}', 1 FROM chunk_terms WHERE term = ''
+    ON CONFLICT (owner, collection, term) DO NOTHING"""
+
+
+def lazy_step_statements() -> tuple[str, ...]:
+    """``0032_pg_chunk_terms_lazy``: the new trigger bodies; every existing scope keeps its counts."""
+    return ("SELECT set_config('bara.owners', '*', true)", _LAZY_APPLY, _LAZY_UPDATE, MARK_ALL)
+
+
+def rebuild_statements() -> tuple[str, ...]:
+    """Every scope's counts from its rows (a bulk load that paused the insert trigger), every scope marked."""
+    return (*REBUILD, MARK_ALL)
+
+
+# A session's threshold (``PostgresStore`` sets it on every pooled connection).
+SET_MIN_ROWS = "SELECT set_config('bara.terms_min_rows', %s, false)"

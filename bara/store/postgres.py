@@ -22,7 +22,7 @@ from psycopg import sql as pgsql
 
 from bara.errors import StoreError, StoreUnavailableError
 from bara.store.pg_faults import quiet_rollback, translated
-from bara.store import pg_sql
+from bara.store import pg_lexical, pg_sql
 from bara.store.pg_admin import connect_error, migrate, vector_dim
 from bara.store.base import storable_document, storable_params
 from bara.text.lexical import index_text
@@ -53,7 +53,8 @@ class PostgresStore:
     def __init__(self, url: str, *, dim: int = 384, schema: str = "", admin_url: str = "",
                  app_role: str = "", pool_size: int = 8, ef_search: int = 100, pool_timeout_s: float = 30.0,
                  lexical_rank: str = "ts_rank_log", private_exact_max: int = 2000,
-                 lexical_bounded_min_rows: int = 20_000, lexical_candidates: int = 5000):
+                 lexical_bounded_min_rows: int = 20_000, lexical_candidates: int = 5000,
+                 lexical_terms_min_rows: int = 1000):
         from psycopg_pool import ConnectionPool
 
         if lexical_rank not in pg_sql.LEXICAL_RANKS:
@@ -61,6 +62,7 @@ class PostgresStore:
         self.location, self.schema, self.ef_search = url, schema, ef_search
         self._hybrid, self.private_exact_max = pg_sql.hybrid(lexical_rank), private_exact_max
         self.lexical_bounded_min_rows, self.lexical_candidates = lexical_bounded_min_rows, lexical_candidates
+        self.lexical_terms_min_rows = lexical_terms_min_rows
         self._local = threading.local()
         migrate(admin_url or url, dim=dim, schema=schema, app_role=app_role)
         self.dim = self._probe(url)
@@ -91,6 +93,8 @@ class PostgresStore:
 
         if self.schema:
             conn.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(self.schema)))
+        # read by the chunk_terms trigger: which scopes keep per-term counts (bara.store.pg_lexical, 0032)
+        conn.execute(pg_lexical.SET_MIN_ROWS, (str(self.lexical_terms_min_rows),))
         register_vector(conn)
 
     def _probe(self, url: str) -> int:
