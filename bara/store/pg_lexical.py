@@ -126,6 +126,14 @@ def step_statements() -> tuple[str, ...]:
             APPLY_FUNCTION, UPDATE_FUNCTION, *TRIGGERS, *REBUILD)
 
 
+# A scope that keeps its per-term counts (0032, below) is marked by the row ``term = MARKER``.
+MARKER = " "
+_MIN_ROWS = "coalesce(nullif(current_setting('bara.terms_min_rows', true), '')::bigint, 0)"
+_MARKED = ("EXISTS (SELECT 1 FROM chunk_terms m WHERE m.owner = {row}.owner AND m.collection = {row}.collection"
+           f" AND m.term = '{MARKER}')")
+_LEXEMES = "unnest(tsvector_to_array({row}.tsv))"
+
+
 # The search's lexical CTEs (spliced into pg_sql's hybrid statement). ``lex_size``: rows in the scope,
 # read only when the bounded arm is enabled; ``lex_small``: the query's lexemes counted from the rows of
 # the scope's unmarked (small) parts (0032 above); ``lex_exact`` runs below ``lex_bounded_min`` rows,
@@ -141,8 +149,7 @@ lex_small AS MATERIALIZED (
     unnest(tsvector_to_array(c.tsv)) x
     WHERE (SELECT n FROM lex_size) >= %(lex_bounded_min)s AND d.term = ''
       AND d.owner = ANY (%(owners)s::text[]) AND d.collection = ANY (%(collections)s::text[])
-      AND NOT EXISTS (SELECT 1 FROM chunk_terms m WHERE m.owner = d.owner AND m.collection = d.collection
-                      AND m.term = ' ')
+      AND NOT """ + _MARKED.format(row="d") + """
       AND x = ANY (tsvector_to_array(to_tsvector('simple', array_to_string(%(terms)s::text[], ' '))))
     GROUP BY x),
 lex_terms AS MATERIALIZED (
@@ -184,12 +191,6 @@ lex AS MATERIALIZED (SELECT * FROM lex_exact UNION ALL SELECT * FROM lex_bounded
 # bounded arm counts an unmarked scope's terms from its rows (fewer than the threshold, by the row
 # count). Order inside a write: the row-count rows first (in key order: they are the scopes' locks),
 # then, in statements that see every writer committed before those locks, the terms of marked scopes.
-MARKER = " "
-_MIN_ROWS = "coalesce(nullif(current_setting('bara.terms_min_rows', true), '')::bigint, 0)"
-_MARKED = ("EXISTS (SELECT 1 FROM chunk_terms m WHERE m.owner = {row}.owner AND m.collection = {row}.collection"
-           f" AND m.term = '{MARKER}')")
-_LEXEMES = "unnest(tsvector_to_array({row}.tsv))"
-
 _LAZY_APPLY = f"""CREATE OR REPLACE FUNCTION bara_chunk_terms_apply() RETURNS trigger LANGUAGE plpgsql AS $fn$
 DECLARE
     s record;
