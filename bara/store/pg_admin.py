@@ -37,14 +37,37 @@ def connect_error(url: str, exc: Exception) -> StoreError:
                       f"one) or fix host/port in the --db URL. Driver said: {text.strip()}")
 
 
-def _connect(url: str, schema: str) -> psycopg.Connection:
+def _connect(url: str, schema: str, *, create: bool = False) -> psycopg.Connection:
     try:
         conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
     except psycopg.OperationalError as exc:
         raise connect_error(url, exc) from exc
     if schema:
-        conn.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema)))
+        if create:
+            _create_schema(conn, url, schema)
+        use_schema(conn, url, schema)
     return conn
+
+
+def use_schema(conn: psycopg.Connection, url: str, schema: str) -> None:
+    """Put ``schema`` first on the path, refusing one that does not exist: PostgreSQL skips a missing
+    schema in ``search_path``, so its tables would silently be public's."""
+    conn.execute(pgsql.SQL("SET search_path TO {}, public").format(pgsql.Identifier(schema)))
+    row = conn.execute("SELECT current_schema()").fetchone()
+    if row is None or row[0] != schema:
+        raise StoreError(f"schema {schema!r} does not exist in {redact(url)} (or this role may not use it): run "
+                         "`bara db migrate` with the owner's URL, which creates it, or fix pg_schema (BARA_PG_SCHEMA)")
+
+
+def _create_schema(conn: psycopg.Connection, url: str, schema: str) -> None:
+    if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone():
+        return
+    try:
+        conn.execute(pgsql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(pgsql.Identifier(schema)))
+    except pgerr.InsufficientPrivilege as exc:
+        raise StoreError(f"schema {schema!r} does not exist in {redact(url)} and this role may not create it: a "
+                         f"database owner must run CREATE SCHEMA {schema} AUTHORIZATION <owner role>, or fix "
+                         "pg_schema (BARA_PG_SCHEMA)") from exc
 
 
 def ensure_vector(conn: psycopg.Connection, url: str) -> None:
@@ -73,7 +96,7 @@ def migrate(url: str, *, dim: int = 384, schema: str = "", app_role: str = "",
             steps: Sequence[Migration] | None = None) -> list[str]:
     """Apply pending steps in order under an advisory lock; returns the names applied."""
     steps = list(steps) if steps is not None else postgres_migrations(dim)
-    with _connect(url, schema) as conn:
+    with _connect(url, schema, create=True) as conn:
         ensure_vector(conn, url)
         conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
         try:

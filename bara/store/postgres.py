@@ -23,7 +23,7 @@ from psycopg import sql as pgsql
 from bara.errors import StoreError, StoreUnavailableError
 from bara.store.pg_faults import quiet_rollback, translated
 from bara.store import pg_lexical, pg_sql
-from bara.store.pg_admin import connect_error, migrate, vector_dim
+from bara.store.pg_admin import connect_error, migrate, use_schema, vector_dim
 from bara.store.base import storable_document, storable_params
 from bara.text.lexical import index_text
 from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
@@ -100,6 +100,8 @@ class PostgresStore:
     def _probe(self, url: str) -> int:
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+                if self.schema:
+                    use_schema(conn, url, self.schema)  # refuses a missing schema once, not per pooled connection
                 self._configure(conn)
                 return vector_dim(conn, url)
         except psycopg.OperationalError as exc:

@@ -4,6 +4,7 @@ row-level security, iterative HNSW scan, connection and schema errors)."""
 from __future__ import annotations
 
 import threading
+import uuid
 
 import psycopg
 import pytest
@@ -155,6 +156,29 @@ def test_application_role_cannot_migrate_and_is_told_how(pg_server_urls, pg_sche
             sql.Identifier(pg_schema), sql.Identifier(pg_server.APP_ROLE)))
     with pytest.raises(StoreError, match="bara db migrate"):
         PostgresStore(pg_server_urls.app_url, dim=8, schema=pg_schema)
+
+
+def test_a_missing_schema_is_created_by_migrate_never_served_from_public(pg_server_urls):
+    name = f"t_new_{uuid.uuid4().hex[:10]}"
+    try:
+        store = PostgresStore(pg_server_urls.app_url, dim=8, schema=name, admin_url=pg_server_urls.owner_url,
+                              app_role=pg_server.APP_ROLE)
+        store.write_document(doc("a", ["kept in its own schema"]), vecs(1))
+        store.close()
+        with superuser(pg_server_urls) as conn:
+            where = conn.execute("SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                                 " WHERE c.relname = 'chunks' AND n.nspname IN (%s, 'public')", (name,)).fetchall()
+            assert where == [(name,)]
+            assert conn.execute(sql.SQL("SELECT count(*) FROM {}.chunks").format(sql.Identifier(name))).fetchone() == (1,)
+    finally:
+        with superuser(pg_server_urls) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def test_a_store_naming_a_schema_it_cannot_see_is_refused(pg_server_urls, pg_store_factory):
+    pg_store_factory()  # a migrated schema exists elsewhere: the refusal is not about a bare database
+    with pytest.raises(StoreError, match="schema 'nowhere_[0-9a-f]+' does not exist"):
+        PostgresStore(pg_server_urls.app_url, dim=8, schema=f"nowhere_{uuid.uuid4().hex[:8]}")
 
 
 def test_placeholder_translation_leaves_literals_alone():
