@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bara.errors import StoreError
 from bara.text.lexical import analyze
 from bara.types import SHARED, Chunk, Document, SearchRequest
 
@@ -158,6 +159,42 @@ class StoreContract:
                     store.execute("INSERT INTO t_contract (v) VALUES (?)", ("inner",))
                     raise RuntimeError("boom")
         assert store.query("SELECT v FROM t_contract") == [("outer",)]
+
+    def test_a_flat_transaction_commits_its_nested_levels_whole(self, store):
+        store.execute("CREATE TABLE IF NOT EXISTS t_flat (v TEXT)")
+        with store.transaction(flat=True):
+            store.execute("INSERT INTO t_flat (v) VALUES (?)", ("outer",))
+            with store.transaction():
+                store.write("INSERT INTO t_flat (v) VALUES (?)", ("inner",))
+                with store.transaction(flat=False):  # a nested level's own flat is ignored
+                    store.write_document(doc("n.txt", ["nested write"], owner="u", collection="notes"), vecs(1))
+        assert sorted(store.query("SELECT v FROM t_flat")) == [("inner",), ("outer",)]
+        assert store.list_sources("u", "notes") == ["n.txt"]
+
+    def test_a_failure_inside_a_flat_transaction_stores_none_of_it(self, store):
+        store.execute("CREATE TABLE IF NOT EXISTS t_flat (v TEXT)")
+        with pytest.raises(RuntimeError):
+            with store.transaction(flat=True):
+                store.execute("INSERT INTO t_flat (v) VALUES (?)", ("outer",))
+                with store.transaction():
+                    store.write("INSERT INTO t_flat (v) VALUES (?)", ("inner",))
+                    raise RuntimeError("boom")
+        # a caller that catches the inner failure gets a refusal at the end, not a half-stored transaction
+        # (with savepoints the outer row would commit; flat has nothing to roll the inner level back to)
+        with pytest.raises(StoreError, match="flat transaction"):
+            with store.transaction(flat=True):
+                store.execute("INSERT INTO t_flat (v) VALUES (?)", ("outer",))
+                store.write_document(doc("f.txt", ["kept?"], owner="u", collection="notes"), vecs(1))
+                try:
+                    with store.transaction():
+                        store.write("INSERT INTO t_flat (v) VALUES (?)", ("inner",))
+                        raise RuntimeError("caught inside")
+                except RuntimeError:
+                    pass
+        assert store.query("SELECT v FROM t_flat") == [] and store.list_sources("u", "notes") == []
+        with store.transaction(flat=True):  # the next transaction starts clean
+            store.execute("INSERT INTO t_flat (v) VALUES (?)", ("after",))
+        assert store.query("SELECT v FROM t_flat") == [("after",)]
 
     def test_empty_store_search(self, store):
         res = store.search(request("anything", unit(1.0)))

@@ -18,6 +18,11 @@ import numpy as np
 
 from bara.types import SHARED, Document, SearchRequest, StoredChunk, StoreSearchResult
 
+#: What a flat transaction (``transaction(flat=True)``) raises when a level inside it failed and the
+#: caller caught the failure: with no savepoint to roll back to, none of the transaction is stored.
+DOOMED = ("a level inside this flat transaction failed and it has no savepoint to roll back to, "
+          "so nothing of the transaction was stored")
+
 
 @runtime_checkable
 class SqlRunner(Protocol):
@@ -46,8 +51,15 @@ class SqlRunner(Protocol):
         after another, so a write with ``RETURNING`` may be one of them (``Conversations.record_turn``)."""
         ...
 
-    def transaction(self) -> AbstractContextManager[None]:
-        """All statements inside commit together or not at all (nests safely)."""
+    def transaction(self, flat: bool = False) -> AbstractContextManager[None]:
+        """All statements inside commit together or not at all (nests safely).
+
+        Each level nested inside rolls back alone on an exception (a savepoint), unless the outermost
+        level is ``flat``: then the levels inside take no savepoint (fewer statements: on PostgreSQL a
+        turn's dozen levels cost a SAVEPOINT and RELEASE each), and an exception leaving any of them
+        dooms the whole transaction: it is rolled back, and if the caller caught that exception
+        inside, the outermost level raises StoreError instead of committing. ``flat`` on a nested
+        level changes nothing."""
         ...
 
 

@@ -22,12 +22,10 @@ from psycopg import sql as pgsql
 
 from bara.errors import StoreError, StoreUnavailableError
 from bara.store.pg_faults import quiet_rollback, translated
-from bara.store import pg_lexical, pg_sql
+from bara.store import pg_lexical, pg_rows, pg_sql
 from bara.store.pg_admin import connect_error, migrate, use_schema, vector_dim
-from bara.store.base import storable_document, storable_params
-from bara.text.lexical import index_text
-from bara.types import (SHARED, ArmScore, Candidate, Document, SearchRequest, StoredChunk,
-                        StoreSearchResult)
+from bara.store.base import DOOMED, storable_document, storable_params
+from bara.types import SHARED, Document, SearchRequest, StoredChunk, StoreSearchResult
 
 ALL_OWNERS = "*"
 _SCOPE: contextvars.ContextVar[str] = contextvars.ContextVar("bara_pg_scope", default=ALL_OWNERS)
@@ -40,11 +38,19 @@ def _scope(owners: Sequence[str] | None) -> str:
 def _write_scope(owner: str) -> str:
     """The scope a store write of ``owner``'s rows runs in.
 
-    A user's rows: that user alone. Shared rows (the knowledge base): whatever scope the caller is
-    in, so maintenance (unscoped, ``*``) may write them and a user's turn (``["", user]``) may not:
-    the database's write policy refuses shared rows in any listed scope.
+    Shared rows (the knowledge base): whatever scope the caller is in, so maintenance (unscoped, ``*``)
+    may write them and a user's turn (``["", user]``) may not: the database's write policy refuses
+    shared rows in any listed scope. A user's rows: the caller's scope when it lists that user (a
+    turn's ``["", user]``: the policy lets a listed scope write only rows of its non-shared owners, so
+    the write may touch exactly what it could in ``[user]``, and the turn's statements need no scope
+    change between them), else that user alone.
     """
-    return _SCOPE.get() if owner == SHARED else _scope([owner])
+    current = _SCOPE.get()
+    if owner == SHARED:
+        return current
+    if current != ALL_OWNERS and owner in json.loads(current):
+        return current
+    return _scope([owner])
 
 
 class PostgresStore:
@@ -177,16 +183,17 @@ class PostgresStore:
     # ``sent`` counts the pipelines sent in the transaction: a level is on the server once it changed.
     # :meth:`write` queues its statement (a (sql, params) pair, after its scope) there too, in order.
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """BEGIN on a pooled connection at the outermost level (per thread), savepoints inside;
-        any exception (KeyboardInterrupt included) rolls back to where the level began."""
+    def transaction(self, flat: bool = False) -> Iterator[None]:
+        """BEGIN on a pooled connection at the outermost level (per thread), savepoints inside (none
+        inside a ``flat`` one, see :meth:`bara.store.base.SqlRunner.transaction`); any exception
+        (KeyboardInterrupt included) rolls back to where the level began."""
         depth = getattr(self._local, "depth", 0)
         if depth:
-            yield from self._savepoint(depth)
+            yield from (self._flat_level(depth) if self._local.flat else self._savepoint(depth))
             return
         with self._connection() as conn:
             self._local.conn, self._local.depth, self._local.pending, self._local.sent = conn, 1, ["BEGIN"], 0
-            self._local.scope = None
+            self._local.scope, self._local.flat, self._local.doomed = None, flat, False
             try:
                 yield
             except BaseException:
@@ -194,7 +201,7 @@ class PostgresStore:
                     quiet_rollback(conn)
                 raise
             else:
-                if self._local.sent or _writes(self._local.pending):
+                if self._local.sent or _writes(self._local.pending) or self._local.doomed:
                     self._commit(conn)
             finally:
                 self._local.conn, self._local.depth, self._local.pending = None, 0, []
@@ -202,6 +209,10 @@ class PostgresStore:
     def _commit(self, conn: psycopg.Connection) -> None:
         """COMMIT, in one pipeline with what is pending (queued writes: the turn's trace). A transaction a
         failure aborted is never reported committed: PostgreSQL answers its COMMIT with a silent ROLLBACK."""
+        if self._local.doomed:
+            if self._local.sent:
+                quiet_rollback(conn)
+            raise StoreError(DOOMED)
         if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
             quiet_rollback(conn)
             raise StoreError("a statement of this transaction failed, so nothing of it was stored")
@@ -238,6 +249,17 @@ class PostgresStore:
             del local.pending[mark:]
         else:  # on the server, or it will be with its queued writes
             local.pending.append(f"RELEASE SAVEPOINT {name}")
+
+    def _flat_level(self, depth: int) -> Iterator[None]:
+        """A level inside a flat transaction: no savepoint; a failure through it dooms the transaction."""
+        self._local.depth = depth + 1
+        try:
+            yield
+        except BaseException:
+            self._local.doomed = True
+            raise
+        finally:
+            self._local.depth = depth
 
     def _in_scope(self, setup: tuple) -> tuple[tuple[Any, Any], ...]:
         """``setup``, unless it sets the scope the transaction is in already (set_config(..., true)
@@ -302,7 +324,7 @@ class PostgresStore:
             raise StoreError(f"{self.location} stores {self.dim}-dimensional embeddings but the embedder gave "
                              f"{vecs.shape[1]}: use the embedder the store was built with, or a new database")
         scope = (pg_sql.SET_SCOPE, (_write_scope(doc.owner),))
-        rows = [_chunk_row(doc, c, v) for c, v in zip(doc.chunks, vecs, strict=False)]
+        rows = [pg_rows.chunk_row(doc, c, v) for c, v in zip(doc.chunks, vecs, strict=False)]
         with self.transaction():  # one round trip: the document, its id and its chunks in one pipeline
             cur = self._send(*self._in_scope(scope), (pg_sql.DELETE_DOCUMENT, (
                 doc.owner, doc.collection, doc.source)), (pg_sql.INSERT_DOCUMENT, (
@@ -328,11 +350,11 @@ class PostgresStore:
         t0 = time.perf_counter()
         setup = (pg_sql.SET_SEARCH, (_scope(request.owners), str(max(self.ef_search, request.limit)),
                                      str(max(20000, 50 * request.limit))))
-        params = _search_params(request, self.private_exact_max, self.lexical_bounded_min_rows, self.lexical_candidates)
+        params = pg_rows.search_params(request, self.private_exact_max, self.lexical_bounded_min_rows, self.lexical_candidates)
         rows = self._run(self._hybrid, params, "", fetch=True, setup=setup)
         ms = (time.perf_counter() - t0) * 1e3
         n_lex, n_den = (int(rows[0][7]), int(rows[0][8])) if rows else (0, 0)
-        return StoreSearchResult(tuple(_candidate(r) for r in rows), n_lex, n_den, {"hybrid_sql": ms})
+        return StoreSearchResult(tuple(pg_rows.candidate(r) for r in rows), n_lex, n_den, {"hybrid_sql": ms})
 
     # ---------------------------------------------------------------------- reads
     def get_chunks(self, ids: Sequence[int], owners: Sequence[str] | None = None) -> list[StoredChunk]:
@@ -341,7 +363,7 @@ class PostgresStore:
         sql, params = pg_sql.GET_CHUNKS, [[int(i) for i in ids]]
         if owners is not None:
             sql, params = sql + " AND c.owner = ANY (%s::text[])", params + [list(owners)]
-        by_id = {r[0]: _stored(r) for r in self._run(sql, params, _scope(owners), fetch=True)}
+        by_id = {r[0]: pg_rows.stored(r) for r in self._run(sql, params, _scope(owners), fetch=True)}
         return [by_id[i] for i in ids if i in by_id]
 
     def count_chunks(self, owner: str | None = None, collection: str | None = None) -> int:
@@ -369,44 +391,3 @@ class PostgresStore:
 def _writes(pending: Sequence[Any]) -> bool:
     """Whether ``pending`` holds a queued write (a (sql, params) pair; control statements are text)."""
     return any(not isinstance(item, str) for item in pending)
-
-
-def _chunk_row(doc: Document, chunk: Any, vec: np.ndarray) -> tuple:
-    heading = " ".join(filter(None, (doc.title, chunk.section, chunk.title)))
-    return (doc.owner, doc.collection, chunk.ordinal, chunk.text, chunk.section, chunk.title,
-            chunk.start, chunk.end, chunk.content_hash, index_text(chunk.text), index_text(heading), vec)
-
-
-def _search_params(req: SearchRequest, private_exact_max: int = 2000, bounded_min_rows: int = 0,
-                   candidates: int = 5000) -> dict[str, Any]:
-    tw = max(req.title_weight, 1e-6)
-    body, head = (1.0 / tw, 1.0) if tw >= 1.0 else (1.0, tw)
-    has_vector = req.vector is not None
-    terms = list(dict.fromkeys(req.terms))
-    return {
-        "query": " or ".join(terms), "use_lexical": bool(req.use_lexical and req.terms), "terms": terms,
-        # bounded_min_rows 0: the exact arm always (lex_size reads nothing and is 0, below the minimum 1)
-        "lex_bounded": bounded_min_rows > 0, "lex_bounded_min": max(1, int(bounded_min_rows)),
-        "lex_candidates": int(candidates),
-        "rank_weights": [body, body, body, head], "owners": list(req.owners),
-        "collections": list(req.collections), "limit": int(req.limit),
-        "vector": np.asarray(req.vector, dtype=np.float32) if has_vector else None,
-        "dense": bool(req.use_dense and has_vector), "has_vector": has_vector,
-        "has_shared": SHARED in req.owners, "private": [o for o in req.owners if o != SHARED],
-        "private_exact_max": int(private_exact_max),
-        "w_lex": float(req.weight_lexical), "w_den": float(req.weight_dense), "rrf_k": float(req.rrf_k),
-    }
-
-
-def _arm(rank: Any, score: Any) -> ArmScore:
-    return ArmScore(None, None) if rank is None else ArmScore(int(rank), float(score))
-
-
-def _candidate(r: tuple) -> Candidate:
-    return Candidate(int(r[0]), float(r[1]), _arm(r[2], r[3]), _arm(r[4], r[5]), float(r[6]))
-
-
-def _stored(r: tuple) -> StoredChunk:
-    meta = json.loads(r[11]) if r[11] else {}
-    return StoredChunk(id=int(r[0]), text=r[1], source=r[2], section=r[3], title=r[4] or r[10], collection=r[5],
-                       owner=r[6], ordinal=r[7], start=r[8], end=r[9], meta={**meta, "doc_title": r[10]})

@@ -20,9 +20,10 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from bara.errors import MissingStoreError, StoreError
-from bara.store.base import LexicalPrefetch, storable_document, storable_params
-from bara.store.migrations import Migration, announce_upgrade, sqlite_migrations
-from bara.store.sqlite_files import (APPLICATION_ID, DEFAULT_BUSY_TIMEOUT_S, check_identity, check_integrity, closed_clean, mark_clean,
+from bara.store.base import DOOMED, LexicalPrefetch, storable_document, storable_params
+from bara.store.migrations import Migration, sqlite_migrations
+from bara.store.sqlite_schema import migrate
+from bara.store.sqlite_files import (DEFAULT_BUSY_TIMEOUT_S, check_identity, check_integrity, closed_clean, mark_clean,
                                      connect_file, exists, file_problem, reader_uri)
 from bara.store.sqlite_ann import DEFAULT as DEFAULT_ANN
 from bara.store.sqlite_ann import AnnConfig, Graphs, approximate_dense, approximate_matrix
@@ -77,7 +78,8 @@ class SQLiteStore:
             # whether this open read every page (False: the file is as a clean close left it)
             self.integrity_checked = existed and mode != "read" and \
                 check_integrity(self._conn, self.location, was_clean)
-            self._migrate(list(migrations) if migrations is not None else sqlite_migrations())
+            migrate(self._conn, self.location, self.read_only, self.transaction,
+                    list(migrations) if migrations is not None else sqlite_migrations())
         self._vouch = mode != "read" and self.location != ":memory:"
 
     # ----------------------------------------------------------------- SQL runner
@@ -120,11 +122,17 @@ class SQLiteStore:
             raise problem from exc
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """BEGIN IMMEDIATE at the outermost level, savepoints inside; rollback on any exception
-        (KeyboardInterrupt included), so a document is stored whole or not at all."""
+    def transaction(self, flat: bool = False) -> Iterator[None]:
+        """BEGIN IMMEDIATE at the outermost level, savepoints inside (none inside a ``flat`` one, see
+        :meth:`bara.store.base.SqlRunner.transaction`); rollback on any exception (KeyboardInterrupt
+        included), so a document is stored whole or not at all."""
         with self._lock, self._translated():
+            if self._depth and self._flat:
+                yield from self._flat_level()
+                return
             outer = self._depth == 0
+            if outer:
+                self._flat, self._doomed = flat, False
             self._conn.execute("BEGIN IMMEDIATE" if outer else f"SAVEPOINT sp{self._depth}")
             self._depth += 1
             mark = self._matrices.mark()
@@ -140,6 +148,10 @@ class SQLiteStore:
                     self._conn.execute(f"RELEASE sp{self._depth}")
                 raise
             self._depth -= 1
+            if outer and self._doomed:
+                self._matrices.rolled_back(mark)
+                self._conn.execute("ROLLBACK")
+                raise StoreError(DOOMED)
             try:
                 self._conn.execute("COMMIT" if outer else f"RELEASE sp{self._depth}")
             except BaseException:
@@ -149,6 +161,17 @@ class SQLiteStore:
                 raise
             if outer:
                 self._scopes.committed(runner(self._conn), self._matrices.committed())
+
+    def _flat_level(self) -> Iterator[None]:
+        """A level inside a flat transaction: no savepoint; a failure through it dooms the transaction."""
+        self._depth += 1
+        try:
+            yield
+        except BaseException:
+            self._doomed = True
+            raise
+        finally:
+            self._depth -= 1
 
     @contextmanager
     def scoped(self, owners: Sequence[str]) -> Iterator[None]:
@@ -416,38 +439,3 @@ class SQLiteStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # ------------------------------------------------------------------ migrations
-    def _migrate(self, steps: list[Migration]) -> None:
-        if self.read_only:
-            self._check_read_only_schema(steps)
-            return
-        self._conn.execute("CREATE TABLE IF NOT EXISTS bara_migrations (seq INTEGER PRIMARY KEY,"
-                           " name TEXT NOT NULL UNIQUE, applied_at REAL NOT NULL)")
-        applied = [r[0] for r in self.query("SELECT name FROM bara_migrations ORDER BY seq")]
-        known = [s.name for s in steps]
-        unknown = [n for n in applied if n not in known]
-        if unknown:
-            raise StoreError(f"{self.location} has schema steps this bara does not know ({', '.join(unknown)}): "
-                             "it was written by a newer bara. Upgrade bara, or point --db at another file.")
-        pending = [step for step in steps if step.name not in applied]
-        announce_upgrade(self.location, applied, [step.name for step in pending])
-        for step in pending:
-            self._apply(step)
-
-    def _check_read_only_schema(self, steps: list[Migration]) -> None:
-        """A read-only file is used as it is; it must not need a schema step."""
-        has_table = self._conn.execute("SELECT 1 FROM sqlite_master WHERE name='bara_migrations'").fetchone()
-        applied = {r[0] for r in self._conn.execute("SELECT name FROM bara_migrations")} if has_table else set()
-        missing = [s.name for s in steps if s.name not in applied]
-        if missing:
-            raise StoreError(f"{self.location} is read-only and needs schema steps ({', '.join(missing)}): "
-                             "make it writable (chmod u+w) and run any bara command once, or use another --db")
-
-    def _apply(self, step: Migration) -> None:
-        with self.transaction():
-            for sql in step.statements:
-                self._conn.execute(sql)
-            self._conn.execute("INSERT INTO bara_migrations (name, applied_at) VALUES (?, ?)",
-                               (step.name, time.time()))
-            self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")

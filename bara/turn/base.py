@@ -160,7 +160,8 @@ class PipelineAssistant:
         reply = plan.assistant_text if self.generator is not self.offline else ""
         journal = TURN_STORED.get()
         behind = self.settings.memory_write_behind and journal is None
-        with self.bara.store.transaction():
+        # flat: the turn's nested writes take no savepoints (a failure of any fails the turn whole)
+        with self.bara.store.transaction(flat=True):
             with rec.stage("persist"):  # the turn's writes; their COMMIT follows the stage (with the trace)
                 meta = user_meta(self.settings, self._embedder_id, r, plan.assistant_text)
                 self.conversations.record_turn(t.user_id, t.conversation_id, plan.user_text, plan.assistant_text,

@@ -12,7 +12,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from bara.store import pg_sql
-from bara.store.postgres import _search_params
+from bara.store.pg_rows import search_params as _search_params
 from bara.types import SearchRequest
 from store_contract import doc, unit, vecs
 

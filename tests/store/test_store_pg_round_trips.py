@@ -139,3 +139,35 @@ def test_a_transaction_whose_statement_failed_is_never_reported_committed(store)
             except psycopg.errors.DivisionByZero:
                 pass
     assert _messages(store, "u1") == []
+
+
+def test_a_users_write_in_a_turns_scope_needs_no_scope_of_its_own_and_gains_no_rights(store, monkeypatch):
+    """A turn runs in ``["", user]``: the user's own writes run in that scope (the write policy lets a listed
+    scope write only its non-shared owners' rows), so reads and writes alternate with one set_config."""
+    from store_contract import doc, vecs
+
+    from bara.types import SHARED
+
+    sent: list[str] = []
+    real_execute = psycopg.Connection.execute
+
+    def execute(conn, query, *a, **k):
+        sent.append(str(query))
+        return real_execute(conn, query, *a, **k)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    read = "SELECT COUNT(*) FROM documents WHERE owner=?"
+    with store.scoped([SHARED, "u1"]), store.transaction():
+        assert store.query(read, ("u1",)) == [(0,)]
+        store.write_document(doc("n1", ["a note"], owner="u1", collection="notes"), vecs(1))
+        assert store.query(read, ("u1",)) == [(1,)]
+        store.write_document(doc("n2", ["another"], owner="u1", collection="notes"), vecs(1))
+    assert sum("set_config('bara.owners'" in q for q in sent) == 1  # the pool's connection setup sets others
+    with store.scoped(["u1"]):
+        assert store.list_sources("u1", "notes") == ["n1", "n2"]
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), store.scoped([SHARED, "u1"]):
+        store.write_document(doc("kb.txt", ["not the user's to write"]), vecs(1))
+    with store.scoped([SHARED, "u1"]), pytest.raises(psycopg.errors.InsufficientPrivilege):
+        store.execute("INSERT INTO serve_threads (user_id, thread_hash, conversation_id, created_at)"
+                      " VALUES (?,?,'c',0)", ("u2", "h"))
+    assert store.list_sources(SHARED, "kb") == []
