@@ -188,6 +188,23 @@ def hybrid(rank: str) -> str:
 
 HYBRID = hybrid("ts_rank_log")  # the default pg_lexical_rank
 
+
+def cache_hybrid_parse() -> None:
+    """Let psycopg cache the placeholder parse of the hybrid search statement.
+
+    psycopg caches a statement's conversion (``%(name)s`` to ``$n``) only up to
+    ``MAX_CACHED_STATEMENT_LENGTH`` bytes (4,096: long statements are mostly generated and rarely repeat).
+    The hybrid search (~5.4 kB, every rank variant) runs on every turn, and re-parsing it cost ~0.3 ms of CPU
+    a search. The limit is raised to the longest variant; without the attribute (another psycopg) nothing
+    changes but that cost (``tests/store/test_store_pg_statements.py`` fails then)."""
+    from psycopg import _queries
+
+    longest = max(len(hybrid(rank).encode()) for rank in LEXICAL_RANKS)
+    if isinstance(getattr(_queries, "MAX_CACHED_STATEMENT_LENGTH", None), int):
+        _queries.MAX_CACHED_STATEMENT_LENGTH = max(_queries.MAX_CACHED_STATEMENT_LENGTH, longest)
+
+
+
 GET_CHUNKS = """SELECT c.id, c.text, d.source, c.section, c.title, c.collection, c.owner, c.ordinal,
     c.start_char, c.end_char, d.title, d.meta FROM chunks c JOIN documents d ON d.id = c.doc_id
     WHERE c.id = ANY (%s::bigint[])"""

@@ -28,6 +28,7 @@ from bara.store.base import DOOMED, storable_document, storable_params
 from bara.types import SHARED, Document, SearchRequest, StoredChunk, StoreSearchResult
 
 ALL_OWNERS = "*"
+pg_sql.cache_hybrid_parse()  # else psycopg re-parses the ~5 kB search statement on every call
 _SCOPE: contextvars.ContextVar[str] = contextvars.ContextVar("bara_pg_scope", default=ALL_OWNERS)
 
 
