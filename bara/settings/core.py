@@ -385,7 +385,8 @@ class CoreSettings(BaseModel):
         "Rows of a scope (one owner's collection) from which PostgreSQL keeps its per-term document frequencies "
         "for the bounded full-text arm; a smaller scope keeps its row count only (a turn's Q&A or episodic write "
         "is then one upsert, not one per lexeme) and a bounded search counts its terms from its rows. The write "
-        "that crosses it counts the scope's terms once. 0 = every scope; bara/store/pg_lexical.py."))
+        "that crosses it counts the scope's terms once. 0 = every scope; bara/store/pg_lexical.py. A user's scope below "
+        "it also keeps its vectors out of the HNSW graph (exact distance; bara/store/pg_flat.py)."))
     pg_private_exact_max: int = Field(default=2000, ge=1, le=10_000_000, description=(
         "A user's rows (in the searched collections) up to which the PostgreSQL dense arm ranks them by exact "
         "distance; from this size on it uses the HNSW index (iterative scan, exact pass if it returns too few)."))

@@ -131,6 +131,11 @@ def _register_store_steps() -> None:
 
     register_step("0032_pg_chunk_terms_lazy", lazy_step_statements(), phase=SHARED_READ_ONLY, rank=99,
                   backends=("postgres",))
+    # ... and a small private scope's vectors outside the HNSW graph (a turn's writes link no graph node).
+    from bara.store.pg_flat import step_statements as flat_step_statements
+
+    register_step("0033_pg_flat_vectors", flat_step_statements(), phase=SHARED_READ_ONLY, rank=99,
+                  backends=("postgres",))
     # A user's scope may read shared rows but never write one (harden-faults).
     register_policies("0012_pg_core_shared_read_only", (("documents", "owner"), ("chunks", "owner")), rank=0,
                       shared_read_only=True)

@@ -191,7 +191,7 @@ lex AS MATERIALIZED (SELECT * FROM lex_exact UNION ALL SELECT * FROM lex_bounded
 # bounded arm counts an unmarked scope's terms from its rows (fewer than the threshold, by the row
 # count). Order inside a write: the row-count rows first (in key order: they are the scopes' locks),
 # then, in statements that see every writer committed before those locks, the terms of marked scopes.
-_LAZY_APPLY = f"""CREATE OR REPLACE FUNCTION bara_chunk_terms_apply() RETURNS trigger LANGUAGE plpgsql AS $fn$
+LAZY_APPLY = f"""CREATE OR REPLACE FUNCTION bara_chunk_terms_apply() RETURNS trigger LANGUAGE plpgsql AS $fn$
 DECLARE
     s record;
 BEGIN
@@ -252,12 +252,15 @@ MARK_ALL = f"""INSERT INTO chunk_terms (owner, collection, term, df)
 
 def lazy_step_statements() -> tuple[str, ...]:
     """``0032_pg_chunk_terms_lazy``: the new trigger bodies; every existing scope keeps its counts."""
-    return ("SELECT set_config('bara.owners', '*', true)", _LAZY_APPLY, _LAZY_UPDATE, MARK_ALL)
+    return ("SELECT set_config('bara.owners', '*', true)", LAZY_APPLY, _LAZY_UPDATE, MARK_ALL)
 
 
 def rebuild_statements() -> tuple[str, ...]:
-    """Every scope's counts from its rows (a bulk load that paused the insert trigger), every scope marked."""
-    return (*REBUILD, MARK_ALL)
+    """Every scope's counts from its rows (a bulk load that paused the insert trigger), every scope marked
+    (and so, since 0033, every private vector in the HNSW graph: :mod:`bara.store.pg_flat`)."""
+    from bara.store.pg_flat import MOVE_ALL
+
+    return (*REBUILD, MARK_ALL, MOVE_ALL)
 
 
 # A session's threshold (``PostgresStore`` sets it on every pooled connection).

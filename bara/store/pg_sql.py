@@ -132,7 +132,9 @@ LEXICAL_RANKS = {
 # exact pass over the same scope runs (one-time filter, so it costs nothing otherwise). Per-user owners
 # use exact distance ((d) + 0 keeps the planner off the index) while they hold fewer than
 # ``private_exact_max`` rows in the searched collections (counted by the scope index, at most that
-# many), and the same HNSW-then-exact pair as the shared scope above that size.
+# many), and the same HNSW-then-exact pair as the shared scope above that size. A small private scope's
+# vectors are in ``flat``, not in the graph (:mod:`bara.store.pg_flat`): the exact passes rank
+# ``coalesce(embedding, flat)``, and above that size ``private_flat`` ranks the flat rows (partial index).
 # The cosine of a lexical-only candidate is read by primary-key look-up (a join let the planner scan
 # the whole table to hash it: most of a search's time at 10^4 chunks and more).
 _HYBRID = """
@@ -155,15 +157,21 @@ private_ann AS MATERIALIZED (
     WHERE %(dense)s AND (SELECT n FROM private_size) >= %(private_exact_max)s
       AND c.owner = ANY (%(private)s::text[]) AND c.collection = ANY (%(collections)s::text[])
     ORDER BY c.embedding <=> %(vector)s::vector LIMIT %(limit)s),
+private_flat AS MATERIALIZED (
+    SELECT c.id, (c.flat <=> %(vector)s::vector) + 0 AS dist FROM chunks c
+    WHERE %(dense)s AND (SELECT n FROM private_size) >= %(private_exact_max)s AND c.embedding IS NULL
+      AND c.owner = ANY (%(private)s::text[]) AND c.collection = ANY (%(collections)s::text[])
+    ORDER BY 2, c.id LIMIT %(limit)s),
 private_exact AS MATERIALIZED (
-    SELECT c.id, (c.embedding <=> %(vector)s::vector) + 0 AS dist FROM chunks c
+    SELECT c.id, (coalesce(c.embedding, c.flat) <=> %(vector)s::vector) + 0 AS dist FROM chunks c
     WHERE %(dense)s AND (SELECT count(*) FROM private_ann) < %(limit)s
       AND c.owner = ANY (%(private)s::text[]) AND c.collection = ANY (%(collections)s::text[])
     ORDER BY 2, c.id LIMIT %(limit)s),
 den AS (
     SELECT id, min(dist) AS dist FROM (
         SELECT * FROM shared_ann UNION ALL SELECT * FROM shared_exact
-        UNION ALL SELECT * FROM private_ann UNION ALL SELECT * FROM private_exact) u
+        UNION ALL SELECT * FROM private_ann UNION ALL SELECT * FROM private_flat
+        UNION ALL SELECT * FROM private_exact) u
     GROUP BY id ORDER BY 2, id LIMIT %(limit)s),
 den_ranked AS (SELECT id, 1 - dist AS score, row_number() OVER (ORDER BY dist, id) AS rank FROM den),
 fused AS MATERIALIZED (
@@ -173,7 +181,8 @@ fused AS MATERIALIZED (
     FROM lex_ranked l FULL JOIN den_ranked d ON d.id = l.id)
 SELECT f.id, f.fused, f.lrank, f.lscore, f.drank, f.dscore,
        CASE WHEN NOT %(has_vector)s THEN 0 WHEN f.dscore IS NOT NULL THEN f.dscore
-            ELSE (SELECT 1 - (c.embedding <=> %(vector)s::vector) FROM chunks c WHERE c.id = f.id) END AS similarity,
+            ELSE (SELECT 1 - (coalesce(c.embedding, c.flat) <=> %(vector)s::vector) FROM chunks c WHERE c.id = f.id)
+       END AS similarity,
        (SELECT count(*) FROM lex) AS n_lex, (SELECT count(*) FROM den) AS n_den
 FROM fused f
 ORDER BY f.fused DESC, least(f.lrank, f.drank), f.first_seen, f.id
@@ -202,7 +211,6 @@ def cache_hybrid_parse() -> None:
     longest = max(len(hybrid(rank).encode()) for rank in LEXICAL_RANKS)
     if isinstance(getattr(_queries, "MAX_CACHED_STATEMENT_LENGTH", None), int):
         _queries.MAX_CACHED_STATEMENT_LENGTH = max(_queries.MAX_CACHED_STATEMENT_LENGTH, longest)
-
 
 
 GET_CHUNKS = """SELECT c.id, c.text, d.source, c.section, c.title, c.collection, c.owner, c.ordinal,

@@ -27,7 +27,7 @@ PG_NAMES = ["0001_core", "0002_memory", "0010_episodic", "0015_episodic_names", 
             "0016_pg_episodic_names_rls", "0103_pg_funds_rls", "0005_owner_keys", "0006_pg_serve_rls",
             "0012_pg_core_shared_read_only", "0013_pg_memory_shared_read_only", "0014_pg_episodic_shared_read_only",
             "0017_pg_episodic_names_shared_read_only", "0104_pg_funds_shared_read_only", "0030_pg_chunks_tsv_inline",
-            "0031_pg_chunk_terms", "0032_pg_chunk_terms_lazy"]
+            "0031_pg_chunk_terms", "0032_pg_chunk_terms_lazy", "0033_pg_flat_vectors"]
 # Steps added after the pins below were taken (issue 16: the episodic name index; round 10: users'
 # full-text rows in their own SQLite table); the pins still hold for every other step, which proves no
 # released step was edited.
@@ -36,7 +36,8 @@ MEMORY_FTS = {"0202_sqlite_memory_fts"}
 TSV_INLINE = {"0030_pg_chunks_tsv_inline"}  # the tsvector kept in the row (docs/postgres.md)
 CHUNK_TERMS = {"0031_pg_chunk_terms"}  # per-scope term frequencies of the bounded full-text arm (issue 34)
 CHUNK_TERMS_LAZY = {"0032_pg_chunk_terms_lazy"}  # ... per term only in scopes that can be large (issue 33)
-ADDED = EPISODIC_NAMES | MEMORY_FTS | TSV_INLINE | CHUNK_TERMS | CHUNK_TERMS_LAZY
+FLAT_VECTORS = {"0033_pg_flat_vectors"}  # small private scopes' vectors outside the HNSW graph (issue 33)
+ADDED = EPISODIC_NAMES | MEMORY_FTS | TSV_INLINE | CHUNK_TERMS | CHUNK_TERMS_LAZY | FLAT_VECTORS
 PINNED = {
     "sqlite": "2419ad1380a997be64910f0ebe8bddfa9819fe8cdc1ce2ea8a115c98b5bf69a8",
     "pg": "d083379b2e406c9dcb57872d4ae12621072e1cebaa9135cd7d8665f9925a3d85",
@@ -51,6 +52,7 @@ PINNED_ADDED = {
 }
 PINNED_CHUNK_TERMS = "a745ba0f421bc1aaa259c979552de4f343649d73311d4169c19f1b1cc5f8495f"
 PINNED_CHUNK_TERMS_LAZY = "0cffe636c0f0d0895150c1f2bfc036b95bbfb2ab1887a4ef7bfddb6b8c975f7a"
+PINNED_FLAT_VECTORS = "398decef053b103abb74cea4b0595ecc190f0be125676bdb8f459ccdef9c84e4"
 PINNED_TSV_INLINE = "43c71f3ac36517ae41dbe1f9c187435b4c385856672a46678d2d437844c49857"
 PINNED_MEMORY_FTS = "4b54350eab851bd47014a14ea2fae179c31eaf7aba5539b1cc0eba80207e554b"
 MEMORY_FTS_TABLES = {"memory_fts", "memory_fts_config", "memory_fts_content", "memory_fts_data",
@@ -84,6 +86,8 @@ def test_added_steps_are_pinned_too():
     assert digest(postgres_migrations(), CHUNK_TERMS) == digest(postgres_migrations(512), CHUNK_TERMS) == PINNED_CHUNK_TERMS
     assert (digest(postgres_migrations(), CHUNK_TERMS_LAZY) == digest(postgres_migrations(512), CHUNK_TERMS_LAZY)
             == PINNED_CHUNK_TERMS_LAZY)
+    assert (digest(postgres_migrations(), FLAT_VECTORS) == digest(postgres_migrations(512), FLAT_VECTORS)
+            == PINNED_FLAT_VECTORS)
 
 
 def test_new_sqlite_store_schema_is_unchanged(tmp_path):
