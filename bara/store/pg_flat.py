@@ -15,7 +15,9 @@ counts' mark (:mod:`bara.store.pg_lexical`, ``term = ' '``: the scope reached
   knowledge-base load never calls it) moves the vector to ``flat`` when the row's scope is unmarked.
   The write that marks a scope (the lazy insert trigger's crossing loop, re-created here) moves that
   scope's flat vectors into ``embedding`` (and so into the graph) in the same statement; a bulk load's
-  rebuild does the same for every scope it marks (``pg_lexical.rebuild_statements``).
+  rebuild does the same for every scope it marks (``pg_lexical.rebuild_statements``). A row that a
+  concurrent writer inserted into the scope before it was marked stays flat (the search below still
+  ranks it; it only costs that exact pass a row).
 - **Reads.** The dense arm's exact passes rank ``coalesce(embedding, flat)``; above
   ``pg_private_exact_max`` the HNSW pass finds the graph's rows and one more exact pass ranks the
   scope's flat rows through the partial index ``chunks_flat`` (only flat rows are in it), so a user
