@@ -37,6 +37,11 @@ from pathlib import Path
 
 import httpx
 
+# The store is prepared in this process and served by a subprocess with PYTHONPATH set to this tree: both
+# must be this tree's bara, not whichever one is installed (a checkout of an older commit run with another
+# tree's editable install prepared a store the server then refused as newer).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 MESSAGES = ["What does the HSTS max-age directive specify?", "and what about includeSubDomains?",
             "thanks, that helps!", "My name is {name} and I work as a site reliability engineer.",
             "What does MUST mean in RFC 2119?", "how is SHOULD different?", "We decided to use {name}-plan for TLS.",

@@ -29,9 +29,6 @@ from __future__ import annotations
 
 from bara.store import pg_lexical
 
-# The vector a distance is taken of, whichever column holds it.
-VECTOR = "coalesce(c.embedding, c.flat)"
-
 _FLAT_FUNCTION = f"""CREATE OR REPLACE FUNCTION bara_chunks_flat() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM chunk_terms m WHERE m.owner = NEW.owner AND m.collection = NEW.collection
