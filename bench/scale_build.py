@@ -216,12 +216,14 @@ def pg_drop_hnsw(location: str, settings: Settings) -> bool:
         return False
     import psycopg
 
+    from bara.store.pg_flat import FLAT_TRIGGER
     from bara.store.pg_lexical import INSERT_TRIGGER
 
     with psycopg.connect(settings.pg_admin_url, autocommit=True) as conn:
         _pg_schema(conn, settings)
         conn.execute("DROP INDEX IF EXISTS chunks_embedding")
         conn.execute(f"ALTER TABLE chunks DISABLE TRIGGER {INSERT_TRIGGER}")  # frequencies recounted after
+        conn.execute(f"ALTER TABLE chunks DISABLE TRIGGER {FLAT_TRIGGER}")  # every vector into the one index build
     print("  PostgreSQL bulk load: HNSW index dropped and term counting paused, both redone after the rows", flush=True)
     return True
 
@@ -232,7 +234,7 @@ def pg_build_hnsw(settings: Settings) -> float:
     the tables (fresh statistics and visibility map for the measurements); seconds the index took."""
     import psycopg
 
-    from bara.store import pg_lexical, pg_sql
+    from bara.store import pg_flat, pg_lexical, pg_sql
 
     create = next(s for s in pg_sql.core_statements(settings.pg_embedding_dim) if "USING hnsw" in s)
     t0 = time.perf_counter()
@@ -248,6 +250,7 @@ def pg_build_hnsw(settings: Settings) -> float:
             for statement in pg_lexical.rebuild_statements():
                 conn.execute(statement)
             conn.execute(f"ALTER TABLE chunks ENABLE TRIGGER {pg_lexical.INSERT_TRIGGER}")
+            conn.execute(f"ALTER TABLE chunks ENABLE TRIGGER {pg_flat.FLAT_TRIGGER}")
         print(f"  PostgreSQL term frequencies counted in {time.perf_counter() - t1:.0f} s", flush=True)
         conn.execute("VACUUM (ANALYZE) chunks")
         conn.execute("VACUUM (ANALYZE) documents")

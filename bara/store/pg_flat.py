@@ -39,7 +39,8 @@ BEGIN
     RETURN NEW;
 END $fn$"""
 
-_FLAT_TRIGGER = """CREATE TRIGGER chunks_flat BEFORE INSERT OR UPDATE OF embedding ON chunks FOR EACH ROW
+FLAT_TRIGGER = "chunks_flat"  # a bulk load that builds the graph afterwards may disable it (bench/scale_build.py)
+_FLAT_TRIGGER = f"""CREATE TRIGGER {FLAT_TRIGGER} BEFORE INSERT OR UPDATE OF embedding ON chunks FOR EACH ROW
     WHEN (NEW.owner <> '' AND NEW.embedding IS NOT NULL) EXECUTE FUNCTION bara_chunks_flat()"""
 
 # The scope the lazy trigger has just marked: its flat vectors join the graph.
