@@ -46,16 +46,13 @@ _FLAT_TRIGGER = f"""CREATE TRIGGER {FLAT_TRIGGER} BEFORE INSERT OR UPDATE OF emb
 # The scope the lazy trigger has just marked: its flat vectors join the graph.
 _MOVE_SCOPE = """UPDATE chunks c SET embedding = c.flat, flat = NULL
                 WHERE c.owner = s.owner AND c.collection = s.collection AND c.embedding IS NULL;"""
-_MARK_LINE = f"""INSERT INTO chunk_terms (owner, collection, term, df) VALUES (s.owner, s.collection, '{pg_lexical.MARKER}', 1);"""
 
 
 def lazy_apply_moving() -> str:
     """0032's insert/delete trigger body with one more statement after a scope is marked: its flat
     vectors move into ``embedding`` (0032's own text stays as it was applied)."""
-    body = pg_lexical.LAZY_APPLY
-    if body.count(_MARK_LINE) != 1:
-        raise AssertionError("the lazy trigger's marking statement moved: update pg_flat")
-    return body.replace(_MARK_LINE, _MARK_LINE + "\n            " + _MOVE_SCOPE)
+    mark = pg_lexical.MARK_SCOPE
+    return pg_lexical.LAZY_APPLY.replace(mark, mark + "\n            " + _MOVE_SCOPE, 1)
 
 
 def step_statements() -> tuple[str, ...]:

@@ -132,6 +132,8 @@ _MIN_ROWS = "coalesce(nullif(current_setting('bara.terms_min_rows', true), '')::
 _MARKED = ("EXISTS (SELECT 1 FROM chunk_terms m WHERE m.owner = {row}.owner AND m.collection = {row}.collection"
            f" AND m.term = '{MARKER}')")
 _LEXEMES = "unnest(tsvector_to_array({row}.tsv))"
+# The lazy trigger's statement that marks the scope ``s`` of its crossing loop (0033 extends the loop after it).
+MARK_SCOPE = f"INSERT INTO chunk_terms (owner, collection, term, df) VALUES (s.owner, s.collection, '{MARKER}', 1);"
 
 
 # The search's lexical CTEs (spliced into pg_sql's hybrid statement). ``lex_size``: rows in the scope,
@@ -213,7 +215,7 @@ BEGIN
                 SELECT s.owner, s.collection, x, count(*) FROM chunks c, {_LEXEMES.format(row="c")} x
                 WHERE c.owner = s.owner AND c.collection = s.collection GROUP BY x ORDER BY x
                 ON CONFLICT (owner, collection, term) DO UPDATE SET df = EXCLUDED.df;
-            INSERT INTO chunk_terms (owner, collection, term, df) VALUES (s.owner, s.collection, '{MARKER}', 1);
+            {MARK_SCOPE}
         END LOOP;
     ELSE
         UPDATE chunk_terms t SET df = t.df - g.n FROM (
